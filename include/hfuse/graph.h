@@ -1,0 +1,48 @@
+// The model graph: ONNX-style nodes over named values (model inputs, weights, node outputs).
+// A Graph is plain data; passes (src/passes) are functions from Graph to Graph.
+#pragma once
+
+#include "hfuse/tensor.h"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace hfuse {
+
+struct Node {
+    std::string name;                  // unique among nodes
+    std::string op;                    // ONNX op type, e.g. "Conv"
+    std::vector<std::string> inputs;   // value names; "" marks an optional input that is left out
+    std::vector<std::string> outputs;  // value names; {name} unless the node lists its own (Split)
+    nlohmann::json attrs = nlohmann::json::object();
+};
+
+struct GraphInput {
+    std::string name;
+    Shape shape;  // float32
+};
+
+struct Graph {
+    std::string name;
+    std::string source;  // the file it came from, used in error messages ("" when built in code)
+    std::vector<GraphInput> inputs;
+    std::map<std::string, Constant> weights;
+    std::vector<Node> nodes;  // in topological order once validate() has run
+    std::vector<std::string> outputs;
+
+    // The type of every value (inputs, weights, node outputs), filled by infer_shapes().
+    std::map<std::string, TensorType> types;
+
+    bool is_weight(const std::string &value) const { return weights.count(value) != 0; }
+    bool is_input(const std::string &value) const;
+    // The node producing a value, or nullptr for inputs and weights.
+    const Node *producer(const std::string &value) const;
+    const Node *find_node(const std::string &name) const;
+    // Throws an Error if shapes have not been inferred for this value.
+    const TensorType &type_of(const std::string &value) const;
+};
+
+}  // namespace hfuse

@@ -1,0 +1,23 @@
+// Reading models in hfuse's JSON format (version 1); see README.md "The model format".
+#pragma once
+
+#include "hfuse/graph.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace hfuse {
+
+// Parses a model file and loads its weights (paths relative to the model file), then runs the
+// front-end passes (validate, infer_shapes). Every problem throws an Error naming file, node, field.
+Graph load_model(const std::string &path);
+
+// Parses without running passes. `base_dir` resolves weight files; `source` names the model in errors.
+Graph parse_model(const nlohmann::json &model, const std::string &base_dir, const std::string &source);
+
+// Raw little-endian float32 files, as used for weights, inputs and outputs.
+std::vector<float> read_f32_file(const std::string &path, int64_t expected_count, const std::string &what);
+void write_f32_file(const std::string &path, const float *data, int64_t count);
+
+}  // namespace hfuse

@@ -1,0 +1,93 @@
+// The op library: every supported op type registers one OpSchema with
+//  - its arity and allowed attributes (checked by validate()),
+//  - shape inference (used by infer_shapes()),
+//  - its Halide definition (used by every executor),
+//  - its pattern kind (used by the fusion planner) and FLOP count (used by `hfuse info`).
+//
+// Op definitions live in src/ops/<family>_ops.cpp and register themselves through the
+// register_*_ops() functions called by the registry; see src/ops/README.md for the conventions.
+#pragma once
+
+#include "hfuse/attributes.h"
+#include "hfuse/graph.h"
+
+#include <Halide.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace hfuse {
+
+// How an op composes with its neighbours under fusion, after TVM's OpPatternKind.
+enum class PatternKind {
+    Elementwise,        // out[i] = f(in[i]) with equal shapes (Relu, Sigmoid)
+    Broadcast,          // elementwise with numpy broadcasting or per-channel operands (Add, BN)
+    Injective,          // each output element reads one input element (Reshape, Transpose, Slice)
+    Reduction,          // reduces over an axis (Softmax, GlobalAveragePool)
+    ComplexOutFusable,  // heavy op whose output can take an elementwise epilogue (Conv, Gemm, MatMul)
+    Window,             // reads a window of its input per output (MaxPool, AveragePool)
+    Opaque,             // never fused
+};
+
+const char *to_string(PatternKind kind);
+
+struct InferContext {
+    const Node &node;
+    Attributes attrs;
+    std::vector<const TensorType *> inputs;   // nullptr where an optional input is left out
+    std::vector<const Constant *> constants;  // non-null where the input is a weight
+    int num_outputs;                          // node.outputs.size()
+
+    // Convenience for required constant inputs (shape-like): throws naming the input otherwise.
+    const Constant &constant(int i, const std::string &what) const;
+    bool has_input(int i) const { return i < (int)inputs.size() && inputs[i] != nullptr; }
+};
+
+// A tensor of ONNX shape (d0, ..., d_{r-1}) is a Func of r pure Vars in reversed order:
+// f(x_{r-1}, ..., x_0), so the first Var indexes the innermost (contiguous) ONNX dim.
+struct LowerContext {
+    const Node &node;
+    Attributes attrs;
+    std::vector<Halide::Func> inputs;  // undefined Func where an optional input is left out
+    std::vector<const TensorType *> input_types;
+    std::vector<const Constant *> constants;  // non-null where the input is a weight
+    std::vector<TensorType> output_types;
+
+    bool has_input(int i) const { return i < (int)inputs.size() && inputs[i].defined(); }
+};
+
+struct Lowered {
+    std::vector<Halide::Func> outputs;  // one per node output
+    // Intermediate Funcs the op needs materialised (e.g. Softmax's max and sum). Executors schedule
+    // them (at least compute_root); everything else the op creates may be inlined.
+    std::vector<Halide::Func> stages;
+};
+
+struct OpSchema {
+    std::string name;
+    PatternKind kind = PatternKind::Opaque;
+    int min_inputs = 1, max_inputs = 1;    // max_inputs = -1: variadic (Concat)
+    int min_outputs = 1, max_outputs = 1;  // max_outputs = -1: any number (Split)
+    std::vector<std::string> attributes;   // the attribute names the op accepts
+    std::vector<int> constant_inputs;      // inputs that must be weights (shape-like, int64 or float)
+
+    std::function<std::vector<TensorType>(const InferContext &)> infer;
+    std::function<Lowered(const LowerContext &)> lower;
+    // Floating-point operations per run, counting a multiply-add as 2.
+    std::function<double(const InferContext &, const std::vector<TensorType> &outputs)> flops;
+};
+
+// The context an op's infer/flops functions see for a node of a graph whose input types are known
+// (graph.types filled for every input of the node). Throws an Error for an unknown op.
+InferContext make_infer_context(const Graph &graph, const Node &node);
+
+// FLOPs of one node of a shape-inferred graph.
+double node_flops(const Graph &graph, const Node &node);
+
+// nullptr if the op is not supported.
+const OpSchema *find_op(const std::string &op);
+// Every registered op, sorted by name.
+std::vector<const OpSchema *> all_ops();
+
+}  // namespace hfuse

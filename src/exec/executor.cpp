@@ -1,0 +1,226 @@
+#include "hfuse/executor.h"
+
+#include "schedules/default_schedule.h"
+#include "exec/group_lowering.h"
+#include "hfuse/error.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <set>
+
+namespace hfuse {
+
+TensorBuffer make_tensor_buffer(const Shape &shape) {
+    std::vector<int> extents(shape.rbegin(), shape.rend());
+    return TensorBuffer(extents);
+}
+
+Shape shape_of(const TensorBuffer &buffer) {
+    Shape s;
+    for (int k = buffer.dimensions() - 1; k >= 0; k--) s.push_back(buffer.dim(k).extent());
+    return s;
+}
+
+TensorBuffer tensor_from_data(const Shape &shape, const float *data) {
+    TensorBuffer b = make_tensor_buffer(shape);
+    std::memcpy(b.data(), data, sizeof(float) * num_elements(shape));
+    return b;
+}
+
+void set_num_threads(int n) {
+    // Halide's runtime reads HL_NUM_THREADS when its thread pool starts, i.e. at the first parallel loop.
+    if (n > 0) {
+        setenv("HL_NUM_THREADS", std::to_string(n).c_str(), 1);
+    } else {
+        unsetenv("HL_NUM_THREADS");
+    }
+}
+
+namespace {
+
+struct CompiledGroup {
+    exec::LoweredGroup lowered;
+    Halide::Pipeline pipeline;
+};
+
+bool is_dense(const TensorBuffer &b) {
+    int64_t stride = 1;
+    for (int k = 0; k < b.dimensions(); k++) {
+        if (b.dim(k).min() != 0 || b.dim(k).stride() != stride) return false;
+        stride *= b.dim(k).extent();
+    }
+    return true;
+}
+
+}  // namespace
+
+struct Executor::Impl {
+    Graph graph;
+    ExecutorOptions options;
+    exec::WeightBuffers weights;
+    std::vector<CompiledGroup> groups;  // in execution order
+    std::map<std::string, TensorBuffer> intermediates;  // values passed between groups, reused across runs
+};
+
+Partition Executor::unfused_partition(const Graph &graph) {
+    Partition p;
+    for (const Node &n : graph.nodes) p.push_back({n.name});
+    return p;
+}
+
+namespace {
+
+// Orders the groups so each runs after the groups it reads from; a partition whose groups depend on
+// each other both ways (not convex) has no such order and is rejected.
+std::vector<std::vector<const Node *>> order_groups(const Graph &g, const Partition &partition) {
+    std::map<std::string, int> group_of_node;
+    for (size_t i = 0; i < partition.size(); i++) {
+        if (partition[i].empty()) throw Error("group " + std::to_string(i) + " is empty").in_file(g.source);
+        for (const std::string &name : partition[i]) {
+            if (!g.find_node(name)) throw Error("the partition names an unknown node").at_node(name).in_file(g.source);
+            if (!group_of_node.emplace(name, (int)i).second) {
+                throw Error("the node is in more than one group").at_node(name).in_file(g.source);
+            }
+        }
+    }
+    for (const Node &n : g.nodes) {
+        if (!group_of_node.count(n.name)) throw Error("the node is in no group").at_node(n.name, n.op).in_file(g.source);
+    }
+    const int num = static_cast<int>(partition.size());
+    std::vector<std::set<int>> deps(num);
+    for (const Node &n : g.nodes) {
+        for (const std::string &v : n.inputs) {
+            const Node *p = v.empty() ? nullptr : g.producer(v);
+            if (p && group_of_node[p->name] != group_of_node[n.name]) {
+                deps[group_of_node[n.name]].insert(group_of_node[p->name]);
+            }
+        }
+    }
+    std::vector<int> order;
+    std::vector<int> state(num, 0);  // 0 new, 1 on stack, 2 done
+    std::function<void(int)> visit = [&](int i) {
+        if (state[i] == 2) return;
+        if (state[i] == 1) {
+            throw Error("groups depend on each other in a cycle (a group is not convex); group " + std::to_string(i) +
+                        " starts with node '" + partition[i].front() + "'")
+                .in_file(g.source);
+        }
+        state[i] = 1;
+        for (int d : deps[i]) visit(d);
+        state[i] = 2;
+        order.push_back(i);
+    };
+    for (int i = 0; i < num; i++) visit(i);
+
+    std::vector<std::vector<const Node *>> groups;
+    for (int i : order) {
+        std::vector<const Node *> nodes;
+        for (const Node &n : g.nodes) {  // graph order is topological
+            if (group_of_node[n.name] == i) nodes.push_back(&n);
+        }
+        groups.push_back(nodes);
+    }
+    return groups;
+}
+
+// Every value read by a node outside its own group, or returned by the model.
+std::set<std::string> values_needed_outside(const Graph &g, const std::vector<const Node *> &group) {
+    std::set<std::string> inside;
+    for (const Node *n : group) inside.insert(n->name);
+    std::set<std::string> out(g.outputs.begin(), g.outputs.end());
+    for (const Node &n : g.nodes) {
+        if (inside.count(n.name)) continue;
+        for (const std::string &v : n.inputs) out.insert(v);
+    }
+    return out;
+}
+
+void schedule_unfused(const Graph &g, exec::LoweredGroup &group, const Halide::Target &target) {
+    std::set<std::string> done;
+    auto root = [&](Halide::Func f, const Shape &shape) {
+        if (done.insert(f.name()).second) schedules::schedule_root_stage(f, shape, target);
+    };
+    for (exec::LoweredNode &ln : group.nodes) {
+        for (size_t i = 0; i < ln.node->outputs.size(); i++) root(ln.funcs.outputs[i], g.type_of(ln.node->outputs[i]).shape);
+        for (Halide::Func &s : ln.funcs.stages) {
+            if (done.insert(s.name()).second) schedules::schedule_root_intermediate(s, target);
+        }
+    }
+    for (size_t i = 0; i < group.output_funcs.size(); i++) root(group.output_funcs[i], g.type_of(group.output_values[i]).shape);
+}
+
+}  // namespace
+
+Executor::Executor(const Graph &graph, const Partition &partition, ExecutorOptions options) : impl_(new Impl) {
+    impl_->graph = graph;
+    impl_->options = options;
+    const Graph &g = impl_->graph;
+    impl_->weights = exec::make_weight_buffers(g);
+    for (const std::vector<const Node *> &nodes : order_groups(g, partition)) {
+        CompiledGroup cg;
+        cg.lowered = exec::lower_group(g, nodes, values_needed_outside(g, nodes), impl_->weights);
+        schedule_unfused(g, cg.lowered, options.target);
+        cg.pipeline = Halide::Pipeline(cg.lowered.output_funcs);
+        try {
+            cg.pipeline.compile_jit(options.target);
+        } catch (const Halide::Error &e) {
+            throw Error(std::string("Halide failed to compile the group: ") + e.what())
+                .at_node(nodes.front()->name, nodes.front()->op)
+                .in_file(g.source);
+        }
+        for (const std::string &v : cg.lowered.output_values) {
+            impl_->intermediates[v] = make_tensor_buffer(g.type_of(v).shape);
+        }
+        impl_->groups.push_back(std::move(cg));
+    }
+}
+
+Executor::~Executor() = default;
+Executor::Executor(Executor &&) noexcept = default;
+Executor &Executor::operator=(Executor &&) noexcept = default;
+
+const Graph &Executor::graph() const { return impl_->graph; }
+int Executor::num_groups() const { return static_cast<int>(impl_->groups.size()); }
+
+std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, TensorBuffer> &inputs) {
+    const Graph &g = impl_->graph;
+    std::map<std::string, TensorBuffer> values;  // what this run reads: inputs, then group outputs
+    for (const auto &kv : inputs) {
+        if (!g.is_input(kv.first)) throw Error("'" + kv.first + "' is not an input of the model").in_file(g.source);
+    }
+    for (const GraphInput &in : g.inputs) {
+        auto it = inputs.find(in.name);
+        if (it == inputs.end()) throw Error("no data given for model input '" + in.name + "'").in_file(g.source);
+        if (shape_of(it->second) != in.shape || !is_dense(it->second)) {
+            throw Error("model input '" + in.name + "' must be a dense tensor of shape [" + to_string(in.shape) +
+                        "], got [" + to_string(shape_of(it->second)) + "]" + (is_dense(it->second) ? "" : " (strided)"))
+                .in_file(g.source);
+        }
+        values[in.name] = it->second;
+    }
+    // Model outputs get fresh buffers each run, so results stay valid after the next run.
+    std::map<std::string, TensorBuffer> outputs;
+    for (const std::string &v : g.outputs) {
+        if (!outputs.count(v)) outputs[v] = g.is_input(v) ? values.at(v).copy() : make_tensor_buffer(g.type_of(v).shape);
+    }
+    for (CompiledGroup &cg : impl_->groups) {
+        for (size_t i = 0; i < cg.lowered.params.size(); i++) cg.lowered.params[i].set(values.at(cg.lowered.input_values[i]));
+        std::vector<Halide::Buffer<void>> results;
+        for (const std::string &v : cg.lowered.output_values) {
+            TensorBuffer b = outputs.count(v) ? outputs.at(v) : impl_->intermediates.at(v);
+            values[v] = b;
+            results.push_back(b);
+        }
+        Halide::Realization realization(results);
+        try {
+            cg.pipeline.realize(realization, impl_->options.target);
+        } catch (const Halide::Error &e) {
+            throw Error(std::string("Halide runtime error: ") + e.what()).in_file(g.source);
+        }
+    }
+    return outputs;
+}
+
+}  // namespace hfuse

@@ -1,0 +1,42 @@
+// Lowering a group of nodes to Halide Funcs: inside the group, each node's outputs feed its consumers
+// directly as Funcs; values entering the group become ImageParams with the static shape of the value
+// (so the compiled pipeline refuses other shapes), weights become Funcs over constant buffers.
+// No schedule is applied here: that is the schedule composer's job.
+#pragma once
+
+#include "hfuse/executor.h"
+#include "hfuse/graph.h"
+#include "hfuse/op_registry.h"
+
+#include <Halide.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace hfuse::exec {
+
+// Weights as Halide buffers (ONNX dims reversed), converted once per graph and shared by all groups.
+using WeightBuffers = std::map<std::string, TensorBuffer>;
+WeightBuffers make_weight_buffers(const Graph &graph);
+
+struct LoweredNode {
+    const Node *node;
+    Lowered funcs;
+};
+
+struct LoweredGroup {
+    std::vector<std::string> input_values;   // activations read from outside the group, in first-use order
+    std::vector<Halide::ImageParam> params;  // one per input value
+    std::vector<std::string> output_values;  // values used outside the group or returned by the model
+    std::vector<Halide::Func> output_funcs;  // one per output value (always distinct Funcs)
+    std::map<std::string, Halide::Func> values;  // every value the group defines
+    std::vector<LoweredNode> nodes;              // in topological order
+};
+
+// `nodes` are in topological order. `live_out` names the values needed after the group.
+LoweredGroup lower_group(const Graph &graph, const std::vector<const Node *> &nodes,
+                         const std::set<std::string> &live_out, const WeightBuffers &weights);
+
+}  // namespace hfuse::exec

@@ -1,0 +1,74 @@
+#include "halide_util.h"
+
+#include "hfuse/error.h"
+
+#include <cctype>
+#include <climits>
+
+namespace hfuse::ops {
+
+std::vector<Halide::Var> make_vars(int rank, const std::string &prefix) {
+    std::vector<Halide::Var> vars;
+    for (int i = 0; i < rank; i++) vars.emplace_back(prefix + std::to_string(i));
+    return vars;
+}
+
+std::vector<Halide::Expr> as_exprs(const std::vector<Halide::Var> &vars) {
+    return std::vector<Halide::Expr>(vars.begin(), vars.end());
+}
+
+Shape broadcast_shapes(const Shape &a, const Shape &b, const std::string &field) {
+    size_t rank = std::max(a.size(), b.size());
+    Shape out(rank);
+    for (size_t i = 0; i < rank; i++) {
+        // Align trailing dims; missing leading dims act as 1.
+        int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+        int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+        if (da != db && da != 1 && db != 1) {
+            fail_field(field, "shapes [" + to_string(a) + "] and [" + to_string(b) + "] do not broadcast");
+        }
+        out[i] = da == 1 ? db : da;
+    }
+    return out;
+}
+
+std::vector<Halide::Expr> broadcast_coords(const Shape &in, const std::vector<Halide::Expr> &out) {
+    // Halide order: position k of `in` (innermost first) lines up with position k of `out`.
+    int rank = static_cast<int>(in.size());
+    std::vector<Halide::Expr> coords(rank);
+    for (int k = 0; k < rank; k++) {
+        int64_t extent = in[rank - 1 - k];
+        coords[k] = extent == 1 ? Halide::Expr(0) : out[k];
+    }
+    return coords;
+}
+
+Halide::Func constant_func(const Halide::Buffer<float> &values, const std::string &name) {
+    Halide::Func f(name);
+    std::vector<Halide::Var> vars = make_vars(values.dimensions(), name + "_d");
+    f(vars) = values(as_exprs(vars));
+    return f;
+}
+
+int to_int(int64_t v, const std::string &field) {
+    if (v > INT_MAX || v < INT_MIN) fail_field(field, "value " + std::to_string(v) + " does not fit in 32 bits");
+    return static_cast<int>(v);
+}
+
+}  // namespace hfuse::ops
+
+#include "hfuse/op_registry.h"
+
+namespace hfuse::ops {
+
+std::string func_name(const LowerContext &ctx, const std::string &suffix) {
+    // Halide reserves '.' and '$' in names; ONNX node names often contain '/', '.', ':'.
+    std::string s = ctx.node.name + (suffix.empty() ? "" : "_" + suffix);
+    for (char &c : s) {
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+    }
+    if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) s = "n_" + s;
+    return Halide::Internal::unique_name(s);
+}
+
+}  // namespace hfuse::ops

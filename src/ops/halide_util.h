@@ -1,0 +1,45 @@
+// Small helpers shared by op definitions: the ONNX-dims <-> Halide-args convention and broadcasting.
+#pragma once
+
+#include "hfuse/tensor.h"
+
+#include <Halide.h>
+
+#include <string>
+#include <vector>
+
+namespace hfuse::ops {
+
+// Pure Vars for a tensor of the given rank, in Halide order: vars[0] is the innermost ONNX dim.
+std::vector<Halide::Var> make_vars(int rank, const std::string &prefix = "d");
+
+std::vector<Halide::Expr> as_exprs(const std::vector<Halide::Var> &vars);
+
+// The Halide argument position of ONNX dim `dim` in a tensor of rank `rank`.
+inline int halide_arg(int dim, int rank) {
+    return rank - 1 - dim;
+}
+
+// The ONNX/numpy broadcast of two shapes; throws an Error naming `field` if they are incompatible.
+Shape broadcast_shapes(const Shape &a, const Shape &b, const std::string &field);
+
+// Coordinates into an input of shape `in` when the output (rank >= in.size()) is indexed by `out`
+// (Halide order). Broadcast dims (extent 1) read index 0.
+std::vector<Halide::Expr> broadcast_coords(const Shape &in, const std::vector<Halide::Expr> &out);
+
+// A Func defined over a weight's values (the Buffer is captured by the Func; it is inlined into users).
+Halide::Func constant_func(const Halide::Buffer<float> &values, const std::string &name);
+
+// Checked narrowing for extents and offsets used in Halide expressions.
+int to_int(int64_t v, const std::string &field);
+
+}  // namespace hfuse::ops
+
+namespace hfuse {
+struct LowerContext;
+}
+
+namespace hfuse::ops {
+// A unique, readable Halide Func name for a stage of the node being lowered.
+std::string func_name(const LowerContext &ctx, const std::string &suffix = "");
+}  // namespace hfuse::ops

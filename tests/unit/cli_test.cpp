@@ -1,0 +1,115 @@
+// The hfuse CLI end to end: the contract of `info`, `run` and `demo`, file formats and exit codes.
+#include "hfuse/model_io.h"
+#include "hfuse/random.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sys/wait.h>
+
+namespace hfuse {
+namespace {
+
+struct Result {
+    int code;
+    std::string out;  // stdout and stderr together
+};
+
+Result hfuse_cli(const std::string &args) {
+    std::string cmd = std::string(HFUSE_CLI) + " " + args + " 2>&1";
+    FILE *p = popen(cmd.c_str(), "r");
+    Result r{-1, ""};
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+    int status = pclose(p);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+const std::string kModels = std::string(HFUSE_SOURCE_DIR) + "/models/";
+const std::string kCbrm = kModels + "conv_bias_relu_maxpool.json";
+
+std::string tmp(const std::string &name) { return testing::TempDir() + "/" + name; }
+
+TEST(Cli, InfoShowsShapesKindsAndFlops) {
+    Result r = hfuse_cli("info " + kCbrm);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("1x64x56x56"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("1x64x28x28"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("complex-out-fusable"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("window"), std::string::npos) << r.out;
+    // 2 * 64*56*56 outputs * 64*9 MACs = 231.211 MFLOP, + 0.201 for the bias
+    EXPECT_NE(r.out.find("231.412"), std::string::npos) << r.out;
+}
+
+TEST(Cli, RunWritesOutputsThatMatchTheSummaryRun) {
+    std::vector<float> x = uniform_values(64 * 56 * 56, -1, 1, 5);
+    write_f32_file(tmp("in.f32"), x.data(), x.size());
+    Result r = hfuse_cli("run " + kCbrm + " --unfused --input " + tmp("in.f32") + " --output " + tmp("out.f32") +
+                         " --threads 2 --check");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("ok"), std::string::npos) << r.out;
+    std::vector<float> out = read_f32_file(tmp("out.f32"), 64 * 28 * 28, "output");
+    // NAME=FILE form gives the same bytes.
+    r = hfuse_cli("run " + kCbrm + " --input input=" + tmp("in.f32") + " --output pool=" + tmp("out2.f32"));
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(read_f32_file(tmp("out2.f32"), 64 * 28 * 28, "output"), out);
+}
+
+TEST(Cli, RunWithoutFilesPrintsSummary) {
+    Result r = hfuse_cli("run " + kModels + "lstm_cell.json --unfused --check");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("output 'h_next' [1x128]"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("output 'c_next' [1x128]"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("generated"), std::string::npos) << r.out;
+}
+
+TEST(Cli, Demo) {
+    Result r = hfuse_cli("demo");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("demo: OK"), std::string::npos) << r.out;
+}
+
+TEST(CliErrors, WrongInputFileSize) {
+    std::vector<float> x(100);
+    write_f32_file(tmp("small.f32"), x.data(), x.size());
+    Result r = hfuse_cli("run " + kCbrm + " --input " + tmp("small.f32"));
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("input 'input'"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("400 bytes"), std::string::npos) << r.out;
+}
+
+TEST(CliErrors, BadModelIsOneLineNonZero) {
+    std::ofstream(tmp("bad.json")) << R"({"format": "hfuse-model", "version": 1, "inputs": [{"name": "x", "shape": [1, 2]}],
+        "nodes": [{"name": "n", "op": "Frobnicate", "inputs": ["x"]}], "outputs": ["n"]})";
+    for (const char *cmd : {"info", "run"}) {
+        Result r = hfuse_cli(std::string(cmd) + " " + tmp("bad.json"));
+        EXPECT_EQ(r.code, 1) << r.out;
+        EXPECT_EQ(r.out, "hfuse: error: " + tmp("bad.json") + ": node 'n' (Frobnicate): field 'op': unknown op 'Frobnicate'\n");
+    }
+}
+
+TEST(CliErrors, UsageErrorsExitTwo) {
+    EXPECT_EQ(hfuse_cli("").code, 2);
+    EXPECT_EQ(hfuse_cli("frobnicate").code, 2);
+    EXPECT_EQ(hfuse_cli("run").code, 2);
+    EXPECT_EQ(hfuse_cli("run " + kCbrm + " --threads -3").code, 2);
+    Result r = hfuse_cli("run " + kModels + "lstm_cell.json --input " + tmp("in.f32"));
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find("NAME=FILE"), std::string::npos) << r.out;
+    r = hfuse_cli("run " + kCbrm + " --input nosuch=" + tmp("in.f32"));
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find("no tensor named 'nosuch'"), std::string::npos) << r.out;
+}
+
+TEST(CliErrors, MissingModelFile) {
+    Result r = hfuse_cli("run /nonexistent.json");
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("/nonexistent.json"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace hfuse

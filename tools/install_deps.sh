@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages hfuse needs to build and test; silent when everything is present.
+set -euo pipefail
+
+PACKAGES=(
+  cmake g++ make
+  libhalide14-0-dev   # Halide 14: JIT, generators, autoscheduler plugins
+  libeigen3-dev       # reference evaluator (GEMM, im2col convolution)
+  nlohmann-json3-dev  # model and plan files
+  libcli11-dev        # command-line parsing
+  libgtest-dev        # tests
+  libbenchmark-dev    # bench/
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+echo "hfuse: installing missing packages: ${missing[*]}"
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "hfuse: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
