@@ -1,5 +1,7 @@
 #include "hfuse/random.h"
 
+#include <cstddef>
+
 namespace hfuse {
 
 std::vector<float> uniform_values(int64_t count, double lo, double hi, uint64_t seed) {

@@ -1,0 +1,152 @@
+// Unary activations (Relu, LeakyRelu, Clip, Sigmoid, Tanh, HardSigmoid, HardSwish) and the binary
+// arithmetic ops with numpy broadcasting (Add, Sub, Mul, Div). Both families are tables: one entry per
+// op holding only its formula, sharing a single schema builder.
+#include "halide_util.h"
+#include "hfuse/error.h"
+#include "op_families.h"
+
+#include <optional>
+
+namespace hfuse::ops {
+namespace {
+
+using Halide::Expr;
+using Halide::Func;
+
+// Every op here counts one FLOP per output element, transcendental or not.
+double one_per_element(const InferContext &, const std::vector<TensorType> &outputs) {
+    return static_cast<double>(num_elements(outputs[0].shape));
+}
+
+// ---- unary activations ----------------------------------------------------------------------------
+
+// Clip's bound `i` (1 = min, 2 = max): absent, or a float weight holding exactly one value.
+// Shared by infer (which reports problems) and lower (which reads the value).
+std::optional<float> clip_bound(bool present, const std::vector<const Constant *> &constants, int i) {
+    if (!present) return std::nullopt;
+    const std::string field = i == 1 ? "input 1 (min)" : "input 2 (max)";
+    const Constant *k = i < (int)constants.size() ? constants[i] : nullptr;
+    if (k == nullptr) fail_field(field, "must be a constant (a weight), not a computed value");
+    if (k->type.dtype != DType::Float32) {
+        fail_field(field, std::string("must be float32, got ") + to_string(k->type.dtype));
+    }
+    if (k->type.rank() > 1 || k->f32.size() != 1) {
+        fail_field(field,
+                   "must hold a single value (rank 0 or shape [1]), got shape [" + to_string(k->type.shape) + "]");
+    }
+    return k->f32[0];
+}
+
+Expr clip(const Expr &x, const LowerContext &ctx) {
+    // max with min first, then min with max: when min > max every value becomes max, as ONNX specifies.
+    Expr y = x;
+    if (auto lo = clip_bound(ctx.has_input(1), ctx.constants, 1)) y = Halide::max(y, *lo);
+    if (auto hi = clip_bound(ctx.has_input(2), ctx.constants, 2)) y = Halide::min(y, *hi);
+    return y;
+}
+
+void check_clip(const InferContext &ctx) {
+    for (int i = 1; i <= 2; i++) clip_bound(ctx.has_input(i), ctx.constants, i);
+}
+
+struct UnaryOp {
+    const char *name;
+    std::vector<std::string> attributes;
+    Expr (*formula)(const Expr &x, const LowerContext &ctx);
+    int max_inputs = 1;
+    std::vector<int> constant_inputs = {};
+    void (*check)(const InferContext &ctx) = nullptr;  // extra validation beyond arity and types
+};
+
+const std::vector<UnaryOp> &unary_ops() {
+    static const std::vector<UnaryOp> table = {
+        {"Relu", {}, [](const Expr &x, const LowerContext &) { return Halide::max(x, 0.0f); }},
+        {"LeakyRelu",
+         {"alpha"},
+         [](const Expr &x, const LowerContext &ctx) {
+             return Halide::select(x < 0.0f, ctx.attrs.get_float("alpha", 0.01f) * x, x);
+         }},
+        {"Clip", {}, clip, 3, {1, 2}, check_clip},
+        {"Sigmoid", {}, [](const Expr &x, const LowerContext &) { return 1.0f / (1.0f + Halide::exp(-x)); }},
+        {"Tanh", {}, [](const Expr &x, const LowerContext &) { return Halide::tanh(x); }},
+        {"HardSigmoid",
+         {"alpha", "beta"},
+         [](const Expr &x, const LowerContext &ctx) {
+             Expr alpha = ctx.attrs.get_float("alpha", 0.2f), beta = ctx.attrs.get_float("beta", 0.5f);
+             return Halide::clamp(alpha * x + beta, 0.0f, 1.0f);
+         }},
+        {"HardSwish",
+         {},
+         [](const Expr &x, const LowerContext &) { return x * Halide::clamp(x * (1.0f / 6.0f) + 0.5f, 0.0f, 1.0f); }},
+    };
+    return table;
+}
+
+OpSchema unary_schema(const UnaryOp &op) {
+    OpSchema s;
+    s.name = op.name;
+    s.kind = PatternKind::Elementwise;
+    s.max_inputs = op.max_inputs;
+    s.attributes = op.attributes;
+    s.constant_inputs = op.constant_inputs;
+    s.flops = one_per_element;
+    auto check = op.check;
+    s.infer = [check, attributes = op.attributes](const InferContext &ctx) {
+        for (const std::string &a : attributes) ctx.attrs.get_float(a, 0.0f);  // all are floats: type-check
+        if (check) check(ctx);
+        return std::vector<TensorType>{*ctx.inputs[0]};
+    };
+    auto formula = op.formula;
+    s.lower = [formula](const LowerContext &ctx) {
+        std::vector<Expr> args = as_exprs(make_vars(ctx.output_types[0].rank()));
+        Func out(func_name(ctx));
+        out(args) = formula(ctx.inputs[0](args), ctx);
+        return Lowered{{out}, {}};
+    };
+    return s;
+}
+
+// ---- binary arithmetic with numpy broadcasting ------------------------------------------------------
+
+struct BinaryOp {
+    const char *name;
+    Expr (*formula)(const Expr &a, const Expr &b);
+};
+
+const BinaryOp binary_ops[] = {
+    {"Add", [](const Expr &a, const Expr &b) { return a + b; }},
+    {"Sub", [](const Expr &a, const Expr &b) { return a - b; }},
+    {"Mul", [](const Expr &a, const Expr &b) { return a * b; }},
+    {"Div", [](const Expr &a, const Expr &b) { return a / b; }},
+};
+
+OpSchema binary_schema(const BinaryOp &op) {
+    OpSchema s;
+    s.name = op.name;
+    s.kind = PatternKind::Broadcast;
+    s.min_inputs = s.max_inputs = 2;
+    s.flops = one_per_element;
+    s.infer = [](const InferContext &ctx) {
+        return std::vector<TensorType>{
+            {DType::Float32, broadcast_shapes(ctx.inputs[0]->shape, ctx.inputs[1]->shape, "input 1 (B)")}};
+    };
+    auto formula = op.formula;
+    s.lower = [formula](const LowerContext &ctx) {
+        std::vector<Expr> args = as_exprs(make_vars(ctx.output_types[0].rank()));
+        Expr a = ctx.inputs[0](broadcast_coords(ctx.input_types[0]->shape, args));
+        Expr b = ctx.inputs[1](broadcast_coords(ctx.input_types[1]->shape, args));
+        Func out(func_name(ctx));
+        out(args) = formula(a, b);
+        return Lowered{{out}, {}};
+    };
+    return s;
+}
+
+}  // namespace
+
+void register_elementwise_ops(std::vector<OpSchema> &ops) {
+    for (const UnaryOp &op : unary_ops()) ops.push_back(unary_schema(op));
+    for (const BinaryOp &op : binary_ops) ops.push_back(binary_schema(op));
+}
+
+}  // namespace hfuse::ops

@@ -1,0 +1,131 @@
+// BatchNormalization (inference) and Softmax (opset 13: along one axis).
+#include "halide_util.h"
+#include "hfuse/error.h"
+#include "op_families.h"
+
+#include <cmath>
+
+namespace hfuse::ops {
+namespace {
+
+using Halide::Expr;
+using Halide::Func;
+
+const char *const kBatchNormParams[] = {"scale", "B", "input_mean", "input_var"};
+
+std::vector<TensorType> infer_batch_norm(const InferContext &ctx) {
+    const int64_t training_mode = ctx.attrs.get_int("training_mode", 0);
+    if (training_mode != 0) {
+        fail_field("training_mode",
+                   "only inference (training_mode = 0) is supported, got " + std::to_string(training_mode));
+    }
+    ctx.attrs.get_float("epsilon", 1e-5f);  // type-check; momentum only matters in training
+    ctx.attrs.get_float("momentum", 0.9f);
+    const TensorType &x = *ctx.inputs[0];
+    if (x.rank() < 2) {
+        fail_field("input 0 (X)", "must have rank >= 2 (N, C, ...), got shape [" + to_string(x.shape) + "]");
+    }
+    const int64_t channels = x.shape[1];
+    for (int i = 1; i <= 4; i++) {
+        if (ctx.inputs[i]->shape != Shape{channels}) {
+            fail_field("input " + std::to_string(i) + " (" + kBatchNormParams[i - 1] + ")",
+                       "must have shape [" + std::to_string(channels) + "] (the channels of X [" + to_string(x.shape) +
+                           "]), got [" + to_string(ctx.inputs[i]->shape) + "]");
+        }
+    }
+    return {x};
+}
+
+// y = x * mul[c] + shift[c] with mul = scale / sqrt(var + eps) and shift = B - mean * mul.
+Lowered lower_batch_norm(const LowerContext &ctx) {
+    const float eps = ctx.attrs.get_float("epsilon", 1e-5f);
+    const int rank = ctx.output_types[0].rank();
+    std::vector<Expr> args = as_exprs(make_vars(rank));
+    Expr c = args[halide_arg(1, rank)];
+
+    auto weight = [&](int i) { return i < (int)ctx.constants.size() ? ctx.constants[i] : nullptr; };
+    const Constant *k[4] = {weight(1), weight(2), weight(3), weight(4)};
+    Expr mul, shift;
+    if (k[0] && k[1] && k[2] && k[3]) {
+        // The usual case (parameters are weights): fold them once here, leaving one multiply-add per element.
+        const int channels = static_cast<int>(k[0]->f32.size());
+        Halide::Buffer<float> mul_buf(channels), shift_buf(channels);
+        for (int i = 0; i < channels; i++) {
+            double m = k[0]->f32[i] / std::sqrt(double(k[3]->f32[i]) + eps);
+            mul_buf(i) = static_cast<float>(m);
+            shift_buf(i) = static_cast<float>(k[1]->f32[i] - k[2]->f32[i] * m);
+        }
+        mul = constant_func(mul_buf, func_name(ctx, "mul"))(c);
+        shift = constant_func(shift_buf, func_name(ctx, "shift"))(c);
+    } else {
+        mul = ctx.inputs[1](c) / Halide::sqrt(ctx.inputs[4](c) + eps);
+        shift = ctx.inputs[2](c) - ctx.inputs[3](c) * mul;
+    }
+    Func out(func_name(ctx));
+    out(args) = ctx.inputs[0](args) * mul + shift;
+    return {{out}, {}};
+}
+
+int softmax_axis(const Attributes &attrs, int rank) {
+    return normalize_axis(attrs.get_int("axis", -1), rank, "axis");
+}
+
+std::vector<TensorType> infer_softmax(const InferContext &ctx) {
+    softmax_axis(ctx.attrs, ctx.inputs[0]->rank());
+    return {*ctx.inputs[0]};
+}
+
+// Numerically stable: exp(x - max) / sum(exp(x - max)); the max and the sum are materialised stages.
+Lowered lower_softmax(const LowerContext &ctx) {
+    const TensorType &type = ctx.output_types[0];
+    const int rank = type.rank();
+    const int axis = softmax_axis(ctx.attrs, rank);
+    const int pos = halide_arg(axis, rank);
+    std::vector<Expr> args = as_exprs(make_vars(rank));
+
+    // The reduced stages are indexed by every dim except the axis.
+    std::vector<Expr> outer = args;
+    outer.erase(outer.begin() + pos);
+    Halide::RDom r(0, to_int(type.shape[axis], "axis"), func_name(ctx, "r"));
+    std::vector<Expr> along = args;
+    along[pos] = r.x;
+
+    const Func &x = ctx.inputs[0];
+    Func max_f(func_name(ctx, "max")), sum_f(func_name(ctx, "sum")), out(func_name(ctx));
+    max_f(outer) = Halide::Float(32).min();
+    max_f(outer) = Halide::max(max_f(outer), x(along));
+    sum_f(outer) = 0.0f;
+    sum_f(outer) += Halide::exp(x(along) - max_f(outer));
+    out(args) = Halide::exp(x(args) - max_f(outer)) / sum_f(outer);
+    return {{out}, {max_f, sum_f}};
+}
+
+}  // namespace
+
+void register_normalization_ops(std::vector<OpSchema> &ops) {
+    OpSchema bn;
+    bn.name = "BatchNormalization";
+    bn.kind = PatternKind::Broadcast;
+    bn.min_inputs = bn.max_inputs = 5;
+    bn.attributes = {"epsilon", "momentum", "training_mode"};
+    bn.infer = infer_batch_norm;
+    bn.lower = lower_batch_norm;
+    bn.flops = [](const InferContext &, const std::vector<TensorType> &outputs) {
+        return 2.0 * static_cast<double>(num_elements(outputs[0].shape));
+    };
+    ops.push_back(std::move(bn));
+
+    OpSchema softmax;
+    softmax.name = "Softmax";
+    softmax.kind = PatternKind::Reduction;
+    softmax.attributes = {"axis"};
+    softmax.infer = infer_softmax;
+    softmax.lower = lower_softmax;
+    // max, subtract + exp, sum, divide.
+    softmax.flops = [](const InferContext &, const std::vector<TensorType> &outputs) {
+        return 4.0 * static_cast<double>(num_elements(outputs[0].shape));
+    };
+    ops.push_back(std::move(softmax));
+}
+
+}  // namespace hfuse::ops

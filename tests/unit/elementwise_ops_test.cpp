@@ -1,0 +1,85 @@
+// Activations and broadcasting arithmetic, checked against the reference evaluator.
+#include "op_test_util.h"
+
+namespace hfuse::test {
+namespace {
+
+// Relative to the output scale: each output element is one float32 operation (or a transcendental
+// function accurate to a few ulp), so anything above ~1e-6 is a real bug; 1e-4 leaves ample margin.
+constexpr double kTol = 1e-4;
+
+// A random shape of the given rank with odd sizes in [1, 9].
+Shape odd_shape(Rng &rng, int rank) {
+    Shape s;
+    for (int i = 0; i < rank; i++) s.push_back(rng.uniform_int(0, 4) * 2 + 1);
+    return s;
+}
+
+TEST(ElementwiseOps, UnaryActivations) {
+    Rng rng(101);
+    for (const char *op : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish"}) {
+        check_op({op, {}, {activation(odd_shape(rng, rng.uniform_int(0, 4)))}}, kTol);
+    }
+}
+
+// Activations see values in [-1, 1]; weights over a wider range reach the saturated regions too.
+TEST(ElementwiseOps, UnaryActivationsWideRange) {
+    check_op({"HardSwish", {}, {weight({3, 5, 7}, -6, 6)}}, kTol);
+    check_op({"HardSigmoid", {{"alpha", 0.7}, {"beta", 0.4}}, {weight({2, 9, 5}, -3, 3)}}, kTol);
+    check_op({"LeakyRelu", {{"alpha", 0.3}}, {activation({1, 3, 5, 7})}}, kTol);
+    check_op({"Sigmoid", {}, {weight({5, 11}, -40, 40)}}, kTol);
+    check_op({"Relu", {}, {weight({}, -1, -0.5)}}, kTol);
+}
+
+TEST(ElementwiseOps, ClipBounds) {
+    const Shape s = {2, 3, 5, 7};
+    check_op({"Clip", {}, {activation(s)}}, kTol);                                         // no bounds
+    check_op({"Clip", {}, {activation(s), weight_values({}, {-0.3f})}}, kTol);             // min only
+    check_op({"Clip", {}, {activation(s), missing(), weight_values({1}, {0.5f})}}, kTol);  // max only
+    check_op({"Clip", {}, {activation(s), weight_values({1}, {-0.3f}), weight_values({}, {0.5f})}}, kTol);
+    check_op({"Clip", {}, {activation({}), weight_values({}, {0.0f}), weight_values({}, {6.0f})}}, kTol);
+    // min > max: ONNX sets every value to max.
+    check_op({"Clip", {}, {activation(s), weight_values({}, {0.5f}), weight_values({}, {-0.2f})}}, kTol);
+}
+
+// Every broadcasting corner; the op rotates through Add, Sub, Mul, Div so each sees several shapes.
+TEST(ElementwiseOps, BinaryBroadcasting) {
+    Rng rng(202);
+    const auto d = [&] { return static_cast<int64_t>(rng.uniform_int(1, 4) * 2 + 1); };  // 3..9, odd
+    const int64_t n = d(), c = d(), h = d(), w = d();
+    const std::vector<std::pair<InputSpec, InputSpec>> cases = {
+        {activation({n, c, h, w}), activation({n, c, h, w})},  // same shape
+        {activation({n, c, h, w}), weight({})},                // rank 4 vs rank 0
+        {weight({}), activation({n, c, h, w})},                // rank 0 vs rank 4
+        {activation({n, c, h, w}), weight({w})},               // rank 1 on the innermost dim
+        {weight({w}), activation({n, c, h, w})},
+        {activation({n, c, h, w}), weight({1, c, 1, 1})},  // per-channel
+        {weight({1, c, 1, 1}), activation({n, c, h, w})},
+        {activation({c, 1, 1}), activation({n, c, h, w})},     // lower rank, inner 1s
+        {activation({n, 1, h, 1}), activation({c, 1, w})},     // both sides broadcast
+        {activation({h, 1}), weight({1, w})},                  // outer product
+        {activation({1}), activation({n, c, h, w})},           // shape [1] vs rank 4
+        {activation({}), activation({})},                      // scalars
+        {activation({1, 1, 1, 1}), activation({h})},           // all-1 operand of higher rank
+        {activation({n, c, h, w}), activation({n, c, 1, w})},  // middle dim broadcast
+    };
+    const char *ops[] = {"Add", "Sub", "Mul", "Div"};
+    for (size_t i = 0; i < cases.size(); i++) {
+        check_op({ops[i % 4], {}, {cases[i].first, cases[i].second}}, kTol);
+    }
+    // Div by a weight bounded away from zero, so the quotient is well-conditioned everywhere.
+    check_op({"Div", {}, {activation({n, c, h, w}), weight({1, c, 1, 1}, 0.5, 2.0)}}, kTol);
+}
+
+TEST(ElementwiseOps, Errors) {
+    expect_op_error({"Add", {}, {activation({2, 3}), activation({4})}}, "do not broadcast");
+    expect_op_error({"Mul", {}, {activation({2, 3, 5}), weight({2, 1})}}, "do not broadcast");
+    expect_op_error({"Clip", {}, {activation({3}), activation({})}}, "must be a weight");
+    expect_op_error({"Clip", {}, {activation({3}), weight({2})}}, "single value");
+    expect_op_error({"Clip", {}, {activation({3}), missing(), weight({1, 1, 2})}}, "single value");
+    expect_op_error({"Clip", {}, {activation({3}), ints({0})}}, "float32");
+    expect_op_error({"LeakyRelu", {{"alpha", "big"}}, {activation({3})}}, "alpha");
+}
+
+}  // namespace
+}  // namespace hfuse::test
