@@ -9,6 +9,7 @@
 // reversed (NCHW (N, C, H, W) -> extents (W, H, C, N)), i.e. exactly the memory of a row-major NCHW array.
 #pragma once
 
+#include "hfuse/fused_graph.h"
 #include "hfuse/graph.h"
 
 #include <Halide.h>
@@ -27,9 +28,6 @@ Shape shape_of(const TensorBuffer &buffer);
 // Copies a row-major array of num_elements(shape) floats into a new buffer.
 TensorBuffer tensor_from_data(const Shape &shape, const float *data);
 
-// Node names per group; every node in exactly one group.
-using Partition = std::vector<std::vector<std::string>>;
-
 struct ExecutorOptions {
     Halide::Target target = Halide::get_jit_target_from_environment();
 };
@@ -41,6 +39,9 @@ public:
 
     // Lowers and JIT-compiles every group; throws an Error if the partition or graph is unusable.
     Executor(const Graph &graph, const Partition &groups, ExecutorOptions options = {});
+    // Runs a plan: each group one pipeline, members placed as the plan says, claimed groups lowered by
+    // their backend.
+    explicit Executor(const FusedGraph &plan, ExecutorOptions options = {});
     ~Executor();
     Executor(Executor &&) noexcept;
     Executor &operator=(Executor &&) noexcept;

@@ -18,7 +18,13 @@ struct Node {
     std::vector<std::string> inputs;   // value names; "" marks an optional input that is left out
     std::vector<std::string> outputs;  // value names; {name} unless the node lists its own (Split)
     nlohmann::json attrs = nlohmann::json::object();
+    // Source-model nodes that rewrites merged into this one (a BatchNormalization folded into this
+    // Conv, a removed Identity), so plans can still name every node of the model the user wrote.
+    std::vector<std::string> absorbed;
 };
+
+// Node names per group; every node in exactly one group.
+using Partition = std::vector<std::vector<std::string>>;
 
 struct GraphInput {
     std::string name;

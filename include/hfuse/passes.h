@@ -16,4 +16,22 @@ Graph infer_shapes(Graph graph);
 // validate + infer_shapes.
 Graph prepare(Graph graph);
 
+// --- Rewrites run before fusion planning (each takes and returns a prepared graph) ---
+
+// Replaces every node whose inputs are all weights by a weight holding its value (evaluated with the
+// Halide executor). Model outputs stay computed by nodes.
+Graph fold_constants(Graph graph);
+
+// Removes Identity and Dropout (inference) nodes, rewiring consumers to their input; the removed
+// node's name goes to the `absorbed` list of the node that now produces the value.
+Graph remove_identities(Graph graph);
+
+// Folds a BatchNormalization that follows a Conv or Gemm with constant weights (and constant BN
+// parameters), whose output feeds only that BatchNormalization, into the weights and bias. Other
+// BatchNormalizations stay: they lower to a per-channel scale+shift (one multiply-add per element).
+Graph fold_batchnorm(Graph graph);
+
+// The pre-planning pipeline: fold_constants, remove_identities, fold_batchnorm.
+Graph simplify(Graph graph);
+
 }  // namespace hfuse

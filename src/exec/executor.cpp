@@ -72,59 +72,6 @@ Partition Executor::unfused_partition(const Graph &graph) {
 
 namespace {
 
-// Orders the groups so each runs after the groups it reads from; a partition whose groups depend on
-// each other both ways (not convex) has no such order and is rejected.
-std::vector<std::vector<const Node *>> order_groups(const Graph &g, const Partition &partition) {
-    std::map<std::string, int> group_of_node;
-    for (size_t i = 0; i < partition.size(); i++) {
-        if (partition[i].empty()) throw Error("group " + std::to_string(i) + " is empty").in_file(g.source);
-        for (const std::string &name : partition[i]) {
-            if (!g.find_node(name)) throw Error("the partition names an unknown node").at_node(name).in_file(g.source);
-            if (!group_of_node.emplace(name, (int)i).second) {
-                throw Error("the node is in more than one group").at_node(name).in_file(g.source);
-            }
-        }
-    }
-    for (const Node &n : g.nodes) {
-        if (!group_of_node.count(n.name)) throw Error("the node is in no group").at_node(n.name, n.op).in_file(g.source);
-    }
-    const int num = static_cast<int>(partition.size());
-    std::vector<std::set<int>> deps(num);
-    for (const Node &n : g.nodes) {
-        for (const std::string &v : n.inputs) {
-            const Node *p = v.empty() ? nullptr : g.producer(v);
-            if (p && group_of_node[p->name] != group_of_node[n.name]) {
-                deps[group_of_node[n.name]].insert(group_of_node[p->name]);
-            }
-        }
-    }
-    std::vector<int> order;
-    std::vector<int> state(num, 0);  // 0 new, 1 on stack, 2 done
-    std::function<void(int)> visit = [&](int i) {
-        if (state[i] == 2) return;
-        if (state[i] == 1) {
-            throw Error("groups depend on each other in a cycle (a group is not convex); group " + std::to_string(i) +
-                        " starts with node '" + partition[i].front() + "'")
-                .in_file(g.source);
-        }
-        state[i] = 1;
-        for (int d : deps[i]) visit(d);
-        state[i] = 2;
-        order.push_back(i);
-    };
-    for (int i = 0; i < num; i++) visit(i);
-
-    std::vector<std::vector<const Node *>> groups;
-    for (int i : order) {
-        std::vector<const Node *> nodes;
-        for (const Node &n : g.nodes) {  // graph order is topological
-            if (group_of_node[n.name] == i) nodes.push_back(&n);
-        }
-        groups.push_back(nodes);
-    }
-    return groups;
-}
-
 // Every value read by a node outside its own group, or returned by the model.
 std::set<std::string> values_needed_outside(const Graph &g, const std::vector<const Node *> &group) {
     std::set<std::string> inside;
@@ -137,36 +84,75 @@ std::set<std::string> values_needed_outside(const Graph &g, const std::vector<co
     return out;
 }
 
-void schedule_unfused(const Graph &g, exec::LoweredGroup &group, const Halide::Target &target) {
+// A simple schedule that honours the plan's placements: inlined members stay inline (Halide's
+// default), every other member and every group output is its own root stage within the pipeline.
+// Members with a reduction (an update definition) cannot be inlined and are rooted too. The schedule
+// composer replaces this with the templates in schedules/.
+void schedule_by_placement(const Graph &g, const FusedGroup &plan, exec::LoweredGroup &group,
+                           const Halide::Target &target) {
     std::set<std::string> done;
     auto root = [&](Halide::Func f, const Shape &shape) {
         if (done.insert(f.name()).second) schedules::schedule_root_stage(f, shape, target);
     };
     for (exec::LoweredNode &ln : group.nodes) {
-        for (size_t i = 0; i < ln.node->outputs.size(); i++) root(ln.funcs.outputs[i], g.type_of(ln.node->outputs[i]).shape);
+        Placement p = plan.placement.count(ln.node->name) ? plan.placement.at(ln.node->name) : Placement::Root;
+        for (size_t i = 0; i < ln.node->outputs.size(); i++) {
+            Halide::Func f = ln.funcs.outputs[i];
+            if (p != Placement::Inline || f.has_update_definition()) root(f, g.type_of(ln.node->outputs[i]).shape);
+        }
         for (Halide::Func &s : ln.funcs.stages) {
             if (done.insert(s.name()).second) schedules::schedule_root_intermediate(s, target);
         }
     }
-    for (size_t i = 0; i < group.output_funcs.size(); i++) root(group.output_funcs[i], g.type_of(group.output_values[i]).shape);
+    for (size_t i = 0; i < group.output_funcs.size(); i++) {
+        root(group.output_funcs[i], g.type_of(group.output_values[i]).shape);
+    }
+}
+
+FusedGraph plan_of_partition(const Graph &graph, const Partition &partition) {
+    FusedGraph f;
+    f.graph = graph;
+    for (const std::vector<std::string> &nodes : partition) {
+        FusedGroup grp;
+        grp.nodes = nodes;
+        f.groups.push_back(grp);
+    }
+    return check_plan(std::move(f));
 }
 
 }  // namespace
 
-Executor::Executor(const Graph &graph, const Partition &partition, ExecutorOptions options) : impl_(new Impl) {
-    impl_->graph = graph;
+Executor::Executor(const Graph &graph, const Partition &partition, ExecutorOptions options)
+    : Executor(plan_of_partition(graph, partition), options) {}
+
+Executor::Executor(const FusedGraph &plan, ExecutorOptions options) : impl_(new Impl) {
+    impl_->graph = plan.graph;
     impl_->options = options;
     const Graph &g = impl_->graph;
     impl_->weights = exec::make_weight_buffers(g);
-    for (const std::vector<const Node *> &nodes : order_groups(g, partition)) {
+    for (const FusedGroup &grp : plan.groups) {  // check_plan ordered them
+        std::vector<const Node *> nodes;
+        for (const std::string &name : grp.nodes) nodes.push_back(g.find_node(name));
+        std::set<std::string> live_out = values_needed_outside(g, nodes);
         CompiledGroup cg;
-        cg.lowered = exec::lower_group(g, nodes, values_needed_outside(g, nodes), impl_->weights);
-        schedule_unfused(g, cg.lowered, options.target);
+        if (grp.backend.empty()) {
+            cg.lowered = exec::lower_group(g, nodes, live_out, impl_->weights);
+            schedule_by_placement(g, grp, cg.lowered, options.target);
+        } else {
+            const BackendPattern *pattern = find_backend_pattern(grp.backend);
+            if (!pattern) {
+                throw Error("group " + grp.name + " names backend pattern '" + grp.backend +
+                            "', which this program has not registered")
+                    .in_file(g.source);
+            }
+            cg.lowered = exec::lower_backend_group(g, nodes, live_out, impl_->weights, *pattern);
+        }
         cg.pipeline = Halide::Pipeline(cg.lowered.output_funcs);
+        if (!cg.lowered.jit_externs.empty()) cg.pipeline.set_jit_externs(cg.lowered.jit_externs);
         try {
             cg.pipeline.compile_jit(options.target);
         } catch (const Halide::Error &e) {
-            throw Error(std::string("Halide failed to compile the group: ") + e.what())
+            throw Error(std::string("Halide failed to compile group ") + grp.name + ": " + e.what())
                 .at_node(nodes.front()->name, nodes.front()->op)
                 .in_file(g.source);
         }

@@ -8,21 +8,6 @@
 namespace hfuse::exec {
 namespace {
 
-// A Func over an ImageParam with every dim pinned to the value's static shape, dense row-major.
-Halide::Func bind_param(Halide::ImageParam &param, const Shape &shape, const std::string &name) {
-    const int rank = static_cast<int>(shape.size());
-    int stride = 1;
-    for (int k = 0; k < rank; k++) {
-        int extent = static_cast<int>(shape[rank - 1 - k]);
-        param.dim(k).set_bounds(0, extent).set_stride(stride);
-        stride *= extent;
-    }
-    Halide::Func f(name + "_in");
-    std::vector<Halide::Var> vars = ops::make_vars(rank);
-    f(vars) = param(ops::as_exprs(vars));
-    return f;
-}
-
 std::string halide_name(const std::string &value) {
     std::string s = "v_" + value;
     for (char &c : s) {
@@ -30,6 +15,71 @@ std::string halide_name(const std::string &value) {
     }
     return Halide::Internal::unique_name(s);
 }
+
+// Pins every dim of a buffer (input or output) to the value's static shape, dense row-major, so the
+// compiled pipeline refuses anything else and addresses fold to constants.
+template <typename Dims>
+void pin_dense_shape(Dims dim, const Shape &shape) {
+    const int rank = static_cast<int>(shape.size());
+    int stride = 1;
+    for (int k = 0; k < rank; k++) {
+        int extent = static_cast<int>(shape[rank - 1 - k]);
+        dim(k).set_bounds(0, extent).set_stride(stride);
+        stride *= extent;
+    }
+}
+
+// The Funcs a group reads from outside: ImageParams for activations, constant Funcs for weights.
+class Boundary {
+public:
+    Boundary(const Graph &g, const WeightBuffers &w, LoweredGroup &group) : g_(g), weights_(w), group_(group) {}
+
+    // A Func for `value`: defined inside the group if it is, otherwise a boundary Func (an undefined
+    // Func for int64 weights, which ops read as Constants).
+    Halide::Func func_for(const std::string &value) {
+        if (auto it = group_.values.find(value); it != group_.values.end()) return it->second;
+        if (auto it = funcs_.find(value); it != funcs_.end()) return it->second;
+        Halide::Func f;
+        if (g_.is_weight(value)) {
+            auto w = weights_.find(value);
+            if (w == weights_.end()) return Halide::Func();
+            f = ops::constant_func(w->second, halide_name(value));
+        } else {
+            const TensorType &t = g_.type_of(value);
+            Halide::ImageParam param(Halide::Float(32), t.rank(), halide_name(value));
+            pin_dense_shape([&](int k) { return param.dim(k); }, t.shape);
+            f = Halide::Func(param.name() + "_in");
+            std::vector<Halide::Var> vars = ops::make_vars(t.rank());
+            f(vars) = param(ops::as_exprs(vars));
+            group_.input_values.push_back(value);
+            group_.params.push_back(param);
+        }
+        funcs_[value] = f;
+        return f;
+    }
+
+    // Declares `value` (computed by `f`) an output of the group's pipeline.
+    void add_output(const std::string &value, Halide::Func f) {
+        // Pipeline outputs must be distinct Funcs: an op that passes its input through (Identity)
+        // shares a Func with its producer, so such a value gets a copy stage of its own.
+        if (!output_names_.insert(f.name()).second) {
+            Halide::Func copy(halide_name(value));
+            std::vector<Halide::Var> vars = ops::make_vars(g_.type_of(value).rank());
+            copy(vars) = f(ops::as_exprs(vars));
+            f = copy;
+        }
+        pin_dense_shape([&](int k) { return f.output_buffer().dim(k); }, g_.type_of(value).shape);
+        group_.output_values.push_back(value);
+        group_.output_funcs.push_back(f);
+    }
+
+private:
+    const Graph &g_;
+    const WeightBuffers &weights_;
+    LoweredGroup &group_;
+    std::map<std::string, Halide::Func> funcs_;
+    std::set<std::string> output_names_;
+};
 
 }  // namespace
 
@@ -45,27 +95,7 @@ WeightBuffers make_weight_buffers(const Graph &graph) {
 LoweredGroup lower_group(const Graph &graph, const std::vector<const Node *> &nodes,
                          const std::set<std::string> &live_out, const WeightBuffers &weights) {
     LoweredGroup group;
-    std::map<std::string, Halide::Func> boundary;  // inputs and weights, as Funcs
-
-    auto func_for = [&](const std::string &value) -> Halide::Func {
-        if (auto it = group.values.find(value); it != group.values.end()) return it->second;
-        if (auto it = boundary.find(value); it != boundary.end()) return it->second;
-        Halide::Func f;
-        if (graph.is_weight(value)) {
-            auto w = weights.find(value);
-            if (w == weights.end()) return Halide::Func();  // int64: ops read the Constant instead
-            f = ops::constant_func(w->second, halide_name(value));
-        } else {
-            const TensorType &t = graph.type_of(value);
-            Halide::ImageParam param(Halide::Float(32), t.rank(), halide_name(value));
-            f = bind_param(param, t.shape, param.name());
-            group.input_values.push_back(value);
-            group.params.push_back(param);
-        }
-        boundary[value] = f;
-        return f;
-    };
-
+    Boundary boundary(graph, weights, group);
     for (const Node *n : nodes) {
         const OpSchema *op = find_op(n->op);
         LowerContext ctx{*n, Attributes(n->attrs), {}, {}, {}, {}};
@@ -76,7 +106,7 @@ LoweredGroup lower_group(const Graph &graph, const std::vector<const Node *> &no
                 ctx.constants.push_back(nullptr);
                 continue;
             }
-            ctx.inputs.push_back(func_for(v));
+            ctx.inputs.push_back(boundary.func_for(v));
             ctx.input_types.push_back(&graph.type_of(v));
             ctx.constants.push_back(graph.is_weight(v) ? &graph.weights.at(v) : nullptr);
         }
@@ -97,32 +127,48 @@ LoweredGroup lower_group(const Graph &graph, const std::vector<const Node *> &no
         for (size_t i = 0; i < n->outputs.size(); i++) group.values[n->outputs[i]] = lowered.outputs[i];
         group.nodes.push_back({n, std::move(lowered)});
     }
-
-    // Pipeline outputs must be distinct Funcs: an op that passes its input through (Identity) shares a
-    // Func with its producer, so such a value gets a copy stage of its own.
-    std::set<std::string> used_names;
     for (const Node *n : nodes) {
         for (const std::string &v : n->outputs) {
-            if (!live_out.count(v)) continue;
-            Halide::Func f = group.values.at(v);
-            if (!used_names.insert(f.name()).second) {
-                Halide::Func copy(halide_name(v));
-                std::vector<Halide::Var> vars = ops::make_vars(graph.type_of(v).rank());
-                copy(vars) = f(ops::as_exprs(vars));
-                f = copy;
-            }
-            const Shape &shape = graph.type_of(v).shape;
-            const int rank = static_cast<int>(shape.size());
-            int stride = 1;
-            for (int k = 0; k < rank; k++) {
-                int extent = static_cast<int>(shape[rank - 1 - k]);
-                f.output_buffer().dim(k).set_bounds(0, extent).set_stride(stride);
-                stride *= extent;
-            }
-            group.output_values.push_back(v);
-            group.output_funcs.push_back(f);
+            if (live_out.count(v)) boundary.add_output(v, group.values.at(v));
         }
     }
+    return group;
+}
+
+LoweredGroup lower_backend_group(const Graph &graph, const std::vector<const Node *> &nodes,
+                                 const std::set<std::string> &live_out, const WeightBuffers &weights,
+                                 const BackendPattern &pattern) {
+    LoweredGroup group;
+    Boundary boundary(graph, weights, group);
+    std::vector<std::string> names;
+    for (const Node *n : nodes) names.push_back(n->name);
+    EpilogueDescriptor d = describe_epilogue(graph, names);
+    const std::string &result = nodes.back()->outputs[0];
+    for (const Node *n : nodes) {
+        for (const std::string &v : n->outputs) {
+            if (live_out.count(v) && v != result) {
+                throw Error("a backend group hands out only its last value; '" + v + "' is needed outside")
+                    .at_node(n->name, n->op);
+            }
+        }
+    }
+    std::map<std::string, Halide::Func> values;
+    std::set<std::string> inside;
+    for (const Node *n : nodes) inside.insert(n->outputs.begin(), n->outputs.end());
+    for (const Node *n : nodes) {
+        for (const std::string &v : n->inputs) {
+            if (!v.empty() && !inside.count(v) && !values.count(v)) values[v] = boundary.func_for(v);
+        }
+    }
+    BackendLowering lowered;
+    try {
+        lowered = pattern.lower(graph, d, values, graph.type_of(result));
+    } catch (const Halide::Error &e) {
+        throw Error(std::string("backend '") + pattern.id() + "' failed: " + e.what()).at_node(d.master, d.master_op);
+    }
+    group.values[result] = lowered.output;
+    group.jit_externs = lowered.jit_externs;
+    boundary.add_output(result, lowered.output);
     return group;
 }
 

@@ -7,6 +7,7 @@
 #include "hfuse/executor.h"
 #include "hfuse/graph.h"
 #include "hfuse/op_registry.h"
+#include "hfuse/planner.h"
 
 #include <Halide.h>
 
@@ -32,11 +33,17 @@ struct LoweredGroup {
     std::vector<std::string> output_values;  // values used outside the group or returned by the model
     std::vector<Halide::Func> output_funcs;  // one per output value (always distinct Funcs)
     std::map<std::string, Halide::Func> values;  // every value the group defines
-    std::vector<LoweredNode> nodes;              // in topological order
+    std::vector<LoweredNode> nodes;              // in topological order (empty for backend groups)
+    std::map<std::string, Halide::JITExtern> jit_externs;  // extern functions a backend's Funcs call
 };
 
 // `nodes` are in topological order. `live_out` names the values needed after the group.
 LoweredGroup lower_group(const Graph &graph, const std::vector<const Node *> &nodes,
                          const std::set<std::string> &live_out, const WeightBuffers &weights);
+
+// A group a backend pattern claimed: the backend builds its single output from the group's inputs.
+LoweredGroup lower_backend_group(const Graph &graph, const std::vector<const Node *> &nodes,
+                                 const std::set<std::string> &live_out, const WeightBuffers &weights,
+                                 const BackendPattern &pattern);
 
 }  // namespace hfuse::exec

@@ -3,6 +3,9 @@
 #include "hfuse/executor.h"
 #include "hfuse/model_io.h"
 #include "hfuse/op_registry.h"
+#include "hfuse/passes.h"
+#include "hfuse/plan_report.h"
+#include "hfuse/planner.h"
 #include "hfuse/random.h"
 #include "hfuse/reference.h"
 
@@ -12,6 +15,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 
 namespace {
@@ -137,19 +141,62 @@ int cmd_info(const std::string &path) {
     return 0;
 }
 
+// How `run` (and later `bench`, `compile`) choose the plan they execute.
+struct PlanChoice {
+    std::string plan_file;           // --plan
+    std::vector<std::string> rules;  // --rules, one per round (default: x86)
+    bool unfused = false;            // --unfused: the graph as written, one group per op, no rewrites
+
+    void add_flags(CLI::App *cmd) {
+        auto *p = cmd->add_option("--plan", plan_file, "run this plan file (from `hfuse plan -o`, or hand-written)");
+        auto *r = cmd->add_option("--rules", rules, "plan with these rule sets, one round each: tvm, x86, none or a FILE")
+                      ->allow_extra_args(false);
+        auto *u = cmd->add_flag("--unfused", unfused, "every op its own stage, no graph rewrites (the baseline)");
+        p->excludes(r)->excludes(u);
+        r->excludes(u);
+    }
+
+    FusedGraph make(const Graph &g) const {
+        if (unfused) {
+            FusedGraph f = singleton_groups(g);
+            f.rules = {"unfused"};
+            return f;
+        }
+        if (!plan_file.empty()) return read_plan(plan_file, simplify(g));
+        std::vector<RuleSet> rounds;
+        for (const std::string &r : rules.empty() ? std::vector<std::string>{"x86"} : rules) rounds.push_back(load_rules(r));
+        return plan_fusion(g, rounds);
+    }
+};
+
+int cmd_plan(const std::string &model, const PlanChoice &choice, const std::string &out, const std::string &dot) {
+    Graph g = load_model(model);
+    FusedGraph plan = choice.make(g);
+    std::printf("%s", plan_table(plan).c_str());
+    if (!out.empty()) {
+        write_plan(out, plan);
+        std::printf("plan written to %s\n", out.c_str());
+    }
+    if (!dot.empty()) {
+        std::ofstream f(dot);
+        if (!(f << plan_dot(plan))) throw Error("cannot write '" + dot + "'");
+        std::printf("graph written to %s (render: dot -Tsvg %s -o plan.svg)\n", dot.c_str(), dot.c_str());
+    }
+    return 0;
+}
+
 struct RunOptions {
     std::string model;
     std::vector<std::string> inputs, outputs;
-    bool unfused = false, check = false;
-    int threads = 0;
+    PlanChoice plan;
+    bool check = false;
 };
 
 int cmd_run(const RunOptions &o) {
     Graph g = load_model(o.model);
     std::map<std::string, std::string> out_files = bind_files(o.outputs, g.outputs, "--output");
     std::map<std::string, TensorBuffer> inputs = load_inputs(g, o.inputs, !out_files.empty());
-    // Until the fusion planner exists every run is unfused; --unfused states it explicitly.
-    Executor ex(g, Executor::unfused_partition(g));
+    Executor ex(o.plan.make(g));
     auto outputs = ex.run(inputs);
     for (const std::string &name : g.outputs) {
         if (auto it = out_files.find(name); it != out_files.end()) {
@@ -162,27 +209,42 @@ int cmd_run(const RunOptions &o) {
     return 0;
 }
 
-int cmd_demo(const std::string &path) {
+// Best time of `runs` runs after one warm-up run, in milliseconds.
+double best_run_ms(Executor &ex, const std::map<std::string, TensorBuffer> &inputs, int runs) {
     using clock = std::chrono::steady_clock;
+    ex.run(inputs);
+    double best = 1e30;
+    for (int i = 0; i < runs; i++) {
+        auto s = clock::now();
+        ex.run(inputs);
+        best = std::min(best, std::chrono::duration<double, std::milli>(clock::now() - s).count());
+    }
+    return best;
+}
+
+int cmd_demo(const std::string &path) {
     std::printf("hfuse demo: %s\n\n", path.c_str());
     cmd_info(path);
     Graph g = load_model(path);
-    std::printf("\n");
+    FusedGraph plan = plan_fusion(g, {load_rules("x86")});
+    std::printf("\n%s\n", plan_table(plan).c_str());
     auto inputs = load_inputs(g, {}, false);
-    auto t0 = clock::now();
-    Executor ex(g, Executor::unfused_partition(g));
-    auto t1 = clock::now();
-    auto outputs = ex.run(inputs);  // the first run includes one-time setup
-    double best_ms = 1e30;
-    for (int i = 0; i < 10; i++) {
-        auto s = clock::now();
-        outputs = ex.run(inputs);
-        best_ms = std::min(best_ms, std::chrono::duration<double, std::milli>(clock::now() - s).count());
+
+    Executor fused(plan), unfused(singleton_groups(g));
+    bool ok = true;
+    for (auto *ex : {&fused, &unfused}) {
+        std::printf("%s:\n", ex == &fused ? "fused (x86 plan)" : "unfused");
+        ok = check_against_reference(g, inputs, ex->run(inputs)) && ok;
     }
-    std::printf("unfused: %d groups, JIT compile %.0f ms, run %.3f ms (best of 10)\n", ex.num_groups(),
-                std::chrono::duration<double, std::milli>(t1 - t0).count(), best_ms);
-    for (const std::string &name : g.outputs) print_summary(name, outputs.at(name));
-    bool ok = check_against_reference(g, inputs, outputs);
+    // Interleaved, so both see the same machine conditions.
+    double fused_ms = 1e30, unfused_ms = 1e30;
+    for (int round = 0; round < 3; round++) {
+        fused_ms = std::min(fused_ms, best_run_ms(fused, inputs, 5));
+        unfused_ms = std::min(unfused_ms, best_run_ms(unfused, inputs, 5));
+    }
+    std::printf("\nfused %.3f ms (%d groups), unfused %.3f ms (%d groups): %.2fx\n", fused_ms, fused.num_groups(),
+                unfused_ms, unfused.num_groups(), unfused_ms / fused_ms);
+    std::printf("(groups still run with the simple per-placement schedule; the schedule composer comes next)\n");
     std::printf("%s\n", ok ? "demo: OK" : "demo: FAILED");
     return ok ? 0 : 1;
 }
@@ -202,13 +264,21 @@ int main(int argc, char **argv) {
     RunOptions run_opts;
     auto *run = app.add_subcommand("run", "run a model and print or write its outputs");
     run->add_option("MODEL", run_opts.model, "model file (.json)")->required();
-    run->add_flag("--unfused", run_opts.unfused, "every op its own stage (the baseline)");
+    run_opts.plan.add_flags(run);
     run->add_option("--input", run_opts.inputs, "FILE or NAME=FILE: raw little-endian float32, NCHW order")
         ->allow_extra_args(false);
     run->add_option("--output", run_opts.outputs, "FILE or NAME=FILE: write an output as raw float32")
         ->allow_extra_args(false);
     run->add_option("--threads", threads, "Halide worker threads (default: one per core)")->check(CLI::NonNegativeNumber);
     run->add_flag("--check", run_opts.check, "compare the outputs with the reference evaluator (1e-4 of scale)");
+
+    std::string plan_model, plan_out, plan_dot_file;
+    PlanChoice plan_choice;
+    auto *plan = app.add_subcommand("plan", "plan fusion: print the groups, write the plan and a drawing");
+    plan->add_option("MODEL", plan_model, "model file (.json)")->required();
+    plan_choice.add_flags(plan);
+    plan->add_option("-o,--output", plan_out, "write the plan as JSON (feed it back with run --plan)");
+    plan->add_option("--dot", plan_dot_file, "write a Graphviz drawing: groups as clusters, masters marked");
 
     std::string demo_model = std::string(HFUSE_MODELS_DIR) + "/conv_bias_relu_maxpool.json";
     auto *demo = app.add_subcommand("demo", "run the bundled conv+bias+relu+maxpool model and check it");
@@ -224,6 +294,7 @@ int main(int argc, char **argv) {
         set_num_threads(threads);
         if (*info) return cmd_info(info_model);
         if (*run) return cmd_run(run_opts);
+        if (*plan) return cmd_plan(plan_model, plan_choice, plan_out, plan_dot_file);
         if (*demo) return cmd_demo(demo_model);
     } catch (const UsageError &e) {
         std::fprintf(stderr, "hfuse: %s\n", e.what());

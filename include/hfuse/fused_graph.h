@@ -1,0 +1,64 @@
+// A fused graph: a graph partitioned into groups, each with a master op and a placement for every
+// member. It is the planner's input and output (so planning can run in rounds) and, written as JSON,
+// the plan file users read, edit and feed back:
+//
+//   {"format": "hfuse-plan", "version": 1, "model": "cbrm", "rules": ["x86"],
+//    "groups": [{"name": "g0", "master": "conv", "nodes": ["conv", "relu", "pool"],
+//                "placement": {"conv": "compute_at", "relu": "inline", "pool": "output"}}]}
+//
+// Node names are those of the source model; a node a rewrite folded away (a BatchNormalization in
+// its Conv) is listed in the group of the node that absorbed it, with placement "folded".
+#pragma once
+
+#include "hfuse/fusion_rules.h"
+#include "hfuse/graph.h"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace hfuse {
+
+struct FusedGroup {
+    std::string name;
+    std::string master;                          // node that leads the group (its schedule template)
+    std::vector<std::string> nodes;              // graph nodes, in topological order
+    std::map<std::string, Placement> placement;  // every node, plus folded source nodes
+    std::string backend;                         // set when a backend pattern claimed the group
+    nlohmann::json schedule = nlohmann::json::object();  // composer parameters, kept verbatim
+};
+
+struct FusedGraph {
+    Graph graph;                     // the (rewritten) graph the groups partition
+    std::vector<FusedGroup> groups;  // in an order that respects data dependences
+    std::vector<std::string> rules;  // the rule sets applied, in order
+};
+
+// Every node its own group.
+FusedGraph singleton_groups(const Graph &graph);
+
+// The node partition the executor compiles.
+Partition to_partition(const FusedGraph &fused);
+
+// Pattern kind of a node as fusion sees it: a broadcasting op whose computed (non-weight) inputs all
+// have the output's shape is elementwise along the data flow (as in TVM).
+PatternKind effective_kind(const Graph &graph, const Node &node);
+
+// Fills in what a plan may leave out (master, placement), orders the groups, and checks the plan:
+// every node in exactly one group, groups convex (no path leaves a group and comes back), every
+// master able to lead its group. Throws an Error naming the offending nodes.
+FusedGraph check_plan(FusedGraph fused);
+
+// Plan files. read_plan maps source-model names onto `graph` (the rewritten graph) and runs check_plan.
+nlohmann::json plan_to_json(const FusedGraph &fused);
+FusedGraph plan_from_json(const nlohmann::json &plan, const Graph &graph, const std::string &source);
+FusedGraph read_plan(const std::string &path, const Graph &graph);
+void write_plan(const std::string &path, const FusedGraph &fused);
+
+// Bytes of intermediates a group keeps out of memory: values produced and consumed inside it that
+// are neither handed out nor placed at root.
+int64_t intermediate_bytes_saved(const FusedGraph &fused, const FusedGroup &group);
+
+}  // namespace hfuse

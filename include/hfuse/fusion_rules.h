@@ -1,0 +1,63 @@
+// Fusion rule sets: which fusions the planner may make, as data. A rule set is a JSON file
+// (schema in src/planner/rules/README.md); the built-in ones (tvm, x86, none) are those same files,
+// compiled in.
+//
+//   RuleSet x86 = load_rules("x86");                 // a built-in name, or a path to a .json file
+//   const FusionRule *r = x86.find(PatternKind::ComplexOutFusable, PatternKind::Window);
+#pragma once
+
+#include "hfuse/op_registry.h"
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace hfuse {
+
+// Where a fused group places a member relative to the group's output (see fused_graph.h).
+enum class Placement {
+    Inline,     // recomputed inside its consumer (cheap elementwise/injective ops)
+    ComputeAt,  // computed per tile of its consumer (a conv per pool tile)
+    Root,       // materialised once inside the group's pipeline
+    Output,     // a value the group hands out (consumed elsewhere or a model output)
+    Folded,     // a source-model node a rewrite merged into another (a BatchNormalization in its Conv)
+};
+
+const char *to_string(Placement p);
+// Throws an Error naming `field` for an unknown name.
+Placement parse_placement(const std::string &name, const std::string &field);
+PatternKind parse_pattern_kind(const std::string &name, const std::string &field);
+
+// A group led by a master of kind `producer` may absorb an op (or group) of kind `consumer` that
+// reads it; the producer side is then placed `placement` in the consumer.
+struct FusionRule {
+    PatternKind producer;
+    PatternKind consumer;
+    Placement placement;
+};
+
+struct RuleSet {
+    std::string name;
+    std::string source;  // file, or "built-in"
+    std::vector<FusionRule> rules;
+    int max_group_ops = 64;     // ops per group
+    int max_group_inputs = 16;  // distinct activations entering a group (weights not counted)
+    bool window_fusion = true;  // window consumers (pools) may join a complex-out-fusable group
+    bool multi_output = true;   // a group may hand out an intermediate (a model output also used inside)
+    bool defer_injective = true;  // fuse injective-led groups only after the others (TVM's phases)
+    std::set<std::string> opaque_ops;    // op types never fused
+    std::set<std::string> opaque_nodes;  // node names never fused
+    std::set<std::string> stop_after;    // node names no consumer may fuse with
+
+    const FusionRule *find(PatternKind producer, PatternKind consumer) const;
+};
+
+// A built-in name ("tvm", "x86", "none") or the path of a rule-set file.
+RuleSet load_rules(const std::string &name_or_path);
+RuleSet parse_rules(const nlohmann::json &j, const std::string &source);
+nlohmann::json to_json(const RuleSet &rules);
+std::vector<std::string> builtin_rule_names();
+
+}  // namespace hfuse

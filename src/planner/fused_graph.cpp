@@ -1,0 +1,364 @@
+#include "hfuse/fused_graph.h"
+
+#include "hfuse/error.h"
+#include "planner/graph_util.h"
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+
+namespace hfuse {
+namespace {
+
+using nlohmann::json;
+
+std::string quoted_list(const std::vector<std::string> &names) {
+    std::string s;
+    for (const auto &n : names) s += (s.empty() ? "'" : ", '") + n + "'";
+    return s;
+}
+
+// The placement a member gets when neither the planner nor the plan file says otherwise.
+Placement default_placement(const Graph &g, const Node &n, bool live_out) {
+    if (live_out) return Placement::Output;
+    switch (find_op(n.op)->kind) {
+    case PatternKind::ComplexOutFusable: return Placement::ComputeAt;
+    case PatternKind::Reduction: return Placement::Root;  // inlining would redo the reduction per use
+    default: return Placement::Inline;
+    }
+}
+
+// A path from a node of `group` that leaves it and comes back, or empty if the group is convex.
+std::vector<std::string> non_convex_path(const planner::NodeGraph &ng, const std::set<int> &group) {
+    // Walk forward from the group's external consumers; reaching the group again means a way out and back.
+    std::map<int, int> parent;
+    std::vector<int> stack;
+    for (int n : group) {
+        for (int c : ng.consumers[n]) {
+            if (!group.count(c) && !parent.count(c)) {
+                parent[c] = n;
+                stack.push_back(c);
+            }
+        }
+    }
+    while (!stack.empty()) {
+        int u = stack.back();
+        stack.pop_back();
+        for (int c : ng.consumers[u]) {
+            if (group.count(c)) {
+                // Back from u along parents to the node that left the group: exit -> ... -> u -> c.
+                std::vector<std::string> path = {ng.graph->nodes[c].name};
+                for (int v = u;; v = parent[v]) {
+                    path.push_back(ng.graph->nodes[v].name);
+                    if (group.count(parent[v])) {
+                        path.push_back(ng.graph->nodes[parent[v]].name);
+                        break;
+                    }
+                }
+                std::reverse(path.begin(), path.end());
+                return path;
+            }
+            if (!parent.count(c)) {
+                parent[c] = u;
+                stack.push_back(c);
+            }
+        }
+    }
+    return {};
+}
+
+}  // namespace
+
+PatternKind effective_kind(const Graph &g, const Node &n) {
+    PatternKind kind = find_op(n.op)->kind;
+    if (kind != PatternKind::Broadcast) return kind;
+    const Shape &out = g.type_of(n.outputs[0]).shape;
+    for (const std::string &v : n.inputs) {
+        if (!v.empty() && !g.is_weight(v) && g.type_of(v).shape != out) return kind;
+    }
+    return PatternKind::Elementwise;
+}
+
+FusedGraph singleton_groups(const Graph &graph) {
+    FusedGraph f;
+    f.graph = graph;
+    for (const Node &n : graph.nodes) {
+        FusedGroup grp;
+        grp.master = n.name;
+        grp.nodes = {n.name};
+        f.groups.push_back(grp);
+    }
+    return check_plan(std::move(f));
+}
+
+Partition to_partition(const FusedGraph &fused) {
+    Partition p;
+    for (const FusedGroup &g : fused.groups) p.push_back(g.nodes);
+    return p;
+}
+
+FusedGraph check_plan(FusedGraph f) {
+    const Graph &g = f.graph;
+    planner::NodeGraph ng(g);
+    try {
+        // Every node in exactly one group.
+        std::map<std::string, int> group_of;
+        for (size_t i = 0; i < f.groups.size(); i++) {
+            FusedGroup &grp = f.groups[i];
+            if (grp.nodes.empty()) fail_field("groups[" + std::to_string(i) + "]", "a group needs at least one node");
+            for (const std::string &n : grp.nodes) {
+                if (!g.find_node(n)) fail_field("groups[" + std::to_string(i) + "].nodes", "unknown node '" + n + "'");
+                auto [it, fresh] = group_of.emplace(n, (int)i);
+                if (!fresh) {
+                    fail_field("groups", "node '" + n + "' is in two groups (" + f.groups[it->second].name + " and " +
+                                             (grp.name.empty() ? "#" + std::to_string(i) : grp.name) + ")");
+                }
+            }
+        }
+        std::vector<std::string> missing;
+        for (const Node &n : g.nodes) {
+            if (!group_of.count(n.name)) missing.push_back(n.name);
+        }
+        if (!missing.empty()) fail_field("groups", "nodes in no group: " + quoted_list(missing));
+
+        // Convex groups, then an order of groups that respects every edge.
+        for (FusedGroup &grp : f.groups) {
+            std::set<int> members;
+            for (const std::string &n : grp.nodes) members.insert(ng.index.at(n));
+            std::vector<std::string> path = non_convex_path(ng, members);
+            if (!path.empty()) {
+                std::string via;
+                for (size_t k = 1; k + 1 < path.size(); k++) via += (via.empty() ? "" : " -> ") + path[k];
+                fail_field("groups", "group " + (grp.name.empty() ? quoted_list(grp.nodes) : grp.name) +
+                                         " is not convex: a path leaves it at '" + path.front() + "' and comes back at '" +
+                                         path.back() + "' through " + via);
+            }
+        }
+        const int num = static_cast<int>(f.groups.size());
+        std::vector<std::set<int>> deps(num);
+        for (const Node &n : g.nodes) {
+            for (int p : ng.producers[ng.index.at(n.name)]) {
+                int gp = group_of[g.nodes[p].name], gn = group_of[n.name];
+                if (gp != gn) deps[gn].insert(gp);
+            }
+        }
+        std::vector<int> order, state(num, 0);
+        std::function<void(int)> visit = [&](int i) {
+            if (state[i] == 2) return;
+            if (state[i] == 1) {
+                fail_field("groups", "groups depend on each other in a cycle (through the group of '" +
+                                         f.groups[i].nodes.front() + "'); split them differently");
+            }
+            state[i] = 1;
+            for (int d : deps[i]) visit(d);
+            state[i] = 2;
+            order.push_back(i);
+        };
+        for (int i = 0; i < num; i++) visit(i);
+
+        std::vector<FusedGroup> ordered;
+        for (int i : order) ordered.push_back(std::move(f.groups[i]));
+        f.groups = std::move(ordered);
+
+        std::set<std::string> names;
+        for (size_t i = 0; i < f.groups.size(); i++) {
+            FusedGroup &grp = f.groups[i];
+            if (grp.name.empty()) grp.name = "g" + std::to_string(i);
+            if (!names.insert(grp.name).second) fail_field("groups", "two groups are named '" + grp.name + "'");
+            // Members in graph (topological) order.
+            std::set<std::string> members(grp.nodes.begin(), grp.nodes.end());
+            grp.nodes.clear();
+            for (const Node &n : g.nodes) {
+                if (members.count(n.name)) grp.nodes.push_back(n.name);
+            }
+
+            // The master: the member of the highest kind (earliest on a tie) unless the plan names one.
+            auto rank = [&](const std::string &n) { return planner::kind_rank(find_op(g.find_node(n)->op)->kind); };
+            std::string best = grp.nodes.front();
+            for (const std::string &n : grp.nodes) {
+                if (rank(n) > rank(best)) best = n;
+            }
+            if (grp.master.empty()) grp.master = best;
+            if (!members.count(grp.master)) {
+                fail_field("groups." + grp.name + ".master", "'" + grp.master + "' is not a member of the group");
+            }
+            if (rank(grp.master) < rank(best)) {
+                fail_field("groups." + grp.name + ".master",
+                           "'" + grp.master + "' cannot lead the group: '" + best + "' (" +
+                               to_string(find_op(g.find_node(best)->op)->kind) + ") outranks it");
+            }
+            for (const std::string &n : grp.nodes) {
+                const Node *node = g.find_node(n);
+                if (grp.nodes.size() > 1 && find_op(node->op)->kind == PatternKind::Opaque) {
+                    fail_field("groups." + grp.name, "'" + n + "' is opaque and cannot be fused");
+                }
+            }
+
+            // Placements: given ones are checked, missing ones derived; folded source nodes listed.
+            std::set<int> member_index;
+            for (const std::string &n : grp.nodes) member_index.insert(ng.index.at(n));
+            std::map<std::string, Placement> given = std::move(grp.placement);
+            grp.placement.clear();
+            for (const std::string &n : grp.nodes) {
+                const Node *node = g.find_node(n);
+                bool live_out = planner::is_live_out(ng, ng.index.at(n), member_index);
+                Placement p = default_placement(g, *node, live_out);
+                if (auto it = given.find(n); it != given.end()) {
+                    const std::string field = "groups." + grp.name + ".placement." + n;
+                    if (live_out && it->second != Placement::Output) {
+                        fail_field(field, "must be output: its value is used outside the group or returned by the model");
+                    }
+                    if (!live_out && it->second == Placement::Output) {
+                        p = Placement::Root;  // "output" on an internal value means: materialise it
+                    } else if (it->second == Placement::Folded) {
+                        fail_field(field, "only nodes a rewrite merged away are 'folded'");
+                    } else if (it->second == Placement::Inline && find_op(node->op)->kind == PatternKind::ComplexOutFusable) {
+                        fail_field(field, "a " + node->op + " has a reduction and cannot be inlined; use compute_at or root");
+                    } else {
+                        p = it->second;
+                    }
+                    given.erase(it);
+                }
+                grp.placement[n] = p;
+                for (const std::string &a : node->absorbed) {
+                    grp.placement[a] = Placement::Folded;
+                    given.erase(a);
+                }
+            }
+            if (!given.empty()) {
+                fail_field("groups." + grp.name + ".placement", "'" + given.begin()->first + "' is not in the group");
+            }
+        }
+    } catch (Error &e) {
+        throw e.in_file(g.source);
+    }
+    return f;
+}
+
+json plan_to_json(const FusedGraph &f) {
+    json groups = json::array();
+    for (const FusedGroup &grp : f.groups) {
+        json nodes = json::array(), placement = json::object();
+        for (const std::string &n : grp.nodes) {
+            nodes.push_back(n);
+            for (const std::string &a : f.graph.find_node(n)->absorbed) nodes.push_back(a);
+        }
+        for (const auto &kv : grp.placement) placement[kv.first] = to_string(kv.second);
+        json j = {{"name", grp.name}, {"master", grp.master}, {"nodes", nodes}, {"placement", placement}};
+        if (!grp.backend.empty()) j["backend"] = grp.backend;
+        if (!grp.schedule.empty()) j["schedule"] = grp.schedule;
+        groups.push_back(j);
+    }
+    return {{"format", "hfuse-plan"}, {"version", 1}, {"model", f.graph.name}, {"rules", f.rules}, {"groups", groups}};
+}
+
+FusedGraph plan_from_json(const json &plan, const Graph &graph, const std::string &source) {
+    FusedGraph f;
+    f.graph = graph;
+    try {
+        if (!plan.is_object()) fail("expected a JSON object");
+        if (!plan.contains("format") || plan["format"] != "hfuse-plan") fail_field("format", "expected \"hfuse-plan\"");
+        if (!plan.contains("version") || plan["version"] != 1) fail_field("version", "expected 1");
+        if (!plan.contains("groups") || !plan["groups"].is_array()) fail_field("groups", "expected a list of groups");
+        if (plan.contains("rules") && plan["rules"].is_array()) {
+            for (const json &r : plan["rules"]) {
+                if (r.is_string()) f.rules.push_back(r.get<std::string>());
+            }
+        }
+        // Source-model names a rewrite merged away resolve to the node that absorbed them.
+        std::map<std::string, std::string> absorbed_by;
+        for (const Node &n : graph.nodes) {
+            for (const std::string &a : n.absorbed) absorbed_by[a] = n.name;
+        }
+        for (size_t i = 0; i < plan["groups"].size(); i++) {
+            const json &jg = plan["groups"][i];
+            const std::string field = "groups[" + std::to_string(i) + "]";
+            if (!jg.is_object() || !jg.contains("nodes") || !jg["nodes"].is_array()) {
+                fail_field(field, "expected an object with a list of \"nodes\"");
+            }
+            for (const auto &kv : jg.items()) {
+                static const std::set<std::string> known = {"name", "master", "nodes", "placement", "backend", "schedule"};
+                if (!known.count(kv.key())) fail_field(field + "." + kv.key(), "unknown key in a plan group");
+            }
+            FusedGroup grp;
+            if (jg.contains("name")) grp.name = jg["name"].get<std::string>();
+            std::set<std::string> listed;
+            for (const json &n : jg["nodes"]) {
+                if (!n.is_string()) fail_field(field + ".nodes", "expected node names");
+                listed.insert(n.get<std::string>());
+            }
+            for (const std::string &n : listed) {
+                if (auto it = absorbed_by.find(n); it != absorbed_by.end()) {
+                    if (!listed.count(it->second)) {
+                        fail_field(field + ".nodes", "'" + n + "' was folded into '" + it->second +
+                                                         "' by a rewrite: list '" + it->second + "' in the same group");
+                    }
+                    continue;
+                }
+                if (!graph.find_node(n)) fail_field(field + ".nodes", "unknown node '" + n + "'");
+                grp.nodes.push_back(n);
+            }
+            if (jg.contains("master")) {
+                std::string m = jg["master"].get<std::string>();
+                grp.master = absorbed_by.count(m) ? absorbed_by[m] : m;
+            }
+            if (jg.contains("placement")) {
+                if (!jg["placement"].is_object()) fail_field(field + ".placement", "expected an object node -> placement");
+                for (const auto &kv : jg["placement"].items()) {
+                    if (!kv.value().is_string()) fail_field(field + ".placement." + kv.key(), "expected a placement name");
+                    Placement p = parse_placement(kv.value().get<std::string>(), field + ".placement." + kv.key());
+                    if (absorbed_by.count(kv.key())) continue;  // folded: implied
+                    grp.placement[kv.key()] = p;
+                }
+            }
+            if (jg.contains("backend")) grp.backend = jg["backend"].get<std::string>();
+            if (jg.contains("schedule")) grp.schedule = jg["schedule"];
+            f.groups.push_back(std::move(grp));
+        }
+    } catch (Error &e) {
+        throw e.in_file(source);
+    } catch (const json::exception &e) {
+        throw Error(std::string("malformed plan: ") + e.what()).in_file(source);
+    }
+    FusedGraph checked;
+    try {
+        checked = check_plan(std::move(f));
+    } catch (Error &e) {
+        throw Error(e.message()).at_field(e.field()).in_file(source);  // report against the plan file
+    }
+    return checked;
+}
+
+FusedGraph read_plan(const std::string &path, const Graph &graph) {
+    std::ifstream in(path);
+    if (!in) throw Error("cannot open plan file").in_file(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    json j;
+    try {
+        j = json::parse(text.str());
+    } catch (const json::parse_error &e) {
+        throw Error(std::string("invalid JSON: ") + e.what()).in_file(path);
+    }
+    return plan_from_json(j, graph, path);
+}
+
+void write_plan(const std::string &path, const FusedGraph &fused) {
+    std::ofstream out(path);
+    if (!out) throw Error("cannot write plan file").in_file(path);
+    out << plan_to_json(fused).dump(2) << "\n";
+}
+
+int64_t intermediate_bytes_saved(const FusedGraph &f, const FusedGroup &grp) {
+    int64_t bytes = 0;
+    for (const std::string &n : grp.nodes) {
+        Placement p = grp.placement.at(n);
+        if (p != Placement::Inline && p != Placement::ComputeAt) continue;
+        for (const std::string &v : f.graph.find_node(n)->outputs) bytes += 4 * num_elements(f.graph.type_of(v).shape);
+    }
+    return bytes;
+}
+
+}  // namespace hfuse

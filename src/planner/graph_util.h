@@ -1,0 +1,31 @@
+// Node-level views of a graph shared by the planner's pieces.
+#pragma once
+
+#include "hfuse/graph.h"
+#include "hfuse/op_registry.h"
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace hfuse::planner {
+
+// Producer/consumer adjacency between nodes (indices into graph.nodes, which are topologically sorted).
+struct NodeGraph {
+    const Graph *graph;
+    std::map<std::string, int> index;  // node name -> index
+    std::vector<std::vector<int>> producers, consumers;  // distinct, ascending
+    std::vector<bool> is_model_output;                   // the node produces a model output
+
+    explicit NodeGraph(const Graph &g);
+};
+
+// Precedence for leading a group: complex-out-fusable > window > reduction > injective > broadcast >
+// elementwise (opaque ops never share a group, ranked highest so they always lead their own).
+int kind_rank(PatternKind kind);
+
+// Whether a value of `node` is needed outside `group` (by another node or as a model output).
+bool is_live_out(const NodeGraph &ng, int node, const std::set<int> &group);
+
+}  // namespace hfuse::planner

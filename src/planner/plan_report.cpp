@@ -1,0 +1,95 @@
+#include "hfuse/plan_report.h"
+
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+namespace hfuse {
+namespace {
+
+std::string human_bytes(int64_t b) {
+    char buf[32];
+    if (b >= (1 << 20)) {
+        std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
+    } else if (b >= 1024) {
+        std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+    } else {
+        std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+    }
+    return buf;
+}
+
+// Graphviz IDs and labels: quote and escape.
+std::string q(const std::string &s) {
+    std::string out = "\"";
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+    }
+    return out + "\"";
+}
+
+}  // namespace
+
+std::string plan_table(const FusedGraph &f) {
+    std::ostringstream os;
+    std::string rules;
+    for (const auto &r : f.rules) rules += (rules.empty() ? "" : ", ") + r;
+    os << "plan for '" << f.graph.name << "' (rules: " << (rules.empty() ? "none given" : rules) << "): "
+       << f.groups.size() << (f.groups.size() == 1 ? " group, " : " groups, ") << f.graph.nodes.size() << " ops\n\n";
+    char line[256];
+    std::snprintf(line, sizeof line, "%-6s %-14s %-10s %s\n", "group", "master", "saved", "members (placement)");
+    os << line;
+    int64_t total = 0;
+    for (const FusedGroup &grp : f.groups) {
+        int64_t saved = intermediate_bytes_saved(f, grp);
+        total += saved;
+        std::string members;
+        for (const std::string &n : grp.nodes) {
+            members += (members.empty() ? "" : ", ") + n + " " + to_string(grp.placement.at(n));
+            for (const std::string &a : f.graph.find_node(n)->absorbed) members += ", " + a + " folded";
+        }
+        if (!grp.backend.empty()) members += "   [backend " + grp.backend + "]";
+        std::snprintf(line, sizeof line, "%-6s %-14s %-10s ", grp.name.c_str(), grp.master.c_str(),
+                      saved ? human_bytes(saved).c_str() : "-");
+        os << line << members << "\n";
+    }
+    os << "\nintermediates kept out of memory: " << human_bytes(total) << "\n";
+    return os.str();
+}
+
+std::string plan_dot(const FusedGraph &f) {
+    const Graph &g = f.graph;
+    std::ostringstream os;
+    os << "digraph " << q(g.name) << " {\n  rankdir=TB;\n  node [shape=box, style=rounded, fontname=Helvetica];\n";
+    for (const GraphInput &in : g.inputs) os << "  " << q("in:" + in.name) << " [shape=ellipse, label=" << q(in.name) << "];\n";
+    for (const FusedGroup &grp : f.groups) {
+        os << "  subgraph " << q("cluster_" + grp.name) << " {\n    label=" << q(grp.name + (grp.backend.empty() ? "" : " [" + grp.backend + "]"))
+           << "; style=filled; color=lightgrey;\n";
+        for (const std::string &n : grp.nodes) {
+            const Node *node = g.find_node(n);
+            std::string label = n + "\\n" + node->op + " (" + to_string(grp.placement.at(n)) + ")";
+            for (const std::string &a : node->absorbed) label += "\\n+ " + a + " (folded)";
+            os << "    " << q(n) << " [label=\"" << label << "\", fillcolor=white, style=\"rounded,filled\""
+               << (n == grp.master ? ", peripheries=2, penwidth=2" : "") << "];\n";
+        }
+        os << "  }\n";
+    }
+    for (const Node &n : g.nodes) {
+        std::set<std::string> seen;
+        for (const std::string &v : n.inputs) {
+            if (v.empty() || g.is_weight(v) || !seen.insert(v).second) continue;
+            const Node *p = g.producer(v);
+            os << "  " << q(p ? p->name : "in:" + v) << " -> " << q(n.name) << ";\n";
+        }
+    }
+    for (const std::string &o : g.outputs) {
+        const Node *p = g.producer(o);
+        os << "  " << q("out:" + o) << " [shape=ellipse, label=" << q(o) << "];\n";
+        os << "  " << q(p ? p->name : "in:" + o) << " -> " << q("out:" + o) << ";\n";
+    }
+    os << "}\n";
+    return os.str();
+}
+
+}  // namespace hfuse

@@ -1,0 +1,270 @@
+// The rule-driven fusion planner (see include/hfuse/planner.h).
+//
+// Vertices are the groups of the input fused graph (single ops in a first round). Like TVM's
+// FuseOps, each vertex v, in topological order, tries to join the group of its immediate
+// post-dominator d together with every vertex on the paths between them: all of those must be kinds
+// the rule set lets v's group absorb, so diamonds and branches fuse exactly when every path allows it.
+// Beyond TVM: window consumers, injective producers into any consumer, reductions after producers,
+// and multi-output groups (a model output that is also used inside does not cut the group) — each
+// enabled by the rule set. Every merge keeps the groups acyclic (hence convex) and within the limits.
+#include "hfuse/planner.h"
+
+#include "hfuse/error.h"
+#include "hfuse/passes.h"
+#include "planner/graph_util.h"
+#include "planner/post_dominators.h"
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+#include <set>
+
+namespace hfuse {
+namespace {
+
+using planner::NodeGraph;
+
+class RoundPlanner {
+public:
+    RoundPlanner(const FusedGraph &in, const RuleSet &rules) : in_(in), rules_(rules), ng_(in.graph) {
+        const int n = static_cast<int>(in.groups.size());
+        parent_.resize(n);
+        std::iota(parent_.begin(), parent_.end(), 0);
+        for (const FusedGroup &g : in.groups) {
+            std::vector<int> nodes;
+            for (const std::string &name : g.nodes) nodes.push_back(ng_.index.at(name));
+            members_.push_back(nodes);
+            for (int node : nodes) vertex_of_node_[node] = static_cast<int>(members_.size()) - 1;
+            master_.push_back(ng_.index.at(g.master));
+            claimed_.push_back(!g.backend.empty());
+        }
+        successors_.resize(n);
+        predecessors_.resize(n);
+        for (int v = 0; v < n; v++) {
+            for (int node : members_[v]) {
+                for (int c : ng_.consumers[node]) {
+                    int w = vertex_of_node_.at(c);
+                    if (w != v) successors_[v].insert(w);
+                    if (w != v) predecessors_[w].insert(v);
+                }
+            }
+        }
+    }
+
+    FusedGraph run() {
+        const int n = static_cast<int>(members_.size());
+        // The post-dominator tree of the vertex graph. A model output is an exit to the sink; with
+        // multi_output a value that is also consumed inside the graph is not, so it can be handed out
+        // by the group that absorbs its consumers.
+        std::vector<std::vector<int>> succ(n);
+        for (int v = 0; v < n; v++) {
+            succ[v].assign(successors_[v].begin(), successors_[v].end());
+            bool output = std::any_of(members_[v].begin(), members_[v].end(),
+                                      [&](int node) { return ng_.is_model_output[node]; });
+            if (succ[v].empty() || (output && !rules_.multi_output)) succ[v].push_back(n);
+        }
+        ipdom_ = planner::immediate_post_dominators(succ);
+
+        const int phases = rules_.defer_injective ? 2 : 1;
+        for (int phase = 0; phase < phases; phase++) {
+            for (int v = 0; v < n; v++) try_fuse(v, phase, phases);
+        }
+        return result();
+    }
+
+private:
+    int find(int v) { return parent_[v] == v ? v : parent_[v] = find(parent_[v]); }
+
+    // The kind a group shows to the rules: its master's (a same-shape broadcast counts as elementwise).
+    PatternKind group_kind(int root) {
+        return effective_kind(in_.graph, in_.graph.nodes[master_[root]]);
+    }
+
+    bool is_opaque(int v) {
+        for (int node : members_[v]) {
+            const Node &nd = in_.graph.nodes[node];
+            if (find_op(nd.op)->kind == PatternKind::Opaque || rules_.opaque_ops.count(nd.op) ||
+                rules_.opaque_nodes.count(nd.name)) {
+                return true;
+            }
+        }
+        return claimed_[v];  // a backend owns it as matched
+    }
+
+    bool stops(int v) {
+        return std::any_of(members_[v].begin(), members_[v].end(),
+                           [&](int node) { return rules_.stop_after.count(in_.graph.nodes[node].name) != 0; });
+    }
+
+    // Vertices on the paths from v to d, excluding both.
+    std::vector<int> between(int v, int d) {
+        std::set<int> seen;
+        std::vector<int> stack(successors_[v].begin(), successors_[v].end());
+        while (!stack.empty()) {
+            int u = stack.back();
+            stack.pop_back();
+            if (u == d || !seen.insert(u).second) continue;
+            for (int s : successors_[u]) stack.push_back(s);
+        }
+        return std::vector<int>(seen.begin(), seen.end());
+    }
+
+    void try_fuse(int v, int phase, int phases) {
+        const int n = static_cast<int>(members_.size());
+        int g = find(v);
+        PatternKind kind = group_kind(g);
+        bool injective = kind == PatternKind::Injective;
+        if (phases == 2 && injective != (phase == 1)) return;
+        if (is_opaque(v) || stops(v)) return;
+        const int d = ipdom_[v];
+        if (d == n || find(d) == g) return;
+
+        std::vector<int> path = between(v, d);
+        path.push_back(d);
+        const FusionRule *edge_rule = nullptr;
+        for (int u : path) {
+            if (is_opaque(u)) return;
+            // A vertex on the path that another stop_after vertex feeds may not join either.
+            if (u != d && stops(u)) return;
+            PatternKind uk = group_kind(find(u));
+            if (find(u) == g) continue;
+            const FusionRule *r = rules_.find(kind, uk);
+            if (!r) return;
+            if (uk == PatternKind::Window && kind == PatternKind::ComplexOutFusable && !rules_.window_fusion) return;
+            if (!edge_rule) edge_rule = r;
+        }
+        if (!edge_rule) return;
+
+        // Tentatively merge and check the limits and acyclicity of the groups.
+        std::set<int> roots = {g};
+        for (int u : path) roots.insert(find(u));
+        std::vector<int> saved = parent_;
+        for (int r : roots) parent_[r] = g;
+        if (!within_limits(g) || has_cycle()) {
+            parent_ = saved;
+            return;
+        }
+        // The merged group is led by its highest-ranked master (the earliest on a tie).
+        int best = master_[g];
+        for (int r : roots) {
+            int m = master_[r];
+            int rank_m = planner::kind_rank(find_op(in_.graph.nodes[m].op)->kind);
+            int rank_b = planner::kind_rank(find_op(in_.graph.nodes[best].op)->kind);
+            if (rank_m > rank_b || (rank_m == rank_b && m < best)) best = m;
+        }
+        // The producer side is placed as the rule says (check_plan turns it into "output" if it is
+        // still needed outside the group).
+        hints_[in_.graph.nodes[master_[g]].name] = edge_rule->placement;
+        master_[g] = best;
+    }
+
+    bool within_limits(int root) {
+        std::set<int> nodes;
+        for (size_t v = 0; v < members_.size(); v++) {
+            if (find(static_cast<int>(v)) == root) nodes.insert(members_[v].begin(), members_[v].end());
+        }
+        if ((int)nodes.size() > rules_.max_group_ops) return false;
+        std::set<std::string> inputs;
+        for (int node : nodes) {
+            const Node &nd = in_.graph.nodes[node];
+            for (const std::string &val : nd.inputs) {
+                if (val.empty() || in_.graph.is_weight(val)) continue;
+                const Node *p = in_.graph.producer(val);
+                if (!p || !nodes.count(ng_.index.at(p->name))) inputs.insert(val);
+            }
+        }
+        return (int)inputs.size() <= rules_.max_group_inputs;
+    }
+
+    // Whether the groups (union-find roots) depend on each other in a cycle.
+    bool has_cycle() {
+        const int n = static_cast<int>(members_.size());
+        std::vector<std::set<int>> edges(n);
+        for (int v = 0; v < n; v++) {
+            for (int w : successors_[v]) {
+                if (find(v) != find(w)) edges[find(v)].insert(find(w));
+            }
+        }
+        std::vector<int> state(n, 0);
+        std::function<bool(int)> cyclic = [&](int v) {
+            if (state[v] == 1) return true;
+            if (state[v] == 2) return false;
+            state[v] = 1;
+            for (int w : edges[v]) {
+                if (cyclic(w)) return true;
+            }
+            state[v] = 2;
+            return false;
+        };
+        for (int v = 0; v < n; v++) {
+            if (find(v) == v && cyclic(v)) return true;
+        }
+        return false;
+    }
+
+    FusedGraph result() {
+        FusedGraph out;
+        out.graph = in_.graph;
+        out.rules = in_.rules;
+        out.rules.push_back(rules_.name);
+        std::map<int, FusedGroup> by_root;
+        for (size_t v = 0; v < members_.size(); v++) {
+            int r = find(static_cast<int>(v));
+            FusedGroup &grp = by_root[r];
+            const FusedGroup &old = in_.groups[v];
+            grp.master = in_.graph.nodes[master_[r]].name;
+            if (grp.backend.empty()) grp.backend = old.backend;
+            if (grp.schedule.empty()) grp.schedule = old.schedule;
+            for (const std::string &name : old.nodes) {
+                grp.nodes.push_back(name);
+                // Earlier placements carry over, except "output", which merging may have made internal.
+                auto p = old.placement.find(name);
+                if (p != old.placement.end() && p->second != Placement::Output && p->second != Placement::Folded) {
+                    grp.placement[name] = p->second;
+                }
+            }
+        }
+        for (auto &kv : by_root) {
+            for (const std::string &name : kv.second.nodes) {
+                if (auto h = hints_.find(name); h != hints_.end()) kv.second.placement[name] = h->second;
+            }
+            // Nodes still needed outside the group get "output" from check_plan, whatever the hint.
+            std::set<int> group_nodes;
+            for (const std::string &name : kv.second.nodes) group_nodes.insert(ng_.index.at(name));
+            for (auto it = kv.second.placement.begin(); it != kv.second.placement.end();) {
+                if (planner::is_live_out(ng_, ng_.index.at(it->first), group_nodes)) {
+                    it = kv.second.placement.erase(it);
+                } else {
+                    ++it;
+                }
+            }
+            out.groups.push_back(std::move(kv.second));
+        }
+        return check_plan(std::move(out));
+    }
+
+    const FusedGraph &in_;
+    const RuleSet &rules_;
+    NodeGraph ng_;
+    std::vector<std::vector<int>> members_;  // vertex -> node indices
+    std::map<int, int> vertex_of_node_;
+    std::vector<int> master_;  // per union-find root: master node index
+    std::vector<bool> claimed_;
+    std::vector<std::set<int>> successors_, predecessors_;
+    std::vector<int> parent_;
+    std::vector<int> ipdom_;
+    std::map<std::string, Placement> hints_;
+};
+
+}  // namespace
+
+FusedGraph plan_round(const FusedGraph &fused, const RuleSet &rules) { return RoundPlanner(fused, rules).run(); }
+
+FusedGraph plan_fusion(const Graph &graph, const std::vector<RuleSet> &rounds, const std::vector<std::string> &backends) {
+    FusedGraph f = singleton_groups(simplify(graph));
+    if (!backends.empty()) f = claim_backend_patterns(f, backends);
+    for (const RuleSet &r : rounds) f = plan_round(f, r);
+    return f;
+}
+
+}  // namespace hfuse
