@@ -1,0 +1,255 @@
+// Conv (ONNX opset 13), and the sliding-window geometry it shares with the pools (window_util.h).
+#include "window_util.h"
+
+#include "halide_util.h"
+#include "hfuse/error.h"
+#include "op_families.h"
+
+#include <algorithm>
+
+namespace hfuse::ops {
+
+using Halide::Expr;
+using Halide::Func;
+using Halide::RDom;
+using Halide::Var;
+
+// ---------------------------------------------------------------------------------------------
+// Window geometry (declared in window_util.h, also used by pool_ops.cpp)
+
+std::string list_to_string(const std::vector<int64_t> &values) {
+    std::string s = "[";
+    for (size_t i = 0; i < values.size(); i++) s += (i ? ", " : "") + std::to_string(values[i]);
+    return s + "]";
+}
+
+namespace {
+
+// strides / dilations: one value >= 1 per spatial dim, all 1 when absent.
+std::vector<int64_t> per_dim_factors(const Attributes &attrs, const std::string &name, size_t spatial) {
+    std::vector<int64_t> v = attrs.get_ints(name, std::vector<int64_t>(spatial, 1));
+    if (v.size() != spatial) {
+        fail_field(name,
+                   "expects " + std::to_string(spatial) + " values (one per spatial dim), got " + list_to_string(v));
+    }
+    for (int64_t f : v) {
+        if (f < 1) fail_field(name, "must be >= 1, got " + list_to_string(v));
+        to_int(f, name);
+    }
+    return v;
+}
+
+}  // namespace
+
+bool WindowGeometry::reads_outside(int i) const {
+    int64_t last_window_end = (output[i] - 1) * strides[i] - pads_begin[i] + extent(i);
+    return pads_begin[i] > 0 || last_window_end > input[i];
+}
+
+int window_spatial_rank(const TensorType &x) {
+    if (x.rank() != 3 && x.rank() != 4) {
+        fail_field("input 0 (X)",
+                   "expects rank 3 (N x C x L) or 4 (N x C x H x W), got shape [" + to_string(x.shape) + "]");
+    }
+    return x.rank() - 2;
+}
+
+WindowGeometry resolve_window(const Attributes &attrs, const Shape &input, const std::vector<int64_t> &kernel,
+                              bool ceil_mode, const std::string &kernel_field) {
+    const size_t spatial = input.size();
+    WindowGeometry g;
+    g.input = input;
+    g.kernel = kernel;
+    g.strides = per_dim_factors(attrs, "strides", spatial);
+    g.dilations = per_dim_factors(attrs, "dilations", spatial);  // absent for AveragePool: 1s
+    g.pads_begin.assign(spatial, 0);
+    g.pads_end.assign(spatial, 0);
+
+    std::string auto_pad = attrs.get_string("auto_pad", "NOTSET");
+    if (auto_pad != "NOTSET" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER" && auto_pad != "VALID") {
+        fail_field("auto_pad", "must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + auto_pad + "'");
+    }
+    if (auto_pad != "NOTSET" && attrs.has("pads")) {
+        fail_field("pads", "cannot be given together with auto_pad '" + auto_pad + "'");
+    }
+    if (auto_pad == "NOTSET") {
+        std::vector<int64_t> pads = attrs.get_ints("pads", std::vector<int64_t>(2 * spatial, 0));
+        if (pads.size() != 2 * spatial) {
+            fail_field("pads", "expects " + std::to_string(2 * spatial) + " values (begins then ends of " +
+                                   std::to_string(spatial) + " spatial dims), got " + list_to_string(pads));
+        }
+        for (int64_t p : pads) {
+            if (p < 0) fail_field("pads", "must be non-negative, got " + list_to_string(pads));
+            to_int(p, "pads");
+        }
+        std::copy(pads.begin(), pads.begin() + spatial, g.pads_begin.begin());
+        std::copy(pads.begin() + spatial, pads.end(), g.pads_end.begin());
+    } else if (auto_pad != "VALID") {
+        // SAME_*: pad just enough for ceil(in / stride) outputs; the odd cell goes at the end for
+        // SAME_UPPER and at the beginning for SAME_LOWER.
+        for (size_t i = 0; i < spatial; i++) {
+            int64_t out = (input[i] + g.strides[i] - 1) / g.strides[i];
+            int64_t total = std::max<int64_t>(0, (out - 1) * g.strides[i] + g.extent(i) - input[i]);
+            g.pads_begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+            g.pads_end[i] = total - g.pads_begin[i];
+        }
+    }
+
+    g.output.resize(spatial);
+    for (size_t i = 0; i < spatial; i++) {
+        int64_t padded = input[i] + g.pads_begin[i] + g.pads_end[i];
+        to_int(padded, "pads");
+        if (padded < g.extent(i)) {
+            fail_field(kernel_field, "kernel larger than padded input in spatial dim " + std::to_string(i) +
+                                         ": the window spans " + std::to_string(g.extent(i)) + " cells (kernel " +
+                                         std::to_string(kernel[i]) + ", dilation " + std::to_string(g.dilations[i]) +
+                                         "), the padded input has " + std::to_string(padded));
+        }
+        int64_t span = padded - g.extent(i), s = g.strides[i];
+        int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+        // As PyTorch and onnxruntime: in ceil mode the last window must start inside the input or the
+        // begin padding, not in the end padding alone.
+        if (ceil_mode && (out - 1) * s >= input[i] + g.pads_begin[i]) out--;
+        g.output[i] = out;
+    }
+    return g;
+}
+
+Func pad_spatial(const Func &x, const Shape &x_shape, const WindowGeometry &g, const Expr &value) {
+    const int rank = static_cast<int>(x_shape.size());
+    Halide::Region bounds(rank);  // an undefined Range leaves that dim unbounded
+    bool any = false;
+    for (int i = 0; i < g.spatial_rank(); i++) {
+        if (!g.reads_outside(i)) continue;
+        bounds[halide_arg(2 + i, rank)] = Halide::Range(0, to_int(x_shape[2 + i], "input 0 (X)"));
+        any = true;
+    }
+    return any ? Halide::BoundaryConditions::constant_exterior(x, value, bounds) : x;
+}
+
+RDom window_rdom(const WindowGeometry &g, Halide::Region leading, const std::string &name) {
+    const int spatial = g.spatial_rank();
+    for (int j = 0; j < spatial; j++) leading.emplace_back(0, to_int(g.kernel[spatial - 1 - j], "kernel_shape"));
+    return RDom(leading, name);
+}
+
+std::vector<Expr> window_input_args(const WindowGeometry &g, const std::vector<Var> &out, const RDom &r,
+                                    int first_offset, const Expr &channel) {
+    const int spatial = g.spatial_rank();
+    std::vector<Expr> args;
+    for (int j = 0; j < spatial; j++) {  // Halide order: innermost spatial dim first
+        int i = spatial - 1 - j;
+        args.push_back(out[j] * static_cast<int>(g.strides[i]) - static_cast<int>(g.pads_begin[i]) +
+                       r[first_offset + j] * static_cast<int>(g.dilations[i]));
+    }
+    args.push_back(channel);
+    args.push_back(out[spatial + 1]);  // batch
+    return args;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conv
+
+namespace {
+
+struct ConvShape {
+    int64_t batch, c_in, c_out, group;
+    WindowGeometry g;
+    Shape output;
+};
+
+ConvShape conv_shape(const Attributes &attrs, const TensorType &x, const TensorType &w, const TensorType *b) {
+    ConvShape c;
+    window_spatial_rank(x);  // checks X's rank
+    if (w.rank() != x.rank()) {
+        fail_field("input 1 (W)", "expects rank " + std::to_string(x.rank()) +
+                                      " (C_out x C_in/group x kernel) like X, got shape [" + to_string(w.shape) + "]");
+    }
+    c.batch = x.shape[0];
+    c.c_in = x.shape[1];
+    c.c_out = w.shape[0];
+    c.group = attrs.get_int("group", 1);
+    if (c.group < 1) fail_field("group", "must be >= 1, got " + std::to_string(c.group));
+    if (w.shape[1] * c.group != c.c_in) {
+        fail_field("input 1 (W)", "expects W.shape[1] * group == " + std::to_string(c.c_in) +
+                                      " (X's channels), got W.shape[1] = " + std::to_string(w.shape[1]) +
+                                      " with group " + std::to_string(c.group));
+    }
+    if (c.c_out % c.group != 0) {
+        fail_field("input 1 (W)", "output channels " + std::to_string(c.c_out) + " are not divisible by group " +
+                                      std::to_string(c.group));
+    }
+    if (b && b->shape != Shape{c.c_out}) {
+        fail_field("input 2 (B)", "expects shape [" + std::to_string(c.c_out) + "], got [" + to_string(b->shape) + "]");
+    }
+    std::vector<int64_t> kernel(w.shape.begin() + 2, w.shape.end());
+    if (attrs.has("kernel_shape") && attrs.get_ints("kernel_shape") != kernel) {
+        fail_field("kernel_shape", list_to_string(attrs.get_ints("kernel_shape")) +
+                                       " does not match W's spatial dims " + list_to_string(kernel));
+    }
+    Shape x_spatial(x.shape.begin() + 2, x.shape.end());
+    c.g = resolve_window(attrs, x_spatial, kernel, /*ceil_mode=*/false,
+                         attrs.has("kernel_shape") ? "kernel_shape" : "input 1 (W)");
+    c.output = {c.batch, c.c_out};
+    c.output.insert(c.output.end(), c.g.output.begin(), c.g.output.end());
+    check_shape(c.output, "output 0 (Y)");
+    return c;
+}
+
+ConvShape conv_shape(const InferContext &ctx) {
+    return conv_shape(ctx.attrs, *ctx.inputs[0], *ctx.inputs[1], ctx.has_input(2) ? ctx.inputs[2] : nullptr);
+}
+
+Lowered lower_conv(const LowerContext &ctx) {
+    const ConvShape c = conv_shape(ctx.attrs, *ctx.input_types[0], *ctx.input_types[1],
+                                   ctx.has_input(2) ? ctx.input_types[2] : nullptr);
+    const int spatial = c.g.spatial_rank();
+    const int rank = spatial + 2;
+    std::vector<Var> v = make_vars(rank);
+    const Var &co = v[halide_arg(1, rank)];
+    const int c_in_per_group = static_cast<int>(c.c_in / c.group);
+    const int c_out_per_group = static_cast<int>(c.c_out / c.group);
+
+    Func x = pad_spatial(ctx.inputs[0], ctx.input_types[0]->shape, c.g, 0.0f);
+    const Func &w = ctx.inputs[1];
+    // r[0] is the input channel within the group, listed first so that a schedule can keep the
+    // channel loop innermost; r[1...] are the kernel offsets, innermost spatial dim first.
+    RDom r = window_rdom(c.g, {{0, c_in_per_group}}, func_name(ctx, "r"));
+    Expr ci = c.group == 1 ? Expr(r[0]) : co / c_out_per_group * c_in_per_group + r[0];
+
+    std::vector<Expr> w_args;  // OIHW in Halide order: (kw, kh, ci within group, co)
+    for (int j = 0; j < spatial; j++) w_args.push_back(r[1 + j]);
+    w_args.push_back(r[0]);
+    w_args.push_back(co);
+
+    Func out(func_name(ctx));
+    out(v) = ctx.has_input(2) ? ctx.inputs[2](co) : Expr(0.0f);
+    out(v) += x(window_input_args(c.g, v, r, 1, ci)) * w(w_args);
+    return {{out}, {}};
+}
+
+double conv_flops(const InferContext &ctx, const std::vector<TensorType> &outputs) {
+    const ConvShape c = conv_shape(ctx);
+    double out_elements = static_cast<double>(num_elements(outputs[0].shape));
+    double macs_per_output = static_cast<double>(c.c_in / c.group) * num_elements(c.g.kernel);
+    return 2 * out_elements * macs_per_output + (ctx.has_input(2) ? out_elements : 0);
+}
+
+}  // namespace
+
+void register_conv_ops(std::vector<OpSchema> &ops) {
+    OpSchema conv;
+    conv.name = "Conv";
+    conv.kind = PatternKind::ComplexOutFusable;
+    conv.min_inputs = 2;
+    conv.max_inputs = 3;
+    conv.attributes = {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"};
+    conv.infer = [](const InferContext &ctx) {
+        return std::vector<TensorType>{{DType::Float32, conv_shape(ctx).output}};
+    };
+    conv.lower = lower_conv;
+    conv.flops = conv_flops;
+    ops.push_back(std::move(conv));
+}
+
+}  // namespace hfuse::ops

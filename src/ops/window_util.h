@@ -1,0 +1,55 @@
+// Sliding-window geometry shared by Conv (conv_ops.cpp, where it is defined) and the pools
+// (pool_ops.cpp): attribute checks, auto_pad, output sizes, and the Halide pieces that read a
+// padded input window by window.
+#pragma once
+
+#include "hfuse/attributes.h"
+#include "hfuse/tensor.h"
+
+#include <Halide.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hfuse::ops {
+
+// A resolved window: one entry per spatial dim, in ONNX order (H before W).
+struct WindowGeometry {
+    Shape input;  // spatial dims of the input
+    std::vector<int64_t> kernel, strides, dilations, pads_begin, pads_end;
+    Shape output;  // spatial dims of the output
+
+    int spatial_rank() const { return static_cast<int>(input.size()); }
+    // Input cells one window spans.
+    int64_t extent(int i) const { return (kernel[i] - 1) * dilations[i] + 1; }
+    // Whether some window reads outside [0, input[i]), so the input needs a boundary condition there.
+    bool reads_outside(int i) const;
+};
+
+// Checks that input 0 (X) is N x C x L or N x C x H x W; returns the number of spatial dims.
+int window_spatial_rank(const TensorType &x);
+
+// Reads and checks auto_pad, strides, dilations and pads (1s and 0s when absent) for `kernel` over
+// the spatial dims `input`, and computes the output size (ceil_mode as in MaxPool/AveragePool).
+// A kernel that does not fit the padded input is reported on `kernel_field`.
+WindowGeometry resolve_window(const Attributes &attrs, const Shape &input, const std::vector<int64_t> &kernel,
+                              bool ceil_mode, const std::string &kernel_field);
+
+// "[1, 2, 3]", for messages.
+std::string list_to_string(const std::vector<int64_t> &values);
+
+// `x` (an N x C x spatial tensor) reading `value` outside its static bounds, bounded only in the
+// spatial dims where some window reaches outside (elsewhere reads stay unguarded).
+Halide::Func pad_spatial(const Halide::Func &x, const Shape &x_shape, const WindowGeometry &g,
+                         const Halide::Expr &value);
+
+// An RDom of `leading` dims followed by the window offsets, innermost (last ONNX) spatial dim first.
+Halide::RDom window_rdom(const WindowGeometry &g, Halide::Region leading, const std::string &name);
+
+// The Halide args into the padded input for the output at `out` (pure Vars, Halide order) and the
+// window offsets r[first_offset...] of window_rdom(), reading channel `channel` of the same batch.
+std::vector<Halide::Expr> window_input_args(const WindowGeometry &g, const std::vector<Halide::Var> &out,
+                                            const Halide::RDom &r, int first_offset, const Halide::Expr &channel);
+
+}  // namespace hfuse::ops
