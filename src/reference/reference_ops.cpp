@@ -1,0 +1,731 @@
+// The reference op implementations: plain loops over row-major data, arithmetic in double (rounded to
+// float32 once per output value), Eigen for the matrix products. Written from the ONNX opset-13 spec,
+// independently of the Halide definitions in src/ops, so the two can be checked against each other.
+#include "reference/reference_ops.h"
+
+#include "hfuse/error.h"
+
+#include <Eigen/Dense>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+
+namespace hfuse::reference::detail {
+
+const RefTensor &OpArgs::in(int i) const {
+    if (!has(i)) fail_field("input " + std::to_string(i), "is required but left out");
+    return *inputs[i];
+}
+
+const std::vector<int64_t> &OpArgs::ints(int i, const std::string &what) const {
+    const Constant *c = i < static_cast<int>(constants.size()) ? constants[i] : nullptr;
+    if (c == nullptr || c->type.dtype != DType::Int64) fail_field(what, "must be an int64 weight");
+    return c->i64;
+}
+
+float OpArgs::scalar(int i, const std::string &what, float fallback) const {
+    if (!has(i)) return fallback;
+    if (inputs[i]->data.size() != 1) {
+        fail_field(what, "must hold exactly one value, got shape [" + to_string(inputs[i]->shape) + "]");
+    }
+    return inputs[i]->data[0];
+}
+
+namespace {
+
+using Strides = std::vector<int64_t>;
+using MatrixD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// ---- shared helpers: shapes, strided walks, broadcasting ----
+
+RefTensor zeros(Shape shape) {
+    RefTensor t;
+    t.data.assign(static_cast<size_t>(num_elements(shape)), 0.0f);
+    t.shape = std::move(shape);
+    return t;
+}
+
+int rank(const RefTensor &t) {
+    return static_cast<int>(t.shape.size());
+}
+
+int64_t dims_product(const Shape &shape, int begin, int end) {
+    int64_t n = 1;
+    for (int d = begin; d < end; d++) n *= shape[d];
+    return n;
+}
+
+Strides strides_of(const Shape &shape) {
+    Strides s(shape.size(), 1);
+    for (int d = static_cast<int>(shape.size()) - 2; d >= 0; d--) s[d] = s[d + 1] * shape[d + 1];
+    return s;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) {  // b > 0
+    return a >= 0 ? (a + b - 1) / b : -((-a) / b);
+}
+
+// Visits every index of `shape` in row-major order while K operands each keep an offset that moves by
+// strides[k][d] per step along dim d: f(flat output index, offsets). Transpose, Slice, Split and
+// broadcasting are all such walks.
+template <size_t K, typename F>
+void walk(const Shape &shape, const std::array<Strides, K> &strides, std::array<int64_t, K> offsets, F &&f) {
+    const int r = static_cast<int>(shape.size());
+    const int64_t n = num_elements(shape);
+    std::vector<int64_t> idx(r, 0);
+    for (int64_t i = 0; i < n; i++) {
+        f(i, offsets);
+        for (int d = r - 1; d >= 0; d--) {
+            for (size_t k = 0; k < K; k++) offsets[k] += strides[k][d];
+            if (++idx[d] < shape[d]) break;
+            for (size_t k = 0; k < K; k++) offsets[k] -= strides[k][d] * shape[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+// A copy of the strided view (base offset, per-dim strides) of `in` with shape `shape`.
+RefTensor gather(const RefTensor &in, Shape shape, int64_t base, const Strides &strides) {
+    RefTensor out = zeros(std::move(shape));
+    walk<1>(out.shape, {strides}, {base},
+            [&](int64_t i, const std::array<int64_t, 1> &o) { out.data[i] = in.data[o[0]]; });
+    return out;
+}
+
+// numpy broadcasting of two shapes (aligned at the innermost dim).
+Shape broadcast_shapes(const Shape &a, const Shape &b, const std::string &field) {
+    const size_t r = std::max(a.size(), b.size());
+    Shape out(r);
+    for (size_t i = 0; i < r; i++) {
+        int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+        int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+        if (da != db && da != 1 && db != 1) {
+            fail_field(field, "shapes [" + to_string(a) + "] and [" + to_string(b) + "] do not broadcast");
+        }
+        out[r - 1 - i] = da == 1 ? db : da;
+    }
+    return out;
+}
+
+// Strides that read `shape` as if broadcast to `out`: 0 along dims where it has extent 1 or is missing.
+Strides broadcast_strides(const Shape &shape, const Shape &out) {
+    Strides own = strides_of(shape), s(out.size(), 0);
+    const size_t lead = out.size() - shape.size();
+    for (size_t d = 0; d < shape.size(); d++) s[lead + d] = shape[d] == 1 ? 0 : own[d];
+    return s;
+}
+
+template <typename F>
+RefTensor map_unary(const RefTensor &x, F f) {
+    RefTensor out{x.shape, std::vector<float>(x.data.size())};
+    for (size_t i = 0; i < x.data.size(); i++) out.data[i] = static_cast<float>(f(static_cast<double>(x.data[i])));
+    return out;
+}
+
+template <typename F>
+std::vector<RefTensor> map_binary(const OpArgs &a, F f) {
+    const RefTensor &x = a.in(0), &y = a.in(1);
+    RefTensor out = zeros(broadcast_shapes(x.shape, y.shape, "inputs"));
+    walk<2>(out.shape, {broadcast_strides(x.shape, out.shape), broadcast_strides(y.shape, out.shape)}, {0, 0},
+            [&](int64_t i, const std::array<int64_t, 2> &o) {
+                out.data[i] = static_cast<float>(f(double(x.data[o[0]]), double(y.data[o[1]])));
+            });
+    return {out};
+}
+
+Eigen::Map<const MatrixF> as_matrix(const float *data, int64_t rows, int64_t cols) {
+    return Eigen::Map<const MatrixF>(data, rows, cols);
+}
+
+// ---- sliding windows (Conv, MaxPool, AveragePool) ----
+
+// The geometry of a sliding window along one spatial dim.
+struct Window {
+    int64_t in = 1, kernel = 1, stride = 1, dilation = 1, pad_begin = 0, pad_end = 0, out = 1;
+
+    // Input coordinate of tap t of the window for output o (may fall in the padding).
+    int64_t tap(int64_t o, int64_t t) const { return o * stride - pad_begin + t * dilation; }
+};
+
+// 1-D windows are lifted to 2-D with a leading dim of extent 1, so the loops only handle 2-D.
+using Windows = std::array<Window, 2>;
+
+// Reads strides, dilations, pads and auto_pad for a window over the spatial dims (2..) of `x`.
+Windows window_geometry(const Attributes &a, const Shape &x, const std::vector<int64_t> &kernel, bool ceil_mode) {
+    const int ns = static_cast<int>(x.size()) - 2;
+    if (ns < 1 || ns > 2) fail_field("input 0 (X)", "expects rank 3 or 4 (1-D or 2-D), got [" + to_string(x) + "]");
+    if (static_cast<int>(kernel.size()) != ns) fail_field("kernel_shape", "must have one entry per spatial dim");
+    const std::vector<int64_t> ones(ns, 1);
+    std::vector<int64_t> strides = a.get_ints("strides", ones), dilations = a.get_ints("dilations", ones);
+    std::vector<int64_t> pads = a.get_ints("pads", std::vector<int64_t>(2 * ns, 0));
+    const std::string auto_pad = a.get_string("auto_pad", "NOTSET");
+    if (static_cast<int>(strides.size()) != ns) fail_field("strides", "must have one entry per spatial dim");
+    if (static_cast<int>(dilations.size()) != ns) fail_field("dilations", "must have one entry per spatial dim");
+    if (static_cast<int>(pads.size()) != 2 * ns) fail_field("pads", "must have two entries per spatial dim");
+
+    Windows w;
+    for (int i = 0; i < ns; i++) {
+        Window &d = w[2 - ns + i];
+        d.in = x[2 + i];
+        d.kernel = kernel[i];
+        d.stride = strides[i];
+        d.dilation = dilations[i];
+        if (d.kernel < 1 || d.stride < 1 || d.dilation < 1)
+            fail_field("kernel_shape", "kernel/strides/dilations must be positive");
+        const int64_t extent = (d.kernel - 1) * d.dilation + 1;
+        if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+            d.out = ceil_div(d.in, d.stride);
+            const int64_t total = std::max<int64_t>(0, (d.out - 1) * d.stride + extent - d.in);
+            d.pad_begin = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+            d.pad_end = total - d.pad_begin;
+            continue;
+        }
+        if (auto_pad == "NOTSET") {
+            d.pad_begin = pads[i];
+            d.pad_end = pads[ns + i];
+        } else if (auto_pad != "VALID") {
+            fail_field("auto_pad", "unknown value '" + auto_pad + "'");
+        }
+        const int64_t span = d.in + d.pad_begin + d.pad_end - extent;
+        if (span < 0) fail_field("kernel_shape", "window is larger than the padded input");
+        if (!ceil_mode) {
+            d.out = span / d.stride + 1;
+        } else {
+            d.out = ceil_div(span, d.stride) + 1;
+            // The last window must start inside the input or its leading padding (PyTorch, onnxruntime).
+            if ((d.out - 1) * d.stride >= d.in + d.pad_begin) d.out--;
+        }
+    }
+    return w;
+}
+
+// [N, C, out...] with the original (unlifted) spatial rank of `x`.
+Shape window_output_shape(const Shape &x, int64_t channels, const Windows &w) {
+    Shape out{x[0], channels};
+    for (size_t i = 4 - x.size(); i < 2; i++) out.push_back(w[i].out);
+    return out;
+}
+
+// Calls f(value) for each tap of window (oh, ow) inside the input plane: padding never contributes.
+template <typename F>
+void for_each_tap(const float *plane, const Windows &w, int64_t oh, int64_t ow, F &&f) {
+    for (int64_t th = 0; th < w[0].kernel; th++) {
+        const int64_t ih = w[0].tap(oh, th);
+        if (ih < 0 || ih >= w[0].in) continue;
+        for (int64_t tw = 0; tw < w[1].kernel; tw++) {
+            const int64_t iw = w[1].tap(ow, tw);
+            if (iw >= 0 && iw < w[1].in) f(plane[ih * w[1].in + iw]);
+        }
+    }
+}
+
+// Applies reduce(plane, oh, ow) -> value to every output position of every (n, c) plane.
+template <typename Reduce>
+RefTensor pool(const RefTensor &x, const Windows &w, Reduce &&reduce) {
+    RefTensor out = zeros(window_output_shape(x.shape, x.shape[1], w));
+    const int64_t planes = x.shape[0] * x.shape[1], in_plane = w[0].in * w[1].in;
+    float *o = out.data.data();
+    for (int64_t p = 0; p < planes; p++) {
+        const float *plane = x.data.data() + p * in_plane;
+        for (int64_t oh = 0; oh < w[0].out; oh++) {
+            for (int64_t ow = 0; ow < w[1].out; ow++) *o++ = static_cast<float>(reduce(plane, oh, ow));
+        }
+    }
+    return out;
+}
+
+// ---- ops ----
+
+std::vector<RefTensor> conv(const OpArgs &a) {
+    const RefTensor &x = a.in(0), &wt = a.in(1);
+    const RefTensor *bias = a.has(2) ? &a.in(2) : nullptr;
+    if (rank(x) < 3) fail_field("input 0 (X)", "expects rank 3 or 4 (1-D or 2-D), got [" + to_string(x.shape) + "]");
+    if (rank(wt) != rank(x)) fail_field("input 1 (W)", "must have the rank of X");
+    const std::vector<int64_t> kernel = a.attrs.get_ints("kernel_shape", Shape(wt.shape.begin() + 2, wt.shape.end()));
+    if (kernel != Shape(wt.shape.begin() + 2, wt.shape.end())) fail_field("kernel_shape", "does not match W");
+    const Windows w = window_geometry(a.attrs, x.shape, kernel, false);
+    const int64_t group = a.attrs.get_int("group", 1);
+    const int64_t n_batch = x.shape[0], channels = x.shape[1], m_out = wt.shape[0], cg = wt.shape[1];
+    if (group < 1 || channels != cg * group || m_out % group != 0) {
+        fail_field("group", "X has " + std::to_string(channels) + " channels, W expects " + std::to_string(cg) +
+                                " per group, group = " + std::to_string(group));
+    }
+    if (bias != nullptr && static_cast<int64_t>(bias->data.size()) != m_out)
+        fail_field("input 2 (B)", "must have M values");
+
+    RefTensor out = zeros(window_output_shape(x.shape, m_out, w));
+    const int64_t mg = m_out / group, taps = w[0].kernel * w[1].kernel, k = cg * taps;
+    const int64_t in_plane = w[0].in * w[1].in, out_plane = w[0].out * w[1].out;
+    // im2col in tiles of whole output rows, to bound the column buffer for large inputs.
+    const int64_t tile_rows = std::max<int64_t>(1, 8192 / w[1].out);
+    MatrixD col;
+    for (int64_t gi = 0; gi < group; gi++) {
+        const MatrixD wg = as_matrix(wt.data.data() + gi * mg * k, mg, k).cast<double>();
+        for (int64_t n = 0; n < n_batch; n++) {
+            const float *xg = x.data.data() + (n * channels + gi * cg) * in_plane;
+            for (int64_t oh0 = 0; oh0 < w[0].out; oh0 += tile_rows) {
+                const int64_t rows = std::min(tile_rows, w[0].out - oh0), cols = rows * w[1].out;
+                col.setZero(k, cols);
+                for (int64_t c = 0; c < cg; c++) {
+                    for (int64_t th = 0; th < w[0].kernel; th++) {
+                        for (int64_t tw = 0; tw < w[1].kernel; tw++) {
+                            const int64_t row = c * taps + th * w[1].kernel + tw;
+                            for (int64_t oh = oh0; oh < oh0 + rows; oh++) {
+                                const int64_t ih = w[0].tap(oh, th);
+                                if (ih < 0 || ih >= w[0].in) continue;
+                                for (int64_t ow = 0; ow < w[1].out; ow++) {
+                                    const int64_t iw = w[1].tap(ow, tw);
+                                    if (iw < 0 || iw >= w[1].in) continue;
+                                    col(row, (oh - oh0) * w[1].out + ow) = xg[c * in_plane + ih * w[1].in + iw];
+                                }
+                            }
+                        }
+                    }
+                }
+                const MatrixD y = wg * col;
+                for (int64_t m = 0; m < mg; m++) {
+                    const int64_t oc = gi * mg + m;
+                    const double b = bias != nullptr ? bias->data[oc] : 0.0;
+                    float *dst = out.data.data() + (n * m_out + oc) * out_plane + oh0 * w[1].out;
+                    for (int64_t j = 0; j < cols; j++) dst[j] = static_cast<float>(y(m, j) + b);
+                }
+            }
+        }
+    }
+    return {out};
+}
+
+std::vector<RefTensor> max_pool(const OpArgs &a) {
+    if (a.num_outputs > 1) fail_field("outputs", "the Indices output is not supported");
+    const RefTensor &x = a.in(0);
+    const Windows w =
+        window_geometry(a.attrs, x.shape, a.attrs.get_ints("kernel_shape"), a.attrs.get_int("ceil_mode", 0) != 0);
+    return {pool(x, w, [&](const float *plane, int64_t oh, int64_t ow) {
+        double m = -std::numeric_limits<double>::infinity();
+        for_each_tap(plane, w, oh, ow, [&](float v) { m = std::max<double>(m, v); });
+        return m;
+    })};
+}
+
+std::vector<RefTensor> average_pool(const OpArgs &a) {
+    const RefTensor &x = a.in(0);
+    const Windows w =
+        window_geometry(a.attrs, x.shape, a.attrs.get_ints("kernel_shape"), a.attrs.get_int("ceil_mode", 0) != 0);
+    const bool include_pad = a.attrs.get_int("count_include_pad", 0) != 0;
+    // Divisor per dim: taps inside the input, or (count_include_pad) inside [-pad_begin, in + pad_end), so
+    // taps only reachable through ceil_mode are never counted.
+    std::array<std::vector<int64_t>, 2> counts;
+    for (int i = 0; i < 2; i++) {
+        const int64_t lo = include_pad ? -w[i].pad_begin : 0, hi = include_pad ? w[i].in + w[i].pad_end : w[i].in;
+        for (int64_t o = 0; o < w[i].out; o++) {
+            int64_t n = 0;
+            for (int64_t t = 0; t < w[i].kernel; t++) n += w[i].tap(o, t) >= lo && w[i].tap(o, t) < hi;
+            counts[i].push_back(n);
+        }
+    }
+    return {pool(x, w, [&](const float *plane, int64_t oh, int64_t ow) {
+        double sum = 0;
+        for_each_tap(plane, w, oh, ow, [&](float v) { sum += v; });
+        return sum / static_cast<double>(counts[0][oh] * counts[1][ow]);
+    })};
+}
+
+// Reduces each (n, c) plane over all spatial dims; output [N, C, 1, ...].
+template <typename Reduce>
+std::vector<RefTensor> global_pool(const OpArgs &a, Reduce &&reduce) {
+    const RefTensor &x = a.in(0);
+    if (rank(x) < 2) fail_field("input 0 (X)", "expects rank >= 2");
+    Shape shape(x.shape.size(), 1);
+    shape[0] = x.shape[0];
+    shape[1] = x.shape[1];
+    RefTensor out = zeros(shape);
+    const int64_t plane = dims_product(x.shape, 2, rank(x));
+    for (size_t p = 0; p < out.data.size(); p++) {
+        out.data[p] = static_cast<float>(reduce(x.data.data() + p * plane, plane));
+    }
+    return {out};
+}
+
+std::vector<RefTensor> batch_norm(const OpArgs &a) {
+    const RefTensor &x = a.in(0);
+    if (a.attrs.get_int("training_mode", 0) != 0) fail_field("training_mode", "only inference is supported");
+    if (rank(x) < 2) fail_field("input 0 (X)", "expects rank >= 2");
+    const double eps = a.attrs.get_float("epsilon", 1e-5f);
+    const int64_t channels = x.shape[1], inner = dims_product(x.shape, 2, rank(x));
+    const char *names[] = {"", "input 1 (scale)", "input 2 (B)", "input 3 (input_mean)", "input 4 (input_var)"};
+    for (int i = 1; i <= 4; i++) {
+        if (static_cast<int64_t>(a.in(i).data.size()) != channels)
+            fail_field(names[i], "must have one value per channel");
+    }
+    RefTensor out = zeros(x.shape);
+    for (int64_t i = 0; i < static_cast<int64_t>(x.data.size()); i++) {
+        const int64_t c = i / inner % channels;
+        const double scale = a.in(1).data[c] / std::sqrt(double(a.in(4).data[c]) + eps);
+        out.data[i] = static_cast<float>((x.data[i] - double(a.in(3).data[c])) * scale + a.in(2).data[c]);
+    }
+    return {out};
+}
+
+std::vector<RefTensor> softmax(const OpArgs &a) {
+    const RefTensor &x = a.in(0);
+    const int axis = normalize_axis(a.attrs.get_int("axis", -1), rank(x), "axis");
+    const int64_t len = x.shape[axis], inner = dims_product(x.shape, axis + 1, rank(x));
+    const int64_t outer = dims_product(x.shape, 0, axis);
+    RefTensor out = zeros(x.shape);
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t in = 0; in < inner; in++) {
+            const int64_t base = o * len * inner + in;
+            double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+            for (int64_t j = 0; j < len; j++) mx = std::max<double>(mx, x.data[base + j * inner]);
+            for (int64_t j = 0; j < len; j++) sum += std::exp(x.data[base + j * inner] - mx);
+            for (int64_t j = 0; j < len; j++) {
+                out.data[base + j * inner] = static_cast<float>(std::exp(x.data[base + j * inner] - mx) / sum);
+            }
+        }
+    }
+    return {out};
+}
+
+std::vector<RefTensor> gemm(const OpArgs &a) {
+    const RefTensor &ta = a.in(0), &tb = a.in(1);
+    if (rank(ta) != 2 || rank(tb) != 2) fail_field("inputs", "A and B must be matrices");
+    const bool trans_a = a.attrs.get_int("transA", 0) != 0, trans_b = a.attrs.get_int("transB", 0) != 0;
+    MatrixD ma = as_matrix(ta.data.data(), ta.shape[0], ta.shape[1]).cast<double>();
+    MatrixD mb = as_matrix(tb.data.data(), tb.shape[0], tb.shape[1]).cast<double>();
+    if (trans_a) ma.transposeInPlace();
+    if (trans_b) mb.transposeInPlace();
+    if (ma.cols() != mb.rows()) fail_field("inputs", "inner dimensions of A and B differ");
+    const MatrixD y = double(a.attrs.get_float("alpha", 1.0f)) * (ma * mb);
+    RefTensor out = zeros({y.rows(), y.cols()});
+    std::vector<double> acc(y.data(), y.data() + y.size());
+    if (a.has(2)) {
+        const RefTensor &c = a.in(2);
+        const double beta = a.attrs.get_float("beta", 1.0f);
+        if (broadcast_shapes(c.shape, out.shape, "input 2 (C)") != out.shape)
+            fail_field("input 2 (C)", "does not broadcast to [M, N]");
+        walk<1>(out.shape, {broadcast_strides(c.shape, out.shape)}, {0},
+                [&](int64_t i, const std::array<int64_t, 1> &o) { acc[i] += beta * c.data[o[0]]; });
+    }
+    std::transform(acc.begin(), acc.end(), out.data.begin(), [](double v) { return static_cast<float>(v); });
+    return {out};
+}
+
+std::vector<RefTensor> matmul(const OpArgs &a) {
+    const RefTensor &ta = a.in(0), &tb = a.in(1);
+    if (rank(ta) < 1 || rank(tb) < 1) fail_field("inputs", "MatMul needs inputs of rank >= 1");
+    // numpy: a 1-D A is a row vector, a 1-D B a column vector; that dim is dropped from the result.
+    Shape sa = ta.shape, sb = tb.shape;
+    if (sa.size() == 1) sa.insert(sa.begin(), 1);
+    if (sb.size() == 1) sb.push_back(1);
+    const int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
+    if (sb[sb.size() - 2] != k) fail_field("inputs", "inner dimensions of A and B differ");
+    const Shape batch_a(sa.begin(), sa.end() - 2), batch_b(sb.begin(), sb.end() - 2);
+    const Shape batch = broadcast_shapes(batch_a, batch_b, "inputs");
+    Strides stride_a = broadcast_strides(batch_a, batch), stride_b = broadcast_strides(batch_b, batch);
+    for (int64_t &s : stride_a) s *= m * k;
+    for (int64_t &s : stride_b) s *= k * n;
+    Shape shape = batch;
+    if (ta.shape.size() > 1) shape.push_back(m);
+    if (tb.shape.size() > 1) shape.push_back(n);
+    RefTensor out = zeros(shape);
+    walk<2>(batch, {stride_a, stride_b}, {0, 0}, [&](int64_t i, const std::array<int64_t, 2> &o) {
+        const MatrixD y = as_matrix(ta.data.data() + o[0], m, k).cast<double>() *
+                          as_matrix(tb.data.data() + o[1], k, n).cast<double>();
+        for (int64_t j = 0; j < m * n; j++) out.data[i * m * n + j] = static_cast<float>(y.data()[j]);
+    });
+    return {out};
+}
+
+RefTensor reshaped(const RefTensor &x, Shape shape) {
+    return {std::move(shape), x.data};
+}
+
+std::vector<RefTensor> flatten(const OpArgs &a) {
+    const RefTensor &x = a.in(0);
+    int64_t axis = a.attrs.get_int("axis", 1);
+    if (axis < 0) axis += rank(x);
+    if (axis < 0 || axis > rank(x)) fail_field("axis", "out of range for rank " + std::to_string(rank(x)));
+    const int split_at = static_cast<int>(axis);
+    return {reshaped(x, {dims_product(x.shape, 0, split_at), dims_product(x.shape, split_at, rank(x))})};
+}
+
+std::vector<RefTensor> reshape(const OpArgs &a) {
+    const RefTensor &x = a.in(0);
+    Shape shape = a.ints(1, "input 1 (shape)");
+    const bool allow_zero = a.attrs.get_int("allowzero", 0) != 0;
+    int infer = -1;
+    int64_t known = 1;
+    for (size_t d = 0; d < shape.size(); d++) {
+        if (shape[d] == 0 && !allow_zero) {
+            if (d >= x.shape.size()) fail_field("input 1 (shape)", "0 copies a dim the input does not have");
+            shape[d] = x.shape[d];
+        }
+        if (shape[d] == -1) {
+            if (infer >= 0) fail_field("input 1 (shape)", "more than one -1");
+            infer = static_cast<int>(d);
+        } else if (shape[d] < 0) {
+            fail_field("input 1 (shape)", "negative dim " + std::to_string(shape[d]));
+        } else {
+            known *= shape[d];
+        }
+    }
+    const int64_t total = num_elements(x.shape);
+    if (infer >= 0) {
+        if (known == 0 || total % known != 0) fail_field("input 1 (shape)", "cannot infer the -1 dim");
+        shape[infer] = total / known;
+    }
+    if (num_elements(shape) != total) fail_field("input 1 (shape)", "changes the number of elements");
+    return {reshaped(x, shape)};
+}
+
+std::vector<RefTensor> transpose(const OpArgs &a) {
+    const RefTensor &x = a.in(0);
+    std::vector<int64_t> reversed(x.shape.size());
+    for (size_t d = 0; d < reversed.size(); d++) reversed[d] = static_cast<int64_t>(reversed.size() - 1 - d);
+    const std::vector<int64_t> perm = a.attrs.get_ints("perm", reversed);
+    std::vector<int64_t> sorted = perm;
+    std::sort(sorted.begin(), sorted.end());
+    std::sort(reversed.begin(), reversed.end());
+    if (sorted != reversed) fail_field("perm", "is not a permutation of the input dims");
+    const Strides in_strides = strides_of(x.shape);
+    Shape shape(perm.size());
+    Strides strides(perm.size());
+    for (size_t d = 0; d < perm.size(); d++) {
+        shape[d] = x.shape[perm[d]];
+        strides[d] = in_strides[perm[d]];
+    }
+    return {gather(x, shape, 0, strides)};
+}
+
+std::vector<RefTensor> concat(const OpArgs &a) {
+    const RefTensor &first = a.in(0);
+    const int axis = normalize_axis(a.attrs.get_int("axis"), rank(first), "axis");
+    Shape shape = first.shape;
+    shape[axis] = 0;
+    for (size_t i = 0; i < a.inputs.size(); i++) {
+        const RefTensor &t = a.in(static_cast<int>(i));
+        for (int d = 0; d < rank(first); d++) {
+            if (rank(t) != rank(first) || (d != axis && t.shape[d] != first.shape[d])) {
+                fail_field("input " + std::to_string(i), "shape [" + to_string(t.shape) + "] does not match input 0");
+            }
+        }
+        shape[axis] += t.shape[axis];
+    }
+    RefTensor out = zeros(shape);
+    const int64_t outer = dims_product(shape, 0, axis), inner = dims_product(shape, axis + 1, rank(first));
+    float *dst = out.data.data();
+    for (int64_t o = 0; o < outer; o++) {
+        for (const RefTensor *t : a.inputs) {
+            const int64_t chunk = t->shape[axis] * inner;
+            dst = std::copy_n(t->data.data() + o * chunk, chunk, dst);
+        }
+    }
+    return {out};
+}
+
+std::vector<RefTensor> split(const OpArgs &a) {
+    const RefTensor &x = a.in(0);
+    const int axis = normalize_axis(a.attrs.get_int("axis", 0), rank(x), "axis");
+    const int64_t dim = x.shape[axis];
+    std::vector<int64_t> sizes;
+    if (a.has(1)) {
+        sizes = a.ints(1, "input 1 (split)");
+    } else {
+        if (dim % a.num_outputs != 0) fail_field("axis", "dim is not divisible by the number of outputs");
+        sizes.assign(a.num_outputs, dim / a.num_outputs);
+    }
+    int64_t total = 0;
+    for (int64_t s : sizes) total += s;
+    if (static_cast<int>(sizes.size()) != a.num_outputs || total != dim) {
+        fail_field("input 1 (split)", "sizes must match the outputs and sum to the split dim");
+    }
+    const Strides strides = strides_of(x.shape);
+    std::vector<RefTensor> outs;
+    int64_t offset = 0;
+    for (int64_t s : sizes) {
+        Shape shape = x.shape;
+        shape[axis] = s;
+        outs.push_back(gather(x, shape, offset * strides[axis], strides));
+        offset += s;
+    }
+    return outs;
+}
+
+std::vector<RefTensor> slice(const OpArgs &a) {
+    const RefTensor &x = a.in(0);
+    const std::vector<int64_t> &starts = a.ints(1, "input 1 (starts)"), &ends = a.ints(2, "input 2 (ends)");
+    const size_t n = starts.size();
+    std::vector<int64_t> axes(n), steps(n, 1);
+    for (size_t j = 0; j < n; j++) axes[j] = static_cast<int64_t>(j);
+    if (a.has(3)) axes = a.ints(3, "input 3 (axes)");
+    if (a.has(4)) steps = a.ints(4, "input 4 (steps)");
+    if (ends.size() != n || axes.size() != n || steps.size() != n)
+        fail_field("inputs", "starts/ends/axes/steps lengths differ");
+    Shape shape = x.shape;
+    Strides strides = strides_of(x.shape);
+    int64_t base = 0;
+    std::vector<bool> seen(x.shape.size(), false);
+    for (size_t j = 0; j < n; j++) {
+        const int ax = normalize_axis(axes[j], rank(x), "input 3 (axes)");
+        if (seen[ax]) fail_field("input 3 (axes)", "repeats axis " + std::to_string(ax));
+        seen[ax] = true;
+        const int64_t step = steps[j], dim = x.shape[ax];
+        if (step == 0) fail_field("input 4 (steps)", "must not be 0");
+        int64_t start = starts[j] < 0 ? starts[j] + dim : starts[j];
+        int64_t end = ends[j] < 0 ? ends[j] + dim : ends[j];
+        // ONNX clamping: forwards to [0, dim]; backwards start to [0, dim-1] and end to [-1, dim-1].
+        start = step > 0 ? std::clamp<int64_t>(start, 0, dim) : std::clamp<int64_t>(start, 0, dim - 1);
+        end = step > 0 ? std::clamp<int64_t>(end, 0, dim) : std::clamp<int64_t>(end, -1, dim - 1);
+        const int64_t count = step > 0 ? ceil_div(end - start, step) : ceil_div(start - end, -step);
+        shape[ax] = std::max<int64_t>(0, count);
+        base += start * strides[ax];
+        strides[ax] *= step;
+    }
+    return {gather(x, shape, base, strides)};
+}
+
+std::vector<RefTensor> pad(const OpArgs &a) {
+    const RefTensor &x = a.in(0);
+    const std::vector<int64_t> &pads = a.ints(1, "input 1 (pads)");
+    const float value = a.scalar(2, "input 2 (constant_value)", 0.0f);
+    const std::string mode = a.attrs.get_string("mode", "constant");
+    const int r = rank(x);
+    if (static_cast<int>(pads.size()) != 2 * r) fail_field("input 1 (pads)", "must have 2 * rank values");
+    if (mode != "constant" && mode != "reflect" && mode != "edge") fail_field("mode", "unknown mode '" + mode + "'");
+    // Per dim, the input coordinate each output coordinate reads (-1: the constant). Negative pads crop.
+    Shape shape(r);
+    std::vector<std::vector<int64_t>> source(r);
+    for (int d = 0; d < r; d++) {
+        const int64_t dim = x.shape[d], begin = pads[d];
+        shape[d] = dim + begin + pads[r + d];
+        if (shape[d] < 0) fail_field("input 1 (pads)", "crops more than the whole dim");
+        for (int64_t o = 0; o < shape[d]; o++) {
+            int64_t i = o - begin;
+            if (i < 0 || i >= dim) {
+                if (mode == "constant") {
+                    i = -1;
+                } else if (mode == "edge") {
+                    i = std::clamp<int64_t>(i, 0, dim - 1);
+                } else if (dim == 1) {
+                    i = 0;
+                } else {  // reflect without repeating the edge: period 2 * (dim - 1)
+                    const int64_t period = 2 * (dim - 1);
+                    i = ((i % period) + period) % period;
+                    if (i >= dim) i = period - i;
+                }
+            }
+            source[d].push_back(i);
+        }
+    }
+    RefTensor out = zeros(shape);
+    const Strides strides = strides_of(x.shape);
+    std::vector<int64_t> idx(r, 0);
+    for (float &v : out.data) {
+        int64_t offset = 0;
+        bool inside = true;
+        for (int d = 0; d < r; d++) {
+            const int64_t i = source[d][idx[d]];
+            inside = inside && i >= 0;
+            offset += i * strides[d];
+        }
+        v = inside ? x.data[offset] : value;
+        for (int d = r - 1; d >= 0 && ++idx[d] == shape[d]; d--) idx[d] = 0;
+    }
+    return {out};
+}
+
+std::vector<RefTensor> identity(const OpArgs &a) {
+    if (a.num_outputs > 1) fail_field("outputs", "the mask output is not supported");
+    return {a.in(0)};
+}
+
+template <typename F>
+OpFn unary() {
+    return [](const OpArgs &a) { return std::vector<RefTensor>{map_unary(a.in(0), F{})}; };
+}
+
+double clamp01(double v) {
+    return std::min(1.0, std::max(0.0, v));
+}
+
+struct ReluFn {
+    double operator()(double x) const { return x > 0 ? x : 0.0; }
+};
+struct SigmoidFn {
+    double operator()(double x) const { return 1.0 / (1.0 + std::exp(-x)); }
+};
+struct TanhFn {
+    double operator()(double x) const { return std::tanh(x); }
+};
+struct HardSwishFn {
+    double operator()(double x) const { return x * clamp01(x / 6.0 + 0.5); }
+};
+
+const std::map<std::string, OpFn> &op_table() {
+    static const std::map<std::string, OpFn> table = {
+        {"Conv", conv},
+        {"MaxPool", max_pool},
+        {"AveragePool", average_pool},
+        {"GlobalAveragePool",
+         [](const OpArgs &a) {
+             return global_pool(a, [](const float *p, int64_t n) { return std::accumulate(p, p + n, 0.0) / n; });
+         }},
+        {"GlobalMaxPool",
+         [](const OpArgs &a) {
+             return global_pool(a, [](const float *p, int64_t n) { return double(*std::max_element(p, p + n)); });
+         }},
+        {"BatchNormalization", batch_norm},
+        {"Relu", unary<ReluFn>()},
+        {"Sigmoid", unary<SigmoidFn>()},
+        {"Tanh", unary<TanhFn>()},
+        {"HardSwish", unary<HardSwishFn>()},
+        {"LeakyRelu",
+         [](const OpArgs &a) {
+             const double alpha = a.attrs.get_float("alpha", 0.01f);
+             return std::vector<RefTensor>{map_unary(a.in(0), [&](double x) { return x >= 0 ? x : alpha * x; })};
+         }},
+        {"HardSigmoid",
+         [](const OpArgs &a) {
+             const double alpha = a.attrs.get_float("alpha", 0.2f), beta = a.attrs.get_float("beta", 0.5f);
+             return std::vector<RefTensor>{map_unary(a.in(0), [&](double x) { return clamp01(alpha * x + beta); })};
+         }},
+        {"Clip",
+         [](const OpArgs &a) {
+             const double lo = a.scalar(1, "input 1 (min)", -std::numeric_limits<float>::infinity());
+             const double hi = a.scalar(2, "input 2 (max)", std::numeric_limits<float>::infinity());
+             return std::vector<RefTensor>{map_unary(a.in(0), [&](double x) { return std::min(std::max(x, lo), hi); })};
+         }},
+        {"Add", [](const OpArgs &a) { return map_binary(a, [](double x, double y) { return x + y; }); }},
+        {"Sub", [](const OpArgs &a) { return map_binary(a, [](double x, double y) { return x - y; }); }},
+        {"Mul", [](const OpArgs &a) { return map_binary(a, [](double x, double y) { return x * y; }); }},
+        {"Div", [](const OpArgs &a) { return map_binary(a, [](double x, double y) { return x / y; }); }},
+        {"Softmax", softmax},
+        {"Gemm", gemm},
+        {"MatMul", matmul},
+        {"Flatten", flatten},
+        {"Reshape", reshape},
+        {"Transpose", transpose},
+        {"Concat", concat},
+        {"Split", split},
+        {"Slice", slice},
+        {"Pad", pad},
+        {"Identity", identity},
+        {"Dropout", identity},
+    };
+    return table;
+}
+
+}  // namespace
+
+OpFn find_op_fn(const std::string &op) {
+    const auto &table = op_table();
+    auto it = table.find(op);
+    return it == table.end() ? nullptr : it->second;
+}
+
+}  // namespace hfuse::reference::detail
