@@ -23,10 +23,10 @@ namespace hfuse {
 
 struct FusedGroup {
     std::string name;
-    std::string master;                          // node that leads the group (its schedule template)
-    std::vector<std::string> nodes;              // graph nodes, in topological order
-    std::map<std::string, Placement> placement;  // every node, plus folded source nodes
-    std::string backend;                         // set when a backend pattern claimed the group
+    std::string master;                                  // node that leads the group (its schedule template)
+    std::vector<std::string> nodes;                      // graph nodes, in topological order
+    std::map<std::string, Placement> placement;          // every node, plus folded source nodes
+    std::string backend;                                 // set when a backend pattern claimed the group
     nlohmann::json schedule = nlohmann::json::object();  // composer parameters, kept verbatim
 };
 

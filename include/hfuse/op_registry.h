@@ -14,6 +14,7 @@
 #include <Halide.h>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,9 @@ struct Lowered {
     // Intermediate Funcs the op needs materialised (e.g. Softmax's max and sum). Executors schedule
     // them (at least compute_root); everything else the op creates may be inlined.
     std::vector<Halide::Func> stages;
+    // Named internal Funcs a schedule template may place, inlined otherwise: Conv's "padded_input"
+    // (present only when some window reaches outside the input).
+    std::map<std::string, Halide::Func> parts;
 };
 
 struct OpSchema {

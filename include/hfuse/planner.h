@@ -30,26 +30,26 @@ FusedGraph plan_round(const FusedGraph &fused, const RuleSet &rules);
 
 // The fused epilogue a backend is handed.
 struct EpilogueDescriptor {
-    std::string master;        // the Gemm/MatMul/Conv node
+    std::string master;  // the Gemm/MatMul/Conv node
     std::string master_op;
     nlohmann::json master_attrs;
-    std::string input;         // the activation the master reads (value name)
-    std::string weight;        // the master's weight (value name)
-    std::string bias;          // value added after the master ("" for none): Gemm's C or an Add operand
-    std::string activation;    // op type of the activation ("" for none), e.g. "Relu"
+    std::string input;       // the activation the master reads (value name)
+    std::string weight;      // the master's weight (value name)
+    std::string bias;        // value added after the master ("" for none): Gemm's C or an Add operand
+    std::string activation;  // op type of the activation ("" for none), e.g. "Relu"
     nlohmann::json activation_attrs;
     std::vector<std::string> nodes;  // the matched nodes, in order
 };
 
 struct BackendLowering {
-    Halide::Func output;  // the group's single output
+    Halide::Func output;                                   // the group's single output
     std::map<std::string, Halide::JITExtern> jit_externs;  // extern functions the Func calls
 };
 
 struct BackendPattern {
-    std::string backend;            // e.g. "eigen"
-    std::string name;               // e.g. "gemm_bias_relu"
-    std::vector<std::string> ops;   // a chain of op types, each the only consumer of the one before
+    std::string backend;           // e.g. "eigen"
+    std::string name;              // e.g. "gemm_bias_relu"
+    std::vector<std::string> ops;  // a chain of op types, each the only consumer of the one before
     // Optional extra condition on a match (attributes, shapes); nullptr accepts every match.
     std::function<bool(const Graph &, const EpilogueDescriptor &)> accepts;
     // `values` holds a Func for every value the group reads (activations and float weights).

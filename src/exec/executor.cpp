@@ -1,8 +1,8 @@
 #include "hfuse/executor.h"
 
-#include "schedules/default_schedule.h"
 #include "exec/group_lowering.h"
 #include "hfuse/error.h"
+#include "schedules/default_schedule.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -60,7 +60,7 @@ struct Executor::Impl {
     Graph graph;
     ExecutorOptions options;
     exec::WeightBuffers weights;
-    std::vector<CompiledGroup> groups;  // in execution order
+    std::vector<CompiledGroup> groups;                  // in execution order
     std::map<std::string, TensorBuffer> intermediates;  // values passed between groups, reused across runs
 };
 
@@ -167,8 +167,12 @@ Executor::~Executor() = default;
 Executor::Executor(Executor &&) noexcept = default;
 Executor &Executor::operator=(Executor &&) noexcept = default;
 
-const Graph &Executor::graph() const { return impl_->graph; }
-int Executor::num_groups() const { return static_cast<int>(impl_->groups.size()); }
+const Graph &Executor::graph() const {
+    return impl_->graph;
+}
+int Executor::num_groups() const {
+    return static_cast<int>(impl_->groups.size());
+}
 
 std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, TensorBuffer> &inputs) {
     const Graph &g = impl_->graph;
@@ -189,10 +193,12 @@ std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, Te
     // Model outputs get fresh buffers each run, so results stay valid after the next run.
     std::map<std::string, TensorBuffer> outputs;
     for (const std::string &v : g.outputs) {
-        if (!outputs.count(v)) outputs[v] = g.is_input(v) ? values.at(v).copy() : make_tensor_buffer(g.type_of(v).shape);
+        if (!outputs.count(v))
+            outputs[v] = g.is_input(v) ? values.at(v).copy() : make_tensor_buffer(g.type_of(v).shape);
     }
     for (CompiledGroup &cg : impl_->groups) {
-        for (size_t i = 0; i < cg.lowered.params.size(); i++) cg.lowered.params[i].set(values.at(cg.lowered.input_values[i]));
+        for (size_t i = 0; i < cg.lowered.params.size(); i++)
+            cg.lowered.params[i].set(values.at(cg.lowered.input_values[i]));
         std::vector<Halide::Buffer<void>> results;
         for (const std::string &v : cg.lowered.output_values) {
             TensorBuffer b = outputs.count(v) ? outputs.at(v) : impl_->intermediates.at(v);

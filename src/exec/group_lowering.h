@@ -28,10 +28,10 @@ struct LoweredNode {
 };
 
 struct LoweredGroup {
-    std::vector<std::string> input_values;   // activations read from outside the group, in first-use order
-    std::vector<Halide::ImageParam> params;  // one per input value
-    std::vector<std::string> output_values;  // values used outside the group or returned by the model
-    std::vector<Halide::Func> output_funcs;  // one per output value (always distinct Funcs)
+    std::vector<std::string> input_values;       // activations read from outside the group, in first-use order
+    std::vector<Halide::ImageParam> params;      // one per input value
+    std::vector<std::string> output_values;      // values used outside the group or returned by the model
+    std::vector<Halide::Func> output_funcs;      // one per output value (always distinct Funcs)
     std::map<std::string, Halide::Func> values;  // every value the group defines
     std::vector<LoweredNode> nodes;              // in topological order (empty for backend groups)
     std::map<std::string, Halide::JITExtern> jit_externs;  // extern functions a backend's Funcs call

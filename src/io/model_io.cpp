@@ -79,7 +79,8 @@ Constant parse_weight(const std::string &name, const json &w, const std::string 
     const bool is_int = c.type.dtype == DType::Int64;
 
     int sources = int(w.contains("file")) + int(w.contains("values")) + int(w.contains("uniform"));
-    if (sources != 1) fail_field(f, "needs exactly one of 'file', 'values', 'uniform' (has " + std::to_string(sources) + ")");
+    if (sources != 1)
+        fail_field(f, "needs exactly one of 'file', 'values', 'uniform' (has " + std::to_string(sources) + ")");
 
     if (w.contains("file")) {
         std::string path = join_path(base_dir, get_string(w, "file", f + ".file"));
@@ -110,7 +111,8 @@ Constant parse_weight(const std::string &name, const json &w, const std::string 
         }
         for (const json &e : v) {
             if (is_int ? !e.is_number_integer() : !e.is_number()) {
-                fail_field(f + ".values", std::string("expected ") + (is_int ? "integers" : "numbers") + ", got " + e.dump());
+                fail_field(f + ".values",
+                           std::string("expected ") + (is_int ? "integers" : "numbers") + ", got " + e.dump());
             }
             if (is_int) {
                 c.i64.push_back(e.get<int64_t>());
@@ -190,7 +192,8 @@ Graph parse_model(const json &model, const std::string &base_dir, const std::str
             fail_field("format", "expected \"hfuse-model\", got " + model.at("format").dump());
         }
         const json &version = require(model, "version", "version");
-        if (version != 1) fail_field("version", "unsupported version " + version.dump() + " (this hfuse reads version 1)");
+        if (version != 1)
+            fail_field("version", "unsupported version " + version.dump() + " (this hfuse reads version 1)");
 
         Graph g;
         g.source = source;

@@ -225,7 +225,9 @@ Lowered lower_conv(const LowerContext &ctx) {
     Func out(func_name(ctx));
     out(v) = ctx.has_input(2) ? ctx.inputs[2](co) : Expr(0.0f);
     out(v) += x(window_input_args(c.g, v, r, 1, ci)) * w(w_args);
-    return {{out}, {}};
+    Lowered lowered{{out}, {}, {}};
+    if (x.name() != ctx.inputs[0].name()) lowered.parts["padded_input"] = x;
+    return lowered;
 }
 
 double conv_flops(const InferContext &ctx, const std::vector<TensorType> &outputs) {

@@ -19,9 +19,10 @@ std::string join(const std::vector<std::string> &items, const std::string &sep) 
 void check_node(const Graph &g, const Node &n, const OpSchema &op, const std::map<std::string, int> &producer) {
     const int num_inputs = static_cast<int>(n.inputs.size());
     if (num_inputs < op.min_inputs || (op.max_inputs >= 0 && num_inputs > op.max_inputs)) {
-        std::string expected = op.max_inputs < 0               ? "at least " + std::to_string(op.min_inputs)
-                               : op.min_inputs == op.max_inputs ? std::to_string(op.min_inputs)
-                                    : std::to_string(op.min_inputs) + " to " + std::to_string(op.max_inputs);
+        std::string expected = op.max_inputs < 0 ? "at least " + std::to_string(op.min_inputs)
+                               : op.min_inputs == op.max_inputs
+                                   ? std::to_string(op.min_inputs)
+                                   : std::to_string(op.min_inputs) + " to " + std::to_string(op.max_inputs);
         fail_field("inputs", "expects " + expected + " inputs, got " + std::to_string(num_inputs));
     }
     const int num_outputs = static_cast<int>(n.outputs.size());
@@ -165,6 +166,8 @@ Graph validate(Graph g) {
     return g;
 }
 
-Graph prepare(Graph graph) { return infer_shapes(validate(std::move(graph))); }
+Graph prepare(Graph graph) {
+    return infer_shapes(validate(std::move(graph)));
+}
 
 }  // namespace hfuse

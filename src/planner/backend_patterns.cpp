@@ -96,7 +96,8 @@ FusedGraph claim_backend_patterns(const FusedGraph &fused, const std::vector<std
             int cur = static_cast<int>(start);
             for (size_t k = 0; k < p->ops.size(); k++) {
                 const Node &n = g.nodes[cur];
-                if (n.op != p->ops[k] || claimed.count(n.name) || fused.groups[group_of[n.name]].nodes.size() != 1) break;
+                if (n.op != p->ops[k] || claimed.count(n.name) || fused.groups[group_of[n.name]].nodes.size() != 1)
+                    break;
                 chain.push_back(n.name);
                 if (k + 1 == p->ops.size()) break;
                 if (n.outputs.size() != 1 || ng.is_model_output[cur] || ng.consumers[cur].size() != 1) break;

@@ -132,8 +132,8 @@ FusedGraph check_plan(FusedGraph f) {
                 std::string via;
                 for (size_t k = 1; k + 1 < path.size(); k++) via += (via.empty() ? "" : " -> ") + path[k];
                 fail_field("groups", "group " + (grp.name.empty() ? quoted_list(grp.nodes) : grp.name) +
-                                         " is not convex: a path leaves it at '" + path.front() + "' and comes back at '" +
-                                         path.back() + "' through " + via);
+                                         " is not convex: a path leaves it at '" + path.front() +
+                                         "' and comes back at '" + path.back() + "' through " + via);
             }
         }
         const int num = static_cast<int>(f.groups.size());
@@ -208,14 +208,17 @@ FusedGraph check_plan(FusedGraph f) {
                 if (auto it = given.find(n); it != given.end()) {
                     const std::string field = "groups." + grp.name + ".placement." + n;
                     if (live_out && it->second != Placement::Output) {
-                        fail_field(field, "must be output: its value is used outside the group or returned by the model");
+                        fail_field(field,
+                                   "must be output: its value is used outside the group or returned by the model");
                     }
                     if (!live_out && it->second == Placement::Output) {
                         p = Placement::Root;  // "output" on an internal value means: materialise it
                     } else if (it->second == Placement::Folded) {
                         fail_field(field, "only nodes a rewrite merged away are 'folded'");
-                    } else if (it->second == Placement::Inline && find_op(node->op)->kind == PatternKind::ComplexOutFusable) {
-                        fail_field(field, "a " + node->op + " has a reduction and cannot be inlined; use compute_at or root");
+                    } else if (it->second == Placement::Inline &&
+                               find_op(node->op)->kind == PatternKind::ComplexOutFusable) {
+                        fail_field(field,
+                                   "a " + node->op + " has a reduction and cannot be inlined; use compute_at or root");
                     } else {
                         p = it->second;
                     }
@@ -279,7 +282,8 @@ FusedGraph plan_from_json(const json &plan, const Graph &graph, const std::strin
                 fail_field(field, "expected an object with a list of \"nodes\"");
             }
             for (const auto &kv : jg.items()) {
-                static const std::set<std::string> known = {"name", "master", "nodes", "placement", "backend", "schedule"};
+                static const std::set<std::string> known = {"name",      "master",  "nodes",
+                                                            "placement", "backend", "schedule"};
                 if (!known.count(kv.key())) fail_field(field + "." + kv.key(), "unknown key in a plan group");
             }
             FusedGroup grp;
@@ -305,9 +309,11 @@ FusedGraph plan_from_json(const json &plan, const Graph &graph, const std::strin
                 grp.master = absorbed_by.count(m) ? absorbed_by[m] : m;
             }
             if (jg.contains("placement")) {
-                if (!jg["placement"].is_object()) fail_field(field + ".placement", "expected an object node -> placement");
+                if (!jg["placement"].is_object())
+                    fail_field(field + ".placement", "expected an object node -> placement");
                 for (const auto &kv : jg["placement"].items()) {
-                    if (!kv.value().is_string()) fail_field(field + ".placement." + kv.key(), "expected a placement name");
+                    if (!kv.value().is_string())
+                        fail_field(field + ".placement." + kv.key(), "expected a placement name");
                     Placement p = parse_placement(kv.value().get<std::string>(), field + ".placement." + kv.key());
                     if (absorbed_by.count(kv.key())) continue;  // folded: implied
                     grp.placement[kv.key()] = p;

@@ -15,9 +15,12 @@ namespace {
 using nlohmann::json;
 
 const std::vector<std::pair<PatternKind, std::string>> kKinds = {
-    {PatternKind::Elementwise, "elementwise"}, {PatternKind::Broadcast, "broadcast"},
-    {PatternKind::Injective, "injective"},     {PatternKind::Reduction, "reduction"},
-    {PatternKind::ComplexOutFusable, "complex-out-fusable"}, {PatternKind::Window, "window"},
+    {PatternKind::Elementwise, "elementwise"},
+    {PatternKind::Broadcast, "broadcast"},
+    {PatternKind::Injective, "injective"},
+    {PatternKind::Reduction, "reduction"},
+    {PatternKind::ComplexOutFusable, "complex-out-fusable"},
+    {PatternKind::Window, "window"},
     {PatternKind::Opaque, "opaque"}};
 
 const std::vector<std::pair<Placement, std::string>> kPlacements = {{Placement::Inline, "inline"},
@@ -93,9 +96,9 @@ RuleSet parse_rules(const json &j, const std::string &source) {
         if (!j.is_object()) fail("expected a JSON object");
         for (const auto &kv : j.items()) {
             static const std::set<std::string> known = {
-                "format",         "version",       "name",         "doc",          "fuse",
-                "max_group_ops",  "max_group_inputs", "window_fusion", "multi_output", "defer_injective",
-                "opaque_ops",     "opaque_nodes",  "stop_after"};
+                "format",        "version",          "name",          "doc",          "fuse",
+                "max_group_ops", "max_group_inputs", "window_fusion", "multi_output", "defer_injective",
+                "opaque_ops",    "opaque_nodes",     "stop_after"};
             if (!known.count(kv.key())) fail_field(kv.key(), "unknown key in a rule set");
         }
         if (!j.contains("format") || j["format"] != "hfuse-rules") fail_field("format", "expected \"hfuse-rules\"");
@@ -115,7 +118,8 @@ RuleSet parse_rules(const json &j, const std::string &source) {
                 }
                 PatternKind producer = parse_pattern_kind(e["producer"].get<std::string>(), f + ".producer");
                 Placement placement = parse_placement(e["placement"].get<std::string>(), f + ".placement");
-                if (placement != Placement::Inline && placement != Placement::ComputeAt && placement != Placement::Root) {
+                if (placement != Placement::Inline && placement != Placement::ComputeAt &&
+                    placement != Placement::Root) {
                     fail_field(f + ".placement", "a rule places the producer inline, compute_at or root");
                 }
                 for (const json &c : e["consumers"]) {
@@ -125,7 +129,8 @@ RuleSet parse_rules(const json &j, const std::string &source) {
                         fail_field(f, "opaque ops never fuse");
                     }
                     if (r.find(producer, consumer)) {
-                        fail_field(f, std::string("a second rule for ") + to_string(producer) + " -> " + to_string(consumer));
+                        fail_field(
+                            f, std::string("a second rule for ") + to_string(producer) + " -> " + to_string(consumer));
                     }
                     r.rules.push_back({producer, consumer, placement});
                 }

@@ -14,7 +14,7 @@ namespace hfuse::planner {
 // Producer/consumer adjacency between nodes (indices into graph.nodes, which are topologically sorted).
 struct NodeGraph {
     const Graph *graph;
-    std::map<std::string, int> index;  // node name -> index
+    std::map<std::string, int> index;                    // node name -> index
     std::vector<std::vector<int>> producers, consumers;  // distinct, ascending
     std::vector<bool> is_model_output;                   // the node produces a model output
 

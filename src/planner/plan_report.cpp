@@ -35,8 +35,9 @@ std::string plan_table(const FusedGraph &f) {
     std::ostringstream os;
     std::string rules;
     for (const auto &r : f.rules) rules += (rules.empty() ? "" : ", ") + r;
-    os << "plan for '" << f.graph.name << "' (rules: " << (rules.empty() ? "none given" : rules) << "): "
-       << f.groups.size() << (f.groups.size() == 1 ? " group, " : " groups, ") << f.graph.nodes.size() << " ops\n\n";
+    os << "plan for '" << f.graph.name << "' (rules: " << (rules.empty() ? "none given" : rules)
+       << "): " << f.groups.size() << (f.groups.size() == 1 ? " group, " : " groups, ") << f.graph.nodes.size()
+       << " ops\n\n";
     char line[256];
     std::snprintf(line, sizeof line, "%-6s %-14s %-10s %s\n", "group", "master", "saved", "members (placement)");
     os << line;
@@ -62,9 +63,11 @@ std::string plan_dot(const FusedGraph &f) {
     const Graph &g = f.graph;
     std::ostringstream os;
     os << "digraph " << q(g.name) << " {\n  rankdir=TB;\n  node [shape=box, style=rounded, fontname=Helvetica];\n";
-    for (const GraphInput &in : g.inputs) os << "  " << q("in:" + in.name) << " [shape=ellipse, label=" << q(in.name) << "];\n";
+    for (const GraphInput &in : g.inputs)
+        os << "  " << q("in:" + in.name) << " [shape=ellipse, label=" << q(in.name) << "];\n";
     for (const FusedGroup &grp : f.groups) {
-        os << "  subgraph " << q("cluster_" + grp.name) << " {\n    label=" << q(grp.name + (grp.backend.empty() ? "" : " [" + grp.backend + "]"))
+        os << "  subgraph " << q("cluster_" + grp.name)
+           << " {\n    label=" << q(grp.name + (grp.backend.empty() ? "" : " [" + grp.backend + "]"))
            << "; style=filled; color=lightgrey;\n";
         for (const std::string &n : grp.nodes) {
             const Node *node = g.find_node(n);

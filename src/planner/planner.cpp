@@ -76,9 +76,7 @@ private:
     int find(int v) { return parent_[v] == v ? v : parent_[v] = find(parent_[v]); }
 
     // The kind a group shows to the rules: its master's (a same-shape broadcast counts as elementwise).
-    PatternKind group_kind(int root) {
-        return effective_kind(in_.graph, in_.graph.nodes[master_[root]]);
-    }
+    PatternKind group_kind(int root) { return effective_kind(in_.graph, in_.graph.nodes[master_[root]]); }
 
     bool is_opaque(int v) {
         for (int node : members_[v]) {
@@ -258,9 +256,12 @@ private:
 
 }  // namespace
 
-FusedGraph plan_round(const FusedGraph &fused, const RuleSet &rules) { return RoundPlanner(fused, rules).run(); }
+FusedGraph plan_round(const FusedGraph &fused, const RuleSet &rules) {
+    return RoundPlanner(fused, rules).run();
+}
 
-FusedGraph plan_fusion(const Graph &graph, const std::vector<RuleSet> &rounds, const std::vector<std::string> &backends) {
+FusedGraph plan_fusion(const Graph &graph, const std::vector<RuleSet> &rounds,
+                       const std::vector<std::string> &backends) {
     FusedGraph f = singleton_groups(simplify(graph));
     if (!backends.empty()) f = claim_backend_patterns(f, backends);
     for (const RuleSet &r : rounds) f = plan_round(f, r);

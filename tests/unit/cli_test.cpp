@@ -3,11 +3,12 @@
 #include "hfuse/random.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include <sys/wait.h>
 #include <array>
 #include <cstdio>
 #include <fstream>
-#include <sys/wait.h>
 
 namespace hfuse {
 namespace {
@@ -32,7 +33,9 @@ Result hfuse_cli(const std::string &args) {
 const std::string kModels = std::string(HFUSE_SOURCE_DIR) + "/models/";
 const std::string kCbrm = kModels + "conv_bias_relu_maxpool.json";
 
-std::string tmp(const std::string &name) { return testing::TempDir() + "/" + name; }
+std::string tmp(const std::string &name) {
+    return testing::TempDir() + "/" + name;
+}
 
 TEST(Cli, InfoShowsShapesKindsAndFlops) {
     Result r = hfuse_cli("info " + kCbrm);
@@ -67,6 +70,24 @@ TEST(Cli, RunWithoutFilesPrintsSummary) {
     EXPECT_NE(r.out.find("generated"), std::string::npos) << r.out;
 }
 
+TEST(Cli, BenchJsonContract) {
+    Result r = hfuse_cli("bench " + kModels + "rnn_cell.json --runs 3 --json");
+    ASSERT_EQ(r.code, 0) << r.out;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["model"], "rnn_cell");
+    EXPECT_EQ(j["plan"], "x86");
+    EXPECT_EQ(j["runs"], 3);
+    EXPECT_GT(j["median_ms"].get<double>(), 0.0);
+    EXPECT_LE(j["min_ms"].get<double>(), j["median_ms"].get<double>());
+
+    r = hfuse_cli("bench " + kModels + "rnn_cell.json --runs 3 --json --compare");
+    ASSERT_EQ(r.code, 0) << r.out;
+    j = nlohmann::json::parse(r.out);
+    EXPECT_NEAR(j["speedup"].get<double>(), j["unfused_ms"].get<double>() / j["fused_ms"].get<double>(), 1e-9);
+    EXPECT_EQ(j["unfused_groups"], 4);
+    EXPECT_EQ(j["fused_groups"], 2);
+}
+
 TEST(Cli, Demo) {
     Result r = hfuse_cli("demo");
     ASSERT_EQ(r.code, 0) << r.out;
@@ -83,12 +104,14 @@ TEST(CliErrors, WrongInputFileSize) {
 }
 
 TEST(CliErrors, BadModelIsOneLineNonZero) {
-    std::ofstream(tmp("bad.json")) << R"({"format": "hfuse-model", "version": 1, "inputs": [{"name": "x", "shape": [1, 2]}],
+    std::ofstream(tmp("bad.json"))
+        << R"({"format": "hfuse-model", "version": 1, "inputs": [{"name": "x", "shape": [1, 2]}],
         "nodes": [{"name": "n", "op": "Frobnicate", "inputs": ["x"]}], "outputs": ["n"]})";
     for (const char *cmd : {"info", "run"}) {
         Result r = hfuse_cli(std::string(cmd) + " " + tmp("bad.json"));
         EXPECT_EQ(r.code, 1) << r.out;
-        EXPECT_EQ(r.out, "hfuse: error: " + tmp("bad.json") + ": node 'n' (Frobnicate): field 'op': unknown op 'Frobnicate'\n");
+        EXPECT_EQ(r.out, "hfuse: error: " + tmp("bad.json") +
+                             ": node 'n' (Frobnicate): field 'op': unknown op 'Frobnicate'\n");
     }
 }
 

@@ -1,0 +1,149 @@
+#include "cli_common.h"
+
+#include "hfuse/error.h"
+#include "hfuse/model_io.h"
+#include "hfuse/passes.h"
+#include "hfuse/planner.h"
+#include "hfuse/random.h"
+#include "hfuse/reference.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+
+namespace hfuse::cli {
+
+// "NAME=FILE" binds a file to a named tensor; a bare "FILE" is allowed when there is exactly one.
+std::map<std::string, std::string> bind_files(const std::vector<std::string> &args,
+                                              const std::vector<std::string> &names, const std::string &flag) {
+    std::map<std::string, std::string> out;
+    for (const std::string &a : args) {
+        auto eq = a.find('=');
+        std::string name, file;
+        if (eq != std::string::npos && std::find(names.begin(), names.end(), a.substr(0, eq)) != names.end()) {
+            name = a.substr(0, eq);
+            file = a.substr(eq + 1);
+        } else if (eq != std::string::npos && a.find('/') > eq) {
+            std::string list;
+            for (const auto &n : names) list += (list.empty() ? "" : ", ") + n;
+            throw UsageError(flag + " " + a + ": the model has no tensor named '" + a.substr(0, eq) +
+                             "' (it has: " + list + ")");
+        } else {
+            if (names.size() != 1) {
+                throw UsageError(flag + " " + a + ": the model has " + std::to_string(names.size()) + " of them; use " +
+                                 flag + " NAME=FILE");
+            }
+            name = names[0];
+            file = a;
+        }
+        if (!out.emplace(name, file).second) throw UsageError(flag + ": '" + name + "' is given twice");
+    }
+    return out;
+}
+
+std::map<std::string, TensorBuffer> load_inputs(const Graph &g, const std::vector<std::string> &args, bool quiet) {
+    std::vector<std::string> names;
+    for (const auto &in : g.inputs) names.push_back(in.name);
+    std::map<std::string, std::string> files = bind_files(args, names, "--input");
+    std::map<std::string, TensorBuffer> inputs;
+    for (size_t i = 0; i < g.inputs.size(); i++) {
+        const GraphInput &in = g.inputs[i];
+        std::vector<float> data;
+        if (auto it = files.find(in.name); it != files.end()) {
+            data = read_f32_file(it->second, num_elements(in.shape),
+                                 "input '" + in.name + "' [" + to_string(in.shape) + "]");
+        } else {
+            data = uniform_values(num_elements(in.shape), -1.0, 1.0, default_input_seed(i));
+            if (!quiet) {
+                std::printf("input '%s' [%s]: generated, uniform [-1, 1] seed %" PRIu64 "\n", in.name.c_str(),
+                            to_string(in.shape).c_str(), default_input_seed(i));
+            }
+        }
+        inputs[in.name] = tensor_from_data(in.shape, data.data());
+    }
+    return inputs;
+}
+
+void print_summary(const std::string &name, const TensorBuffer &b) {
+    double sum = 0, abs_sum = 0;
+    float lo = INFINITY, hi = -INFINITY;
+    const int64_t n = b.number_of_elements();
+    for (int64_t i = 0; i < n; i++) {
+        float v = b.data()[i];
+        sum += v;
+        abs_sum += std::fabs(v);
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+    }
+    std::printf("output '%s' [%s]: sum %.6g  mean|x| %.6g  min %.6g  max %.6g\n", name.c_str(),
+                to_string(shape_of(b)).c_str(), sum, abs_sum / n, lo, hi);
+}
+
+// Compares executor outputs with the independent reference evaluator; true when all are within 1e-4.
+bool check_against_reference(const Graph &g, const std::map<std::string, TensorBuffer> &inputs,
+                             const std::map<std::string, TensorBuffer> &outputs) {
+    std::map<std::string, reference::RefTensor> ref_inputs;
+    for (const auto &kv : inputs) {
+        ref_inputs[kv.first] = {
+            shape_of(kv.second),
+            std::vector<float>(kv.second.data(), kv.second.data() + kv.second.number_of_elements())};
+    }
+    auto expected = reference::run(g, ref_inputs);
+    bool ok = true;
+    for (const std::string &name : g.outputs) {
+        const auto &e = expected.at(name);
+        auto cmp = reference::compare(outputs.at(name).data(), e.data.data(), e.data.size());
+        bool pass = cmp.relative() <= 1e-4;
+        ok = ok && pass;
+        std::printf("check '%s' against the reference: max abs error %.3g at scale %.3g (relative %.2g): %s\n",
+                    name.c_str(), cmp.max_abs_error, cmp.scale, cmp.relative(), pass ? "ok" : "MISMATCH");
+    }
+    return ok;
+}
+
+void PlanChoice::add_flags(CLI::App *cmd) {
+    auto *p = cmd->add_option("--plan", plan_file, "run this plan file (from `hfuse plan -o`, or hand-written)");
+    auto *r = cmd->add_option("--rules", rules, "plan with these rule sets, one round each: tvm, x86, none or a FILE")
+                  ->allow_extra_args(false);
+    auto *u = cmd->add_flag("--unfused", unfused, "every op its own stage, no graph rewrites (the baseline)");
+    p->excludes(r)->excludes(u);
+    r->excludes(u);
+}
+
+FusedGraph PlanChoice::make(const Graph &g) const {
+    if (unfused) {
+        FusedGraph f = singleton_groups(g);
+        f.rules = {"unfused"};
+        return f;
+    }
+    if (!plan_file.empty()) return read_plan(plan_file, simplify(g));
+    std::vector<RuleSet> rounds;
+    for (const std::string &r : rules.empty() ? std::vector<std::string>{"x86"} : rules)
+        rounds.push_back(load_rules(r));
+    return plan_fusion(g, rounds);
+}
+
+std::string PlanChoice::describe() const {
+    if (unfused) return "unfused";
+    if (!plan_file.empty()) return plan_file;
+    std::string s;
+    for (const std::string &r : rules.empty() ? std::vector<std::string>{"x86"} : rules)
+        s += (s.empty() ? "" : "+") + r;
+    return s;
+}
+
+std::vector<double> time_runs(Executor &ex, const std::map<std::string, TensorBuffer> &inputs, int runs) {
+    using clock = std::chrono::steady_clock;
+    ex.run(inputs);
+    std::vector<double> ms;
+    for (int i = 0; i < runs; i++) {
+        auto s = clock::now();
+        ex.run(inputs);
+        ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - s).count());
+    }
+    return ms;
+}
+
+}  // namespace hfuse::cli

@@ -1,0 +1,66 @@
+// Pieces shared by the hfuse commands: binding tensors to files, choosing a plan, checking and timing.
+#pragma once
+
+#include "hfuse/executor.h"
+#include "hfuse/fused_graph.h"
+#include "hfuse/graph.h"
+
+#include <CLI/CLI.hpp>
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace hfuse::cli {
+
+// A usage error: reported like CLI11's own, exit code 2.
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// A subcommand: its CLI11 parser and what runs when it is chosen (returns the exit code).
+struct Command {
+    CLI::App *app;
+    std::function<int()> run;
+};
+
+Command add_info(CLI::App &app);
+Command add_plan(CLI::App &app);
+Command add_run(CLI::App &app);
+Command add_bench(CLI::App &app);
+Command add_demo(CLI::App &app);
+
+// Seed of the generated data for the i-th model input when no --input is given (documented in README).
+inline uint64_t default_input_seed(size_t index) {
+    return 1000 + index;
+}
+
+// "NAME=FILE" binds a file to a named tensor; a bare "FILE" is allowed when there is exactly one.
+std::map<std::string, std::string> bind_files(const std::vector<std::string> &args,
+                                              const std::vector<std::string> &names, const std::string &flag);
+
+// Model inputs from --input arguments; generated (and said on stdout unless quiet) where none is given.
+std::map<std::string, TensorBuffer> load_inputs(const Graph &g, const std::vector<std::string> &args, bool quiet);
+
+void print_summary(const std::string &name, const TensorBuffer &b);
+
+// Compares executor outputs with the independent reference evaluator; true when all are within 1e-4.
+bool check_against_reference(const Graph &g, const std::map<std::string, TensorBuffer> &inputs,
+                             const std::map<std::string, TensorBuffer> &outputs);
+
+// How `plan`, `run` and `bench` choose the plan they execute.
+struct PlanChoice {
+    std::string plan_file;           // --plan
+    std::vector<std::string> rules;  // --rules, one per round (default: x86)
+    bool unfused = false;            // --unfused: the graph as written, one group per op, no rewrites
+
+    void add_flags(CLI::App *cmd);
+    FusedGraph make(const Graph &g) const;
+    std::string describe() const;  // "x86", "tvm+x86", "plan.json", "unfused"
+};
+
+// Run times in milliseconds of `runs` runs after one warm-up run.
+std::vector<double> time_runs(Executor &ex, const std::map<std::string, TensorBuffer> &inputs, int runs);
+
+}  // namespace hfuse::cli

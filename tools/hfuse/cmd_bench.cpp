@@ -1,0 +1,111 @@
+// hfuse bench MODEL: time whole-model runs under a plan; --compare times the default plan against the
+// unfused model in the same process, interleaved, so both see the same machine conditions.
+#include "cli_common.h"
+#include "hfuse/model_io.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+namespace hfuse::cli {
+namespace {
+
+struct BenchOptions {
+    std::string model;
+    PlanChoice plan;
+    int runs = 20;
+    bool json = false, compare = false;
+};
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Timed {
+    Executor executor;
+    double compile_ms;
+    std::vector<double> ms;
+};
+
+Timed build(const FusedGraph &plan) {
+    auto t0 = std::chrono::steady_clock::now();
+    Executor ex(plan);
+    double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return {std::move(ex), compile_ms, {}};
+}
+
+int bench(const BenchOptions &o) {
+    Graph g = load_model(o.model);
+    auto inputs = load_inputs(g, {}, true);
+    if (!o.compare) {
+        Timed t = build(o.plan.make(g));
+        t.ms = time_runs(t.executor, inputs, o.runs);
+        double med = median(t.ms), best = *std::min_element(t.ms.begin(), t.ms.end());
+        if (o.json) {
+            nlohmann::json j = {{"model", g.name},
+                                {"plan", o.plan.describe()},
+                                {"groups", t.executor.num_groups()},
+                                {"median_ms", med},
+                                {"min_ms", best},
+                                {"runs", o.runs},
+                                {"compile_ms", t.compile_ms}};
+            std::printf("%s\n", j.dump().c_str());
+        } else {
+            std::printf("%s, plan %s (%d groups): median %.3f ms, min %.3f ms over %d runs; JIT compile %.0f ms\n",
+                        g.name.c_str(), o.plan.describe().c_str(), t.executor.num_groups(), med, best, o.runs,
+                        t.compile_ms);
+        }
+        return 0;
+    }
+    PlanChoice unfused;
+    unfused.unfused = true;
+    Timed fused = build(o.plan.make(g)), base = build(unfused.make(g));
+    // Interleave in chunks so slow drifts of the machine affect both alike.
+    const int chunk = std::max(1, o.runs / 5);
+    for (int done = 0; done < o.runs; done += chunk) {
+        int n = std::min(chunk, o.runs - done);
+        for (Timed *t : {&fused, &base}) {
+            std::vector<double> ms = time_runs(t->executor, inputs, n);
+            t->ms.insert(t->ms.end(), ms.begin(), ms.end());
+        }
+    }
+    double f = median(fused.ms), u = median(base.ms);
+    if (o.json) {
+        nlohmann::json j = {{"model", g.name},
+                            {"plan", o.plan.describe()},
+                            {"fused_ms", f},
+                            {"unfused_ms", u},
+                            {"speedup", u / f},
+                            {"fused_groups", fused.executor.num_groups()},
+                            {"unfused_groups", base.executor.num_groups()},
+                            {"runs", o.runs},
+                            {"fused_compile_ms", fused.compile_ms},
+                            {"unfused_compile_ms", base.compile_ms}};
+        std::printf("%s\n", j.dump().c_str());
+    } else {
+        std::printf(
+            "%s: fused (%s, %d groups) %.3f ms, unfused (%d groups) %.3f ms: speedup %.2fx (medians of %d runs)\n",
+            g.name.c_str(), o.plan.describe().c_str(), fused.executor.num_groups(), f, base.executor.num_groups(), u,
+            u / f, o.runs);
+    }
+    return 0;
+}
+
+}  // namespace
+
+Command add_bench(CLI::App &app) {
+    auto *cmd = app.add_subcommand("bench", "time whole-model runs (generated inputs) under a plan");
+    auto o = std::make_shared<BenchOptions>();
+    cmd->add_option("MODEL", o->model, "model file (.json)")->required();
+    o->plan.add_flags(cmd);
+    cmd->add_option("--runs", o->runs, "timed runs after one warm-up run")->check(CLI::Range(1, 100000));
+    cmd->add_flag("--json", o->json, "print one JSON object");
+    cmd->add_flag("--compare", o->compare, "also time the unfused model, interleaved, and print the speedup");
+    return {cmd, [o] { return bench(*o); }};
+}
+
+}  // namespace hfuse::cli

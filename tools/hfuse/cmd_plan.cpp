@@ -1,0 +1,46 @@
+// hfuse plan MODEL: plan fusion, print the groups, write the plan and a drawing.
+#include "cli_common.h"
+#include "hfuse/error.h"
+#include "hfuse/model_io.h"
+#include "hfuse/plan_report.h"
+
+#include <cstdio>
+#include <fstream>
+
+namespace hfuse::cli {
+namespace {
+
+struct PlanOptions {
+    std::string model, out, dot;
+    PlanChoice choice;
+};
+
+int plan(const PlanOptions &o) {
+    Graph g = load_model(o.model);
+    FusedGraph plan = o.choice.make(g);
+    std::printf("%s", plan_table(plan).c_str());
+    if (!o.out.empty()) {
+        write_plan(o.out, plan);
+        std::printf("plan written to %s\n", o.out.c_str());
+    }
+    if (!o.dot.empty()) {
+        std::ofstream f(o.dot);
+        if (!(f << plan_dot(plan))) throw Error("cannot write '" + o.dot + "'");
+        std::printf("graph written to %s (render: dot -Tsvg %s -o plan.svg)\n", o.dot.c_str(), o.dot.c_str());
+    }
+    return 0;
+}
+
+}  // namespace
+
+Command add_plan(CLI::App &app) {
+    auto *cmd = app.add_subcommand("plan", "plan fusion: print the groups, write the plan and a drawing");
+    auto o = std::make_shared<PlanOptions>();
+    cmd->add_option("MODEL", o->model, "model file (.json)")->required();
+    o->choice.add_flags(cmd);
+    cmd->add_option("-o,--output", o->out, "write the plan as JSON (feed it back with run --plan)");
+    cmd->add_option("--dot", o->dot, "write a Graphviz drawing: groups as clusters, masters marked");
+    return {cmd, [o] { return plan(*o); }};
+}
+
+}  // namespace hfuse::cli
