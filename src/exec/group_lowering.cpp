@@ -68,7 +68,7 @@ public:
             copy(vars) = f(ops::as_exprs(vars));
             f = copy;
         }
-        pin_dense_shape([&](int k) { return f.output_buffer().dim(k); }, g_.type_of(value).shape);
+        pin_output_shape(f, g_.type_of(value).shape);
         group_.output_values.push_back(value);
         group_.output_funcs.push_back(f);
     }
@@ -82,6 +82,10 @@ private:
 };
 
 }  // namespace
+
+void pin_output_shape(Halide::Func f, const Shape &shape) {
+    pin_dense_shape([&](int k) { return f.output_buffer().dim(k); }, shape);
+}
 
 WeightBuffers make_weight_buffers(const Graph &graph) {
     WeightBuffers out;
@@ -140,9 +144,27 @@ LoweredGroup lower_backend_group(const Graph &graph, const std::vector<const Nod
                                  const BackendPattern &pattern) {
     LoweredGroup group;
     Boundary boundary(graph, weights, group);
-    std::vector<std::string> names;
-    for (const Node *n : nodes) names.push_back(n->name);
-    EpilogueDescriptor d = describe_epilogue(graph, names);
+    std::vector<std::string> names, ops;
+    for (const Node *n : nodes) {
+        names.push_back(n->name);
+        ops.push_back(n->op);
+    }
+    // A plan file can name any pattern for any group: check it fits before trusting the backend.
+    auto mismatch = [&](const std::string &why) {
+        std::string chain;
+        for (const std::string &op : pattern.ops) chain += (chain.empty() ? "" : " -> ") + op;
+        return Error("the group does not match backend pattern '" + pattern.id() + "' (" + chain + "): " + why)
+            .at_node(nodes.front()->name, nodes.front()->op)
+            .in_file(graph.source);
+    };
+    if (ops != pattern.ops) throw mismatch("its ops differ");
+    EpilogueDescriptor d;
+    try {
+        d = describe_epilogue(graph, names);
+    } catch (const Error &e) {
+        throw mismatch(e.what());
+    }
+    if (pattern.accepts && !pattern.accepts(graph, d)) throw mismatch("the backend does not accept it");
     const std::string &result = nodes.back()->outputs[0];
     for (const Node *n : nodes) {
         for (const std::string &v : n->outputs) {
@@ -163,8 +185,12 @@ LoweredGroup lower_backend_group(const Graph &graph, const std::vector<const Nod
     BackendLowering lowered;
     try {
         lowered = pattern.lower(graph, d, values, graph.type_of(result));
-    } catch (const Halide::Error &e) {
-        throw Error(std::string("backend '") + pattern.id() + "' failed: " + e.what()).at_node(d.master, d.master_op);
+    } catch (Error &e) {
+        throw e.at_node(d.master, d.master_op).in_file(graph.source);
+    } catch (const std::exception &e) {  // Halide::Error and anything else a backend throws
+        throw Error(std::string("backend '") + pattern.id() + "' failed: " + e.what())
+            .at_node(d.master, d.master_op)
+            .in_file(graph.source);
     }
     group.values[result] = lowered.output;
     group.jit_externs = lowered.jit_externs;

@@ -2,6 +2,7 @@
 #include "hfuse/planner.h"
 #include "planner/graph_util.h"
 
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -9,8 +10,9 @@
 namespace hfuse {
 namespace {
 
-std::vector<BackendPattern> &registry() {
-    static std::vector<BackendPattern> patterns;
+// A deque: pointers handed out stay valid when later patterns are registered.
+std::deque<BackendPattern> &registry() {
+    static std::deque<BackendPattern> patterns;
     return patterns;
 }
 std::mutex registry_mutex;

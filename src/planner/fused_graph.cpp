@@ -163,10 +163,18 @@ FusedGraph check_plan(FusedGraph f) {
         f.groups = std::move(ordered);
 
         std::set<std::string> names;
+        for (const FusedGroup &grp : f.groups) {
+            if (!grp.name.empty() && !names.insert(grp.name).second) {
+                fail_field("groups", "two groups are named '" + grp.name + "'");
+            }
+        }
+        int next_name = 0;
         for (size_t i = 0; i < f.groups.size(); i++) {
             FusedGroup &grp = f.groups[i];
-            if (grp.name.empty()) grp.name = "g" + std::to_string(i);
-            if (!names.insert(grp.name).second) fail_field("groups", "two groups are named '" + grp.name + "'");
+            while (grp.name.empty()) {
+                std::string candidate = "g" + std::to_string(next_name++);
+                if (names.insert(candidate).second) grp.name = candidate;
+            }
             // Members in graph (topological) order.
             std::set<std::string> members(grp.nodes.begin(), grp.nodes.end());
             grp.nodes.clear();
