@@ -1,4 +1,4 @@
-#include "default_schedule.h"
+#include "schedules/default_schedule.h"
 
 namespace hfuse::schedules {
 namespace {

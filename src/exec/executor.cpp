@@ -1,8 +1,8 @@
 #include "hfuse/executor.h"
 
+#include "compose/composer.h"
 #include "exec/group_lowering.h"
 #include "hfuse/error.h"
-#include "schedules/default_schedule.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -84,31 +84,6 @@ std::set<std::string> values_needed_outside(const Graph &g, const std::vector<co
     return out;
 }
 
-// A simple schedule that honours the plan's placements: inlined members stay inline (Halide's
-// default), every other member and every group output is its own root stage within the pipeline.
-// Members with a reduction (an update definition) cannot be inlined and are rooted too. The schedule
-// composer replaces this with the templates in schedules/.
-void schedule_by_placement(const Graph &g, const FusedGroup &plan, exec::LoweredGroup &group,
-                           const Halide::Target &target) {
-    std::set<std::string> done;
-    auto root = [&](Halide::Func f, const Shape &shape) {
-        if (done.insert(f.name()).second) schedules::schedule_root_stage(f, shape, target);
-    };
-    for (exec::LoweredNode &ln : group.nodes) {
-        Placement p = plan.placement.count(ln.node->name) ? plan.placement.at(ln.node->name) : Placement::Root;
-        for (size_t i = 0; i < ln.node->outputs.size(); i++) {
-            Halide::Func f = ln.funcs.outputs[i];
-            if (p != Placement::Inline || f.has_update_definition()) root(f, g.type_of(ln.node->outputs[i]).shape);
-        }
-        for (Halide::Func &s : ln.funcs.stages) {
-            if (done.insert(s.name()).second) schedules::schedule_root_intermediate(s, target);
-        }
-    }
-    for (size_t i = 0; i < group.output_funcs.size(); i++) {
-        root(group.output_funcs[i], g.type_of(group.output_values[i]).shape);
-    }
-}
-
 FusedGraph plan_of_partition(const Graph &graph, const Partition &partition) {
     FusedGraph f;
     f.graph = graph;
@@ -137,7 +112,7 @@ Executor::Executor(const FusedGraph &plan, ExecutorOptions options) : impl_(new 
         CompiledGroup cg;
         if (grp.backend.empty()) {
             cg.lowered = exec::lower_group(g, nodes, live_out, impl_->weights);
-            schedule_by_placement(g, grp, cg.lowered, options.target);
+            compose::compose_group(g, grp, cg.lowered, options.target);
         } else {
             const BackendPattern *pattern = find_backend_pattern(grp.backend);
             if (!pattern) {

@@ -18,6 +18,10 @@
 
 namespace hfuse::exec {
 
+// Pins every dim of `f`'s output buffer to `shape`, dense row-major: the compiled pipeline then refuses
+// any other buffer, and addresses fold to constants.
+void pin_output_shape(Halide::Func f, const Shape &shape);
+
 // Weights as Halide buffers (ONNX dims reversed), converted once per graph and shared by all groups.
 using WeightBuffers = std::map<std::string, TensorBuffer>;
 WeightBuffers make_weight_buffers(const Graph &graph);

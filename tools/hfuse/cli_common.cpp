@@ -1,5 +1,6 @@
 #include "cli_common.h"
 
+#include "hfuse/composer.h"
 #include "hfuse/error.h"
 #include "hfuse/model_io.h"
 #include "hfuse/passes.h"
@@ -113,16 +114,21 @@ void PlanChoice::add_flags(CLI::App *cmd) {
 }
 
 FusedGraph PlanChoice::make(const Graph &g) const {
+    FusedGraph f;
     if (unfused) {
-        FusedGraph f = singleton_groups(g);
+        f = singleton_groups(g);
         f.rules = {"unfused"};
-        return f;
+    } else if (!plan_file.empty()) {
+        f = read_plan(plan_file, simplify(g));
+    } else {
+        std::vector<RuleSet> rounds;
+        for (const std::string &r : rules.empty() ? std::vector<std::string>{"x86"} : rules) {
+            rounds.push_back(load_rules(r));
+        }
+        f = plan_fusion(g, rounds);
     }
-    if (!plan_file.empty()) return read_plan(plan_file, simplify(g));
-    std::vector<RuleSet> rounds;
-    for (const std::string &r : rules.empty() ? std::vector<std::string>{"x86"} : rules)
-        rounds.push_back(load_rules(r));
-    return plan_fusion(g, rounds);
+    // Record the schedule parameters (a plan file's own are kept), so `plan -o` pins them.
+    return with_default_schedules(std::move(f), Halide::get_jit_target_from_environment());
 }
 
 std::string PlanChoice::describe() const {

@@ -1,0 +1,163 @@
+#include "schedules/conv_template.h"
+
+#include "hfuse/error.h"
+
+#include <algorithm>
+
+namespace hfuse::schedules {
+namespace {
+
+using Halide::Func;
+using Halide::RVar;
+using Halide::Var;
+
+int get_int(const nlohmann::json &p, const char *key, int lo, int hi) {
+    if (!p.contains(key) || !p[key].is_number_integer())
+        fail_field(std::string("schedule.") + key, "expected an integer");
+    int v = p[key].get<int>();
+    if (v < lo || v > hi) {
+        fail_field(std::string("schedule.") + key, std::to_string(v) + " is outside [" + std::to_string(lo) + ", " +
+                                                       std::to_string(hi) + "] for these shapes");
+    }
+    return v;
+}
+
+// Halide Vars of a rank-4 Func in Halide order: x (W), y (H), c (C), n (N).
+struct Dims {
+    Var x, y, c, n;
+    explicit Dims(const Func &f) : x(f.args()[0]), y(f.args()[1]), c(f.args()[2]), n(f.args()[3]) {}
+};
+
+void schedule_xv(Func tile, Func conv, Func padded, const std::vector<Func> &per_tile, const ConvGroupShape &s,
+                 const nlohmann::json &p, int vw) {
+    const int64_t tw = s.tile_output[3], th = s.tile_output[2], tc = s.tile_output[1];
+    const int nx = get_int(p, "tile_x_vectors", 1, 16), ny = get_int(p, "tile_y", 1, 64),
+              nc = get_int(p, "tile_c", 1, 64);
+    // The tile of T covering nx vectors of conv columns and ny conv rows.
+    const int tx = vw * nx / s.tile_stride_x, ty = ny / s.tile_stride_y;
+    if (tx < 1 || tx * s.tile_stride_x != vw * nx || tx > tw)
+        fail_field("schedule.tile_x_vectors", "does not fit the output width");
+    if (ty < 1 || ty * s.tile_stride_y != ny || ty > th)
+        fail_field("schedule.tile_y", "does not fit the output height");
+    if (nc > tc) fail_field("schedule.tile_c", "exceeds the output channels");
+
+    Dims t(tile), v(conv);
+    Var xo("xo"), xi("xi"), yo("yo"), yi("yi"), co("co"), ci("ci"), task("task");
+    // Output tiles shift inwards at the edges (recomputing a little), so any extent >= tile works.
+    tile.split(t.x, xo, xi, tx)
+        .split(t.y, yo, yi, ty)
+        .split(t.c, co, ci, nc)
+        .reorder(xi, yi, ci, xo, yo, co, t.n)
+        .vectorize(xi, std::min(vw, tx))
+        .unroll(xi)
+        .unroll(yi)
+        .unroll(ci)
+        .fuse(yo, co, task)
+        .parallel(task);
+    for (Func f : per_tile) {
+        Dims d(f);
+        f.compute_at(tile, xo).vectorize(d.x, std::min(vw, tx), Halide::TailStrategy::RoundUp);
+        for (int i = 0; i < f.num_update_definitions(); i++) {
+            f.update(i).vectorize(d.x, std::min(vw, tx), Halide::TailStrategy::RoundUp);
+        }
+    }
+    // The accumulators: the conv's tile lives in registers when everything inside xo is unrolled.
+    conv.compute_at(tile, xo).vectorize(v.x, vw).unroll(v.x).unroll(v.y).unroll(v.c);
+    std::vector<RVar> r = conv.rvars(0);  // (ci, kx, ky)
+    Halide::Stage u = conv.update();
+    const std::string order = p.value("reduction_order", "kx,ci,ky");
+    if (order == "kx,ci,ky") {
+        u.reorder(v.x, v.y, v.c, r[1], r[0], r[2]).unroll(r[1]);
+    } else if (order == "ci,kx,ky") {
+        u.reorder(v.x, v.y, v.c, r[0], r[1], r[2]);
+    } else if (order == "kx,ky,ci") {
+        u.reorder(v.x, v.y, v.c, r[1], r[2], r[0]).unroll(r[1]);
+    } else {
+        fail_field("schedule.reduction_order", "expected \"kx,ci,ky\", \"ci,kx,ky\" or \"kx,ky,ci\"");
+    }
+    u.vectorize(v.x, vw).unroll(v.x).unroll(v.y).unroll(v.c);
+    // A boundary condition inside the reduction costs ~4x: pad once, at root.
+    if (padded.defined()) {
+        Func in = padded.in(conv);
+        Dims d(in);
+        in.compute_root().vectorize(d.x, vw, Halide::TailStrategy::GuardWithIf).parallel(d.c);
+    }
+}
+
+void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, const nlohmann::json &p, int vw) {
+    const int ny = get_int(p, "tile_y", 1, 64), cb = get_int(p, "channel_block", 1, 4096);
+    if (s.tile_stride_x != 1 || s.tile_stride_y != 1)
+        fail_field("schedule.template", "conv_dw takes no window consumer");
+    if (vw > s.tile_output[3] || ny > s.tile_output[2] || cb > s.tile_output[1]) {
+        fail_field("schedule.tile_y", "the tile exceeds the output");
+    }
+    Dims t(tile), v(conv);
+    Var xo("xo"), xi("xi"), yo("yo"), yi("yi"), co("co"), ci("ci");
+    tile.split(t.x, xo, xi, vw)
+        .split(t.y, yo, yi, ny)
+        .split(t.c, co, ci, cb)
+        .reorder(xi, yi, xo, yo, ci, co, t.n)
+        .vectorize(xi)
+        .unroll(yi)
+        .parallel(co);
+    conv.compute_at(tile, xo).vectorize(v.x).unroll(v.y);
+    std::vector<RVar> r = conv.rvars(0);  // (ci = one channel, kx, ky)
+    conv.update().reorder(v.x, v.y, r[0], r[1], r[2]).vectorize(v.x).unroll(v.y).unroll(r[1]).unroll(r[2]);
+    if (padded.defined()) {
+        // A channel's padded plane fits in L1: build it per channel rather than in one pass at root.
+        Func in = padded.in(conv);
+        in.compute_at(tile, ci).vectorize(Dims(in).x, vw, Halide::TailStrategy::GuardWithIf);
+    }
+}
+
+}  // namespace
+
+nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target &target) {
+    const int vw = target.natural_vector_size<float>();
+    const int64_t cout = s.output[1], wout = s.output[3], hout = s.output[2];
+    const bool depthwise = s.group > 1 && s.group == s.input[1] && s.group == cout;
+    if (wout < vw) return {{"template", "simple"}, {"why", "output narrower than one vector"}};
+    if (depthwise) {
+        if (s.tile_stride_x != 1 || s.tile_stride_y != 1)
+            return {{"template", "simple"}, {"why", "depthwise + window"}};
+        return {{"template", "conv_dw"},
+                {"vector_width", vw},
+                {"tile_y", std::min<int64_t>(2, hout)},
+                {"channel_block", std::min<int64_t>(64, cout)}};
+    }
+    // Register tiles that keep accumulators + operands within 16 vector registers (AVX2):
+    // 1x1 kernels reuse no input across taps, so take two x-vectors; a pool after the conv needs an
+    // even row count; otherwise 3 rows x 4 channels.
+    const bool one_by_one = s.weight[2] == 1 && s.weight[3] == 1;
+    int nx = one_by_one ? 2 : 1, ny = one_by_one ? 1 : 3, nc = one_by_one ? 6 : 4;
+    if (s.tile_stride_x > 1 || s.tile_stride_y > 1) {
+        nx = 1;
+        ny = s.tile_stride_y;  // one row of T per tile
+        nc = 6;
+    }
+    // Shrink to fit small outputs (tiles shift inwards at edges, so they must not exceed the extent).
+    while (nx > 1 && vw * nx / s.tile_stride_x > s.tile_output[3]) nx--;
+    if (vw * nx / s.tile_stride_x > s.tile_output[3] || vw * nx % s.tile_stride_x) {
+        return {{"template", "simple"}, {"why", "output tile does not fit"}};
+    }
+    ny = std::max<int>(s.tile_stride_y, std::min<int64_t>(ny, s.tile_output[2] * s.tile_stride_y));
+    nc = static_cast<int>(std::min<int64_t>(nc, cout));
+    return {{"template", "conv_xv"}, {"vector_width", vw}, {"tile_x_vectors", nx},
+            {"tile_y", ny},          {"tile_c", nc},       {"reduction_order", one_by_one ? "ci,kx,ky" : "kx,ci,ky"}};
+}
+
+void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &per_tile, const ConvGroupShape &s,
+                   const nlohmann::json &p, const Halide::Target &target) {
+    const std::string tmpl = p.value("template", "");
+    const int vw = p.contains("vector_width") ? get_int(p, "vector_width", 1, 64) : target.natural_vector_size<float>();
+    if (tmpl == "conv_xv") {
+        schedule_xv(tile, conv, padded, per_tile, s, p, vw);
+    } else if (tmpl == "conv_dw") {
+        if (!per_tile.empty()) fail_field("schedule.template", "conv_dw takes no window consumer");
+        schedule_dw(tile, conv, padded, s, p, vw);
+    } else {
+        fail_field("schedule.template", "unknown conv template '" + tmpl + "' (expected conv_xv or conv_dw)");
+    }
+}
+
+}  // namespace hfuse::schedules

@@ -1,0 +1,38 @@
+// Schedule templates for a group led by a 2-D Conv (NCHW, batch any), after the study recorded in
+// schedules/README.md: the conv is computed per tile of the group's output T (its epilogue inlined,
+// a pool after it as T), with a register tile of accumulators that stays in the 16 ymm registers.
+//
+//  conv_xv  x vectorized; tile of tile_x_vectors x-vectors x tile_y rows x tile_c output channels.
+//           3x3 64->64 at 56x56: ~84% of one core's FMA peak (AVX2, Zen 3).
+//  conv_dw  depthwise: x vectorized, rows unrolled, all taps unrolled, padded plane per channel block.
+#pragma once
+
+#include "hfuse/tensor.h"
+
+#include <Halide.h>
+#include <nlohmann/json.hpp>
+
+namespace hfuse::schedules {
+
+struct ConvGroupShape {
+    Shape input, weight, output;  // the conv's NCHW input, OIHW weight, NCHW output
+    int group = 1;
+    bool padded = false;                       // some window reaches outside the input
+    Shape tile_output;                         // NCHW shape of T, the Func the conv is computed per tile of
+    int tile_stride_x = 1, tile_stride_y = 1;  // conv pixels per T pixel (a stride-2 pool after it: 2)
+};
+
+// The parameters the composer records in the plan ("schedule"), chosen from the shapes and target;
+// {"template": "simple"} when no conv template fits (e.g. an output narrower than one vector).
+nlohmann::json conv_default_params(const ConvGroupShape &shape, const Halide::Target &target);
+
+// Applies `params` (as from conv_default_params, possibly edited by a user) to the conv Func `conv`
+// computed per tile of `tile` (the group output). `padded_input` is undefined when there is none.
+// `per_tile` are Funcs between the conv and the tile that cannot be inlined (a pool with an update
+// definition): computed per tile too, vectorized along x. Throws an Error naming the bad parameter
+// if `params` do not fit the shapes.
+void schedule_conv(Halide::Func tile, Halide::Func conv, Halide::Func padded_input,
+                   const std::vector<Halide::Func> &per_tile, const ConvGroupShape &shape, const nlohmann::json &params,
+                   const Halide::Target &target);
+
+}  // namespace hfuse::schedules
