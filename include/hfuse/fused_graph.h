@@ -34,6 +34,7 @@ struct FusedGraph {
     Graph graph;                     // the (rewritten) graph the groups partition
     std::vector<FusedGroup> groups;  // in an order that respects data dependences
     std::vector<std::string> rules;  // the rule sets applied, in order
+    bool rewritten = false;          // `graph` went through simplify() (planner plans do; --unfused not)
 };
 
 // Every node its own group.
@@ -55,6 +56,9 @@ FusedGraph check_plan(FusedGraph fused);
 nlohmann::json plan_to_json(const FusedGraph &fused);
 FusedGraph plan_from_json(const nlohmann::json &plan, const Graph &graph, const std::string &source);
 FusedGraph read_plan(const std::string &path, const Graph &graph);
+// Reads a plan for a model as loaded: maps it onto simplify(model) unless the plan says it is over
+// the graph as written ("rewritten": false, as `--unfused` plans are).
+FusedGraph read_plan_for_model(const std::string &path, const Graph &model);
 void write_plan(const std::string &path, const FusedGraph &fused);
 
 // Bytes of intermediates a group keeps out of memory: values produced and consumed inside it that

@@ -39,6 +39,10 @@ struct Graph {
     std::vector<Node> nodes;  // in topological order once validate() has run
     std::vector<std::string> outputs;
 
+    // Source-model nodes the rewrites removed with no node standing for them (folded to constants, an
+    // Identity of a model input), so a plan naming them can still be read.
+    std::vector<std::string> removed;
+
     // The type of every value (inputs, weights, node outputs), filled by infer_shapes().
     std::map<std::string, TensorType> types;
 

@@ -128,6 +128,7 @@ FusedGraph claim_backend_patterns(const FusedGraph &fused, const std::vector<std
     FusedGraph out;
     out.graph = g;
     out.rules = fused.rules;
+    out.rewritten = fused.rewritten;
     for (const FusedGroup &grp : fused.groups) {
         if (!claimed.count(grp.nodes.front())) out.groups.push_back(grp);
     }

@@ -1,6 +1,7 @@
 #include "hfuse/fused_graph.h"
 
 #include "hfuse/error.h"
+#include "hfuse/passes.h"
 #include "planner/graph_util.h"
 
 #include <algorithm>
@@ -112,8 +113,11 @@ FusedGraph check_plan(FusedGraph f) {
                 if (!g.find_node(n)) fail_field("groups[" + std::to_string(i) + "].nodes", "unknown node '" + n + "'");
                 auto [it, fresh] = group_of.emplace(n, (int)i);
                 if (!fresh) {
-                    fail_field("groups", "node '" + n + "' is in two groups (" + f.groups[it->second].name + " and " +
-                                             (grp.name.empty() ? "#" + std::to_string(i) : grp.name) + ")");
+                    auto label = [&](size_t k) {
+                        return f.groups[k].name.empty() ? "#" + std::to_string(k) : f.groups[k].name;
+                    };
+                    fail_field("groups",
+                               "node '" + n + "' is in two groups (" + label(it->second) + " and " + label(i) + ")");
                 }
             }
         }
@@ -262,7 +266,8 @@ json plan_to_json(const FusedGraph &f) {
         if (!grp.schedule.empty()) j["schedule"] = grp.schedule;
         groups.push_back(j);
     }
-    return {{"format", "hfuse-plan"}, {"version", 1}, {"model", f.graph.name}, {"rules", f.rules}, {"groups", groups}};
+    return {{"format", "hfuse-plan"},   {"version", 1},    {"model", f.graph.name}, {"rules", f.rules},
+            {"rewritten", f.rewritten}, {"groups", groups}};
 }
 
 FusedGraph plan_from_json(const json &plan, const Graph &graph, const std::string &source) {
@@ -273,12 +278,16 @@ FusedGraph plan_from_json(const json &plan, const Graph &graph, const std::strin
         if (!plan.contains("format") || plan["format"] != "hfuse-plan") fail_field("format", "expected \"hfuse-plan\"");
         if (!plan.contains("version") || plan["version"] != 1) fail_field("version", "expected 1");
         if (!plan.contains("groups") || !plan["groups"].is_array()) fail_field("groups", "expected a list of groups");
+        // Plans are over the rewritten graph unless they say otherwise (--unfused plans do).
+        f.rewritten = !plan.contains("rewritten") || plan["rewritten"] != false;
         if (plan.contains("rules") && plan["rules"].is_array()) {
             for (const json &r : plan["rules"]) {
                 if (r.is_string()) f.rules.push_back(r.get<std::string>());
             }
         }
-        // Source-model names a rewrite merged away resolve to the node that absorbed them.
+        // Source-model names a rewrite merged away resolve to the node that absorbed them; names it
+        // removed outright are accepted and skipped.
+        const std::set<std::string> removed(graph.removed.begin(), graph.removed.end());
         std::map<std::string, std::string> absorbed_by;
         for (const Node &n : graph.nodes) {
             for (const std::string &a : n.absorbed) absorbed_by[a] = n.name;
@@ -309,6 +318,7 @@ FusedGraph plan_from_json(const json &plan, const Graph &graph, const std::strin
                     }
                     continue;
                 }
+                if (removed.count(n)) continue;  // a rewrite removed it: nothing left to place
                 if (!graph.find_node(n)) fail_field(field + ".nodes", "unknown node '" + n + "'");
                 grp.nodes.push_back(n);
             }
@@ -323,7 +333,7 @@ FusedGraph plan_from_json(const json &plan, const Graph &graph, const std::strin
                     if (!kv.value().is_string())
                         fail_field(field + ".placement." + kv.key(), "expected a placement name");
                     Placement p = parse_placement(kv.value().get<std::string>(), field + ".placement." + kv.key());
-                    if (absorbed_by.count(kv.key())) continue;  // folded: implied
+                    if (absorbed_by.count(kv.key()) || removed.count(kv.key())) continue;  // implied
                     grp.placement[kv.key()] = p;
                 }
             }
@@ -345,7 +355,9 @@ FusedGraph plan_from_json(const json &plan, const Graph &graph, const std::strin
     return checked;
 }
 
-FusedGraph read_plan(const std::string &path, const Graph &graph) {
+namespace {
+
+nlohmann::json read_plan_json(const std::string &path) {
     std::ifstream in(path);
     if (!in) throw Error("cannot open plan file").in_file(path);
     std::stringstream text;
@@ -356,7 +368,19 @@ FusedGraph read_plan(const std::string &path, const Graph &graph) {
     } catch (const json::parse_error &e) {
         throw Error(std::string("invalid JSON: ") + e.what()).in_file(path);
     }
-    return plan_from_json(j, graph, path);
+    return j;
+}
+
+}  // namespace
+
+FusedGraph read_plan(const std::string &path, const Graph &graph) {
+    return plan_from_json(read_plan_json(path), graph, path);
+}
+
+FusedGraph read_plan_for_model(const std::string &path, const Graph &model) {
+    json j = read_plan_json(path);
+    bool rewritten = !j.is_object() || !j.contains("rewritten") || j["rewritten"] != false;
+    return plan_from_json(j, rewritten ? simplify(model) : model, path);
 }
 
 void write_plan(const std::string &path, const FusedGraph &fused) {

@@ -116,8 +116,19 @@ RuleSet parse_rules(const json &j, const std::string &source) {
                     !e["producer"].is_string() || !e["consumers"].is_array() || !e["placement"].is_string()) {
                     fail_field(f, "expected {\"producer\": KIND, \"consumers\": [KIND, ...], \"placement\": P}");
                 }
+                for (const auto &kv : e.items()) {
+                    if (kv.key() != "producer" && kv.key() != "consumers" && kv.key() != "placement") {
+                        fail_field(f + "." + kv.key(),
+                                   "unknown key in a rule (expected producer, consumers, placement)");
+                    }
+                }
                 PatternKind producer = parse_pattern_kind(e["producer"].get<std::string>(), f + ".producer");
                 Placement placement = parse_placement(e["placement"].get<std::string>(), f + ".placement");
+                if (producer == PatternKind::ComplexOutFusable && placement == Placement::Inline) {
+                    fail_field(f + ".placement",
+                               "complex-out-fusable ops have a reduction and cannot be inlined; "
+                               "use compute_at or root");
+                }
                 if (placement != Placement::Inline && placement != Placement::ComputeAt &&
                     placement != Placement::Root) {
                     fail_field(f + ".placement", "a rule places the producer inline, compute_at or root");

@@ -19,14 +19,19 @@ std::string human_bytes(int64_t b) {
     return buf;
 }
 
-// Graphviz IDs and labels: quote and escape.
-std::string q(const std::string &s) {
-    std::string out = "\"";
+// Text inside a Graphviz quoted string: quotes and backslashes escaped (a bare backslash would start
+// one of dot's \n, \l, \r line breaks).
+std::string esc(const std::string &s) {
+    std::string out;
     for (char c : s) {
         if (c == '"' || c == '\\') out += '\\';
         out += c;
     }
-    return out + "\"";
+    return out;
+}
+
+std::string q(const std::string &s) {
+    return "\"" + esc(s) + "\"";
 }
 
 }  // namespace
@@ -71,8 +76,8 @@ std::string plan_dot(const FusedGraph &f) {
            << "; style=filled; color=lightgrey;\n";
         for (const std::string &n : grp.nodes) {
             const Node *node = g.find_node(n);
-            std::string label = n + "\\n" + node->op + " (" + to_string(grp.placement.at(n)) + ")";
-            for (const std::string &a : node->absorbed) label += "\\n+ " + a + " (folded)";
+            std::string label = esc(n) + "\\n" + node->op + " (" + to_string(grp.placement.at(n)) + ")";
+            for (const std::string &a : node->absorbed) label += "\\n+ " + esc(a) + " (folded)";
             os << "    " << q(n) << " [label=\"" << label << "\", fillcolor=white, style=\"rounded,filled\""
                << (n == grp.master ? ", peripheries=2, penwidth=2" : "") << "];\n";
         }

@@ -78,11 +78,18 @@ private:
     // The kind a group shows to the rules: its master's (a same-shape broadcast counts as elementwise).
     PatternKind group_kind(int root) { return effective_kind(in_.graph, in_.graph.nodes[master_[root]]); }
 
+    // Whether a node is named in `names`, by its own name or one a rewrite folded into it (so
+    // "stop_after": ["bn1"] still works once bn1 lives inside conv1).
+    bool named_in(const Node &n, const std::set<std::string> &names) {
+        if (names.count(n.name)) return true;
+        return std::any_of(n.absorbed.begin(), n.absorbed.end(), [&](const std::string &a) { return names.count(a); });
+    }
+
     bool is_opaque(int v) {
         for (int node : members_[v]) {
             const Node &nd = in_.graph.nodes[node];
             if (find_op(nd.op)->kind == PatternKind::Opaque || rules_.opaque_ops.count(nd.op) ||
-                rules_.opaque_nodes.count(nd.name)) {
+                named_in(nd, rules_.opaque_nodes)) {
                 return true;
             }
         }
@@ -91,7 +98,7 @@ private:
 
     bool stops(int v) {
         return std::any_of(members_[v].begin(), members_[v].end(),
-                           [&](int node) { return rules_.stop_after.count(in_.graph.nodes[node].name) != 0; });
+                           [&](int node) { return named_in(in_.graph.nodes[node], rules_.stop_after); });
     }
 
     // Vertices on the paths from v to d, excluding both.
@@ -162,6 +169,25 @@ private:
             if (find(static_cast<int>(v)) == root) nodes.insert(members_[v].begin(), members_[v].end());
         }
         if ((int)nodes.size() > rules_.max_group_ops) return false;
+        int complex = 0;
+        bool has_window = false;
+        for (int node : nodes) {
+            PatternKind k = find_op(in_.graph.nodes[node].op)->kind;
+            complex += k == PatternKind::ComplexOutFusable;
+            has_window = has_window || k == PatternKind::Window;
+        }
+        const bool complex_pairs = rules_.find(PatternKind::ComplexOutFusable, PatternKind::ComplexOutFusable);
+        if (complex > 1 && !complex_pairs) return false;
+        // A window op joins a complex-led group as its output (the conv computed per pool tile):
+        // nothing in the group may read it.
+        if (complex > 0 && has_window) {
+            for (int node : nodes) {
+                if (find_op(in_.graph.nodes[node].op)->kind != PatternKind::Window) continue;
+                for (int c : ng_.consumers[node]) {
+                    if (nodes.count(c)) return false;
+                }
+            }
+        }
         std::set<std::string> inputs;
         for (int node : nodes) {
             const Node &nd = in_.graph.nodes[node];
@@ -205,6 +231,7 @@ private:
         out.graph = in_.graph;
         out.rules = in_.rules;
         out.rules.push_back(rules_.name);
+        out.rewritten = in_.rewritten;
         std::map<int, FusedGroup> by_root;
         for (size_t v = 0; v < members_.size(); v++) {
             int r = find(static_cast<int>(v));
@@ -257,12 +284,15 @@ private:
 }  // namespace
 
 FusedGraph plan_round(const FusedGraph &fused, const RuleSet &rules) {
-    return RoundPlanner(fused, rules).run();
+    // check_plan orders the groups topologically and fills in masters: the planner relies on both.
+    const FusedGraph checked = check_plan(fused);
+    return RoundPlanner(checked, rules).run();
 }
 
 FusedGraph plan_fusion(const Graph &graph, const std::vector<RuleSet> &rounds,
                        const std::vector<std::string> &backends) {
     FusedGraph f = singleton_groups(simplify(graph));
+    f.rewritten = true;
     if (!backends.empty()) f = claim_backend_patterns(f, backends);
     for (const RuleSet &r : rounds) f = plan_round(f, r);
     return f;

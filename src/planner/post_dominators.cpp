@@ -1,5 +1,7 @@
 #include "planner/post_dominators.h"
 
+#include <stdexcept>
+
 namespace hfuse::planner {
 
 std::vector<int> immediate_post_dominators(const std::vector<std::vector<int>> &succ) {
@@ -20,7 +22,11 @@ std::vector<int> immediate_post_dominators(const std::vector<std::vector<int>> &
     // Reverse topological order: every successor's tree position is known before its producers'.
     for (int v = n - 1; v >= 0; v--) {
         int dom = -1;
-        for (int s : succ[v]) dom = dom < 0 ? s : lca(dom, s);
+        for (int s : succ[v]) {
+            // The walk above relies on it: a successor's tree position must already be known.
+            if (s <= v) throw std::logic_error("immediate_post_dominators: vertices are not in topological order");
+            dom = dom < 0 ? s : lca(dom, s);
+        }
         ipdom[v] = dom < 0 ? sink : dom;
         depth[v] = depth[ipdom[v]] + 1;
     }

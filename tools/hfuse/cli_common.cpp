@@ -119,7 +119,7 @@ FusedGraph PlanChoice::make(const Graph &g) const {
         f = singleton_groups(g);
         f.rules = {"unfused"};
     } else if (!plan_file.empty()) {
-        f = read_plan(plan_file, simplify(g));
+        f = read_plan_for_model(plan_file, g);
     } else {
         std::vector<RuleSet> rounds;
         for (const std::string &r : rules.empty() ? std::vector<std::string>{"x86"} : rules) {

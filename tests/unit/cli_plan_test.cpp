@@ -1,0 +1,227 @@
+// `hfuse plan` and `hfuse run --plan/--rules/--unfused` end to end: the table, plan files, the Graphviz
+// drawing, and exit codes.
+#include "hfuse/model_io.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace hfuse {
+namespace {
+
+struct Result {
+    int code;
+    std::string out;
+};
+
+// Runs `cmd`; the result holds stdout and stderr together, or stderr alone.
+Result run_command(const std::string &cmd, bool stderr_only = false) {
+    FILE *p = popen((cmd + (stderr_only ? " 2>&1 >/dev/null" : " 2>&1")).c_str(), "r");
+    Result r{-1, ""};
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+    int status = pclose(p);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+Result hfuse_cli(const std::string &args) {
+    return run_command(std::string(HFUSE_CLI) + " " + args);
+}
+Result hfuse_cli_stderr(const std::string &args) {
+    return run_command(std::string(HFUSE_CLI) + " " + args, true);
+}
+
+const std::string kModels = std::string(HFUSE_SOURCE_DIR) + "/models/";
+const std::string kCbrm = kModels + "conv_bias_relu_maxpool.json";
+
+std::string tmp(const std::string &name) {
+    return testing::TempDir() + "/hfuse_cli_plan_test_" + std::to_string(getpid()) + "_" + name;
+}
+
+std::string read_file(const std::string &path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+bool contains(const std::string &haystack, const std::string &needle) {
+    return haystack.find(needle) != std::string::npos;
+}
+
+TEST(CliPlan, PrintsTheTable) {
+    Result r = hfuse_cli("plan " + kCbrm);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "plan for 'conv_bias_relu_maxpool' (rules: x86): 1 group, 3 ops")) << r.out;
+    EXPECT_TRUE(contains(r.out, "master")) << r.out;
+    EXPECT_TRUE(contains(r.out, "conv compute_at, relu inline, pool output")) << r.out;
+    EXPECT_TRUE(contains(r.out, "intermediates kept out of memory")) << r.out;
+
+    r = hfuse_cli("plan " + kCbrm + " --rules tvm");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "(rules: tvm): 2 groups")) << r.out;
+    r = hfuse_cli("plan " + kCbrm + " --rules tvm --rules x86");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "(rules: tvm, x86): 1 group")) << r.out;
+    r = hfuse_cli("plan " + kCbrm + " --rules none");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "3 groups")) << r.out;
+
+    // A folded BatchNormalization is shown with its conv.
+    r = hfuse_cli("plan " + kModels + "conv_bn_relu.json");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "bn folded")) << r.out;
+}
+
+TEST(CliPlan, WrittenPlanRunsToTheSameBytes) {
+    const std::string plan = tmp("cbrm.plan.json"), o1 = tmp("o1.f32"), o2 = tmp("o2.f32");
+    Result r = hfuse_cli("plan " + kCbrm + " -o " + plan);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "plan written to " + plan)) << r.out;
+    nlohmann::json j = nlohmann::json::parse(read_file(plan));
+    EXPECT_EQ(j["format"], "hfuse-plan");
+    EXPECT_EQ(j["groups"].size(), 1u);
+
+    r = hfuse_cli("run " + kCbrm + " --plan " + plan + " --output " + o1);
+    ASSERT_EQ(r.code, 0) << r.out;
+    r = hfuse_cli("run " + kCbrm + " --output " + o2);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const std::string a = read_file(o1), b = read_file(o2);
+    EXPECT_EQ(a.size(), 64u * 28 * 28 * 4);
+    EXPECT_TRUE(a == b) << "outputs differ";
+
+    // The plan also passes --check against the reference.
+    r = hfuse_cli("run " + kCbrm + " --plan " + plan + " --check");
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "ok")) << r.out;
+}
+
+TEST(CliPlan, PlanWithFoldedNodesRunsBack) {
+    const std::string plan = tmp("resnet.plan.json");
+    Result r = hfuse_cli("plan " + kModels + "resnet_block.json --rules tvm -o " + plan);
+    ASSERT_EQ(r.code, 0) << r.out;
+    r = hfuse_cli("run " + kModels + "resnet_block.json --plan " + plan + " --check");
+    EXPECT_EQ(r.code, 0) << r.out;
+}
+
+TEST(CliPlan, UnfusedPlanFileRunsBack) {
+    // `plan --unfused -o` writes the graph as written (the BatchNormalization its own group); `run
+    // --plan` maps plans onto the simplified graph, where bn was folded into conv. The written plan
+    // must be accepted by `run --plan` (or `plan --unfused -o` must refuse to write one).
+    const std::string plan = tmp("unfused.plan.json");
+    Result r = hfuse_cli("plan " + kModels + "conv_bn_relu.json --unfused -o " + plan);
+    ASSERT_EQ(r.code, 0) << r.out;
+    r = hfuse_cli("run " + kModels + "conv_bn_relu.json --plan " + plan + " --check");
+    EXPECT_EQ(r.code, 0) << r.out;
+}
+
+TEST(CliPlan, DotDrawingHasClusters) {
+    const std::string dot = tmp("resnet.dot"), svg = tmp("resnet.svg");
+    Result r = hfuse_cli("plan " + kModels + "resnet_block.json --dot " + dot);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const std::string text = read_file(dot);
+    EXPECT_TRUE(contains(text, "digraph")) << text;
+    EXPECT_TRUE(contains(text, "subgraph \"cluster_g0\"")) << text;
+    EXPECT_TRUE(contains(text, "subgraph \"cluster_g1\"")) << text;
+    EXPECT_FALSE(contains(text, "cluster_g2")) << text;
+    EXPECT_TRUE(contains(text, "peripheries=2")) << "masters are marked: " << text;
+    EXPECT_TRUE(contains(text, "bn1 (folded)")) << text;
+
+    if (std::system("command -v dot >/dev/null 2>&1") != 0) GTEST_SKIP() << "graphviz `dot` is not installed";
+    Result d = run_command("dot -Tsvg " + dot + " -o " + svg);
+    EXPECT_EQ(d.code, 0) << d.out << "\n" << text;
+    EXPECT_TRUE(contains(read_file(svg), "<svg")) << d.out;
+    // Every bundled model and rule set draws.
+    for (const char *m : {"lstm_cell", "mlp_softmax", "conv_bn_relu"}) {
+        for (const char *rules : {"x86", "tvm"}) {
+            const std::string f = tmp(std::string(m) + "_" + rules + ".dot");
+            ASSERT_EQ(hfuse_cli("plan " + kModels + m + ".json --rules " + rules + " --dot " + f).code, 0);
+            Result rd = run_command("dot -Tsvg " + f + " -o " + svg);
+            EXPECT_EQ(rd.code, 0) << m << " " << rules << ": " << rd.out;
+        }
+    }
+}
+
+TEST(CliPlan, DotEscapesNames) {
+    // Node names are free-form strings (ONNX exports use "/layer1/conv/Conv"); quotes and backslashes
+    // in them must not break the drawing.
+    const std::string model = tmp("names.json"), dot = tmp("names.dot"), svg = tmp("names.svg");
+    std::ofstream(model) << R"({"format": "hfuse-model", "version": 1, "name": "we\"ird",
+      "inputs": [{"name": "in:put", "shape": [1, 2, 4, 4]}],
+      "weights": {"w": {"shape": [2, 2, 1, 1], "uniform": [-0.5, 0.5], "seed": 1}},
+      "nodes": [{"name": "/layer1/conv \"a\"", "op": "Conv", "inputs": ["in:put", "w"], "attrs": {"kernel_shape": [1, 1]}},
+                {"name": "re\\lu", "op": "Relu", "inputs": ["/layer1/conv \"a\""]}],
+      "outputs": ["re\\lu"]})";
+    Result r = hfuse_cli("plan " + model + " --dot " + dot);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(read_file(dot), "cluster_g0"));
+    if (std::system("command -v dot >/dev/null 2>&1") != 0) GTEST_SKIP() << "graphviz `dot` is not installed";
+    Result d = run_command("dot -Tsvg " + dot + " -o " + svg);
+    EXPECT_EQ(d.code, 0) << d.out << "\n" << read_file(dot);
+}
+
+TEST(CliPlan, PlanWithRulesIsAUsageError) {
+    const std::string plan = tmp("usage.plan.json");
+    ASSERT_EQ(hfuse_cli("plan " + kCbrm + " -o " + plan).code, 0);
+    Result r = hfuse_cli("run " + kCbrm + " --plan " + plan + " --rules x86");
+    EXPECT_EQ(r.code, 2) << r.out;
+    r = hfuse_cli("run " + kCbrm + " --plan " + plan + " --unfused");
+    EXPECT_EQ(r.code, 2) << r.out;
+    r = hfuse_cli("plan " + kCbrm + " --plan " + plan + " --rules tvm");
+    EXPECT_EQ(r.code, 2) << r.out;
+    r = hfuse_cli("run " + kCbrm + " --rules x86 --unfused");
+    EXPECT_EQ(r.code, 2) << r.out;
+}
+
+TEST(CliPlan, BadPlanFileIsOneLineNamingIt) {
+    const std::string plan = tmp("bad.plan.json");
+    std::ofstream(plan) << R"({"format": "hfuse-plan", "version": 1,
+        "groups": [{"nodes": ["conv", "pool"]}, {"nodes": ["relu"]}]})";
+    Result r = hfuse_cli_stderr("run " + kCbrm + " --plan " + plan);
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+    EXPECT_EQ(r.out.rfind("hfuse: error: " + plan + ": ", 0), 0u) << r.out;
+    EXPECT_TRUE(contains(r.out, "not convex")) << r.out;
+
+    std::ofstream(plan)
+        << R"({"format": "hfuse-plan", "version": 1, "groups": [{"nodes": ["conv", "relu", "pool", "nope"]}]})";
+    r = hfuse_cli_stderr("run " + kCbrm + " --plan " + plan);
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_EQ(r.out, "hfuse: error: " + plan + ": field 'groups[0].nodes': unknown node 'nope'\n");
+
+    std::ofstream(plan) << "not json";
+    r = hfuse_cli_stderr("run " + kCbrm + " --plan " + plan);
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+    EXPECT_TRUE(contains(r.out, plan)) << r.out;
+
+    r = hfuse_cli_stderr("run " + kCbrm + " --plan " + tmp("nonexistent.plan.json"));
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(contains(r.out, tmp("nonexistent.plan.json"))) << r.out;
+}
+
+TEST(CliPlan, BadRulesFileIsOneLineNamingIt) {
+    const std::string rules = tmp("bad.rules.json");
+    std::ofstream(rules) << R"({"format": "hfuse-rules", "version": 1, "name": "bad",
+        "fuse": [{"producer": "elementwise", "consumers": ["elementwise"], "placement": "sideways"}]})";
+    Result r = hfuse_cli_stderr("plan " + kCbrm + " --rules " + rules);
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+    EXPECT_TRUE(contains(r.out, rules)) << r.out;
+    EXPECT_TRUE(contains(r.out, "fuse[0].placement")) << r.out;
+    r = hfuse_cli_stderr("plan " + kCbrm + " --rules nosuchrules");
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(contains(r.out, "nosuchrules")) << r.out;
+}
+
+}  // namespace
+}  // namespace hfuse
