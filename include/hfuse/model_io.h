@@ -16,6 +16,10 @@ Graph load_model(const std::string &path);
 // Parses without running passes. `base_dir` resolves weight files; `source` names the model in errors.
 Graph parse_model(const nlohmann::json &model, const std::string &base_dir, const std::string &source);
 
+// Reads and parses a JSON file; a missing file or invalid JSON (with line and column) is an Error
+// naming the file. `what` says what the file was meant to be ("model file", "plan file").
+nlohmann::json read_json_file(const std::string &path, const std::string &what);
+
 // Raw little-endian float32 files, as used for weights, inputs and outputs.
 std::vector<float> read_f32_file(const std::string &path, int64_t expected_count, const std::string &what);
 void write_f32_file(const std::string &path, const float *data, int64_t count);

@@ -229,20 +229,23 @@ Graph parse_model(const json &model, const std::string &base_dir, const std::str
     }
 }
 
-Graph load_model(const std::string &path) {
+json read_json_file(const std::string &path, const std::string &what) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error("cannot open model file").in_file(path);
+    if (!in) throw Error("cannot open " + what).in_file(path);
     std::stringstream text;
     text << in.rdbuf();
-    json model;
     try {
-        model = json::parse(text.str());
+        return json::parse(text.str());
     } catch (const json::parse_error &e) {
         // nlohmann's message carries the line and column; strip its "[json.exception...]" prefix.
         std::string msg = e.what();
         auto pos = msg.find("] ");
         throw Error("invalid JSON: " + (pos == std::string::npos ? msg : msg.substr(pos + 2))).in_file(path);
     }
+}
+
+Graph load_model(const std::string &path) {
+    json model = read_json_file(path, "model file");
     std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
     try {
         return prepare(parse_model(model, dir, path));

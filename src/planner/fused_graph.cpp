@@ -1,6 +1,7 @@
 #include "hfuse/fused_graph.h"
 
 #include "hfuse/error.h"
+#include "hfuse/model_io.h"
 #include "hfuse/passes.h"
 #include "planner/graph_util.h"
 
@@ -355,30 +356,12 @@ FusedGraph plan_from_json(const json &plan, const Graph &graph, const std::strin
     return checked;
 }
 
-namespace {
-
-nlohmann::json read_plan_json(const std::string &path) {
-    std::ifstream in(path);
-    if (!in) throw Error("cannot open plan file").in_file(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    json j;
-    try {
-        j = json::parse(text.str());
-    } catch (const json::parse_error &e) {
-        throw Error(std::string("invalid JSON: ") + e.what()).in_file(path);
-    }
-    return j;
-}
-
-}  // namespace
-
 FusedGraph read_plan(const std::string &path, const Graph &graph) {
-    return plan_from_json(read_plan_json(path), graph, path);
+    return plan_from_json(read_json_file(path, "plan file"), graph, path);
 }
 
 FusedGraph read_plan_for_model(const std::string &path, const Graph &model) {
-    json j = read_plan_json(path);
+    json j = read_json_file(path, "plan file");
     bool rewritten = !j.is_object() || !j.contains("rewritten") || j["rewritten"] != false;
     return plan_from_json(j, rewritten ? simplify(model) : model, path);
 }

@@ -1,6 +1,7 @@
 #include "hfuse/fusion_rules.h"
 
 #include "hfuse/error.h"
+#include "hfuse/model_io.h"
 
 #include <fstream>
 #include <map>
@@ -169,19 +170,12 @@ RuleSet load_rules(const std::string &name_or_path) {
     if (builtin != builtin_rule_files().end()) {
         return parse_rules(json::parse(builtin->second), "built-in rules '" + name_or_path + "'");
     }
-    std::ifstream in(name_or_path);
-    if (!in) {
+    if (!std::ifstream(name_or_path)) {
         std::string names;
         for (const auto &n : builtin_rule_names()) names += (names.empty() ? "" : ", ") + n;
         throw Error("no such rule-set file, and not a built-in rule set (" + names + ")").in_file(name_or_path);
     }
-    std::stringstream text;
-    text << in.rdbuf();
-    try {
-        return parse_rules(json::parse(text.str()), name_or_path);
-    } catch (const json::parse_error &e) {
-        throw Error(std::string("invalid JSON: ") + e.what()).in_file(name_or_path);
-    }
+    return parse_rules(read_json_file(name_or_path, "rule-set file"), name_or_path);
 }
 
 json to_json(const RuleSet &r) {

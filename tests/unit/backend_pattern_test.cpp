@@ -34,6 +34,8 @@
 #include "hfuse/reference.h"
 
 #include <Halide.h>
+#include "test_util.h"
+
 #include <gtest/gtest.h>
 #include <Eigen/Core>
 
@@ -294,24 +296,7 @@ int claimed_groups(const FusedGraph &plan) {
 // grows like sqrt(K) * 2^-24 * |partial sums| — about 1e-6 of the output scale at K = 128 — so 1e-5
 // leaves a wide margin, while a wrong layout, transposition, bias or activation errs by O(1).
 void expect_matches_reference(const Graph &model, const FusedGraph &plan, double tolerance = 1e-5) {
-    std::map<std::string, TensorBuffer> inputs;
-    std::map<std::string, reference::RefTensor> ref_inputs;
-    for (size_t i = 0; i < model.inputs.size(); i++) {
-        const GraphInput &in = model.inputs[i];
-        std::vector<float> values = uniform_values(num_elements(in.shape), -1, 1, 1000 + i);
-        inputs[in.name] = tensor_from_data(in.shape, values.data());
-        ref_inputs[in.name] = {in.shape, values};
-    }
-    Executor ex(plan);
-    std::map<std::string, TensorBuffer> actual = ex.run(inputs);
-    std::map<std::string, reference::RefTensor> expected = reference::run(model, ref_inputs);
-    for (const std::string &out : model.outputs) {
-        const reference::RefTensor &e = expected.at(out);
-        ASSERT_EQ(shape_of(actual.at(out)), e.shape) << "output " << out;
-        reference::Comparison cmp = reference::compare(actual.at(out).data(), e.data.data(), e.data.size());
-        EXPECT_LE(cmp.relative(), tolerance)
-            << "output " << out << ": max abs error " << cmp.max_abs_error << " at scale " << cmp.scale;
-    }
+    test::expect_plan_matches_reference(plan, tolerance, &model);
 }
 
 // Every test registers the backend first, as a program would at start-up.

@@ -2,6 +2,8 @@
 // drawing, and exit codes.
 #include "hfuse/model_io.h"
 
+#include "test_util.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
@@ -16,28 +18,13 @@
 namespace hfuse {
 namespace {
 
-struct Result {
-    int code;
-    std::string out;
-};
-
-// Runs `cmd`; the result holds stdout and stderr together, or stderr alone.
-Result run_command(const std::string &cmd, bool stderr_only = false) {
-    FILE *p = popen((cmd + (stderr_only ? " 2>&1 >/dev/null" : " 2>&1")).c_str(), "r");
-    Result r{-1, ""};
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    int status = pclose(p);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
+using Result = test::CommandResult;
 
 Result hfuse_cli(const std::string &args) {
-    return run_command(std::string(HFUSE_CLI) + " " + args);
+    return test::run_cli(args);
 }
 Result hfuse_cli_stderr(const std::string &args) {
-    return run_command(std::string(HFUSE_CLI) + " " + args, true);
+    return test::run_cli(args, true);
 }
 
 const std::string kModels = std::string(HFUSE_SOURCE_DIR) + "/models/";
@@ -137,7 +124,7 @@ TEST(CliPlan, DotDrawingHasClusters) {
     EXPECT_TRUE(contains(text, "bn1 (folded)")) << text;
 
     if (std::system("command -v dot >/dev/null 2>&1") != 0) GTEST_SKIP() << "graphviz `dot` is not installed";
-    Result d = run_command("dot -Tsvg " + dot + " -o " + svg);
+    Result d = test::run_command("dot -Tsvg " + dot + " -o " + svg);
     EXPECT_EQ(d.code, 0) << d.out << "\n" << text;
     EXPECT_TRUE(contains(read_file(svg), "<svg")) << d.out;
     // Every bundled model and rule set draws.
@@ -145,7 +132,7 @@ TEST(CliPlan, DotDrawingHasClusters) {
         for (const char *rules : {"x86", "tvm"}) {
             const std::string f = tmp(std::string(m) + "_" + rules + ".dot");
             ASSERT_EQ(hfuse_cli("plan " + kModels + m + ".json --rules " + rules + " --dot " + f).code, 0);
-            Result rd = run_command("dot -Tsvg " + f + " -o " + svg);
+            Result rd = test::run_command("dot -Tsvg " + f + " -o " + svg);
             EXPECT_EQ(rd.code, 0) << m << " " << rules << ": " << rd.out;
         }
     }
@@ -165,7 +152,7 @@ TEST(CliPlan, DotEscapesNames) {
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_TRUE(contains(read_file(dot), "cluster_g0"));
     if (std::system("command -v dot >/dev/null 2>&1") != 0) GTEST_SKIP() << "graphviz `dot` is not installed";
-    Result d = run_command("dot -Tsvg " + dot + " -o " + svg);
+    Result d = test::run_command("dot -Tsvg " + dot + " -o " + svg);
     EXPECT_EQ(d.code, 0) << d.out << "\n" << read_file(dot);
 }
 

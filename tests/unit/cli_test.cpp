@@ -2,32 +2,21 @@
 #include "hfuse/model_io.h"
 #include "hfuse/random.h"
 
+#include "test_util.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <sys/wait.h>
-#include <array>
 #include <cstdio>
 #include <fstream>
 
 namespace hfuse {
 namespace {
 
-struct Result {
-    int code;
-    std::string out;  // stdout and stderr together
-};
+using Result = test::CommandResult;
 
 Result hfuse_cli(const std::string &args) {
-    std::string cmd = std::string(HFUSE_CLI) + " " + args + " 2>&1";
-    FILE *p = popen(cmd.c_str(), "r");
-    Result r{-1, ""};
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    int status = pclose(p);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+    return test::run_cli(args);
 }
 
 const std::string kModels = std::string(HFUSE_SOURCE_DIR) + "/models/";

@@ -8,6 +8,8 @@
 #include "hfuse/random.h"
 #include "hfuse/reference.h"
 
+#include "test_util.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -47,22 +49,8 @@ Graph conv_model(int C, int H, int W, int K, int k, int s, int p, int g, int poo
 
 // Runs `plan` and expects every output within 1e-4 of the reference (float32 sums of <= 9*C terms).
 void expect_matches_reference(const FusedGraph &plan) {
-    const Graph &g = plan.graph;
-    std::map<std::string, TensorBuffer> inputs;
-    std::map<std::string, reference::RefTensor> ref_inputs;
-    for (size_t i = 0; i < g.inputs.size(); i++) {
-        std::vector<float> data = uniform_values(num_elements(g.inputs[i].shape), -1, 1, 77 + i);
-        inputs[g.inputs[i].name] = tensor_from_data(g.inputs[i].shape, data.data());
-        ref_inputs[g.inputs[i].name] = {g.inputs[i].shape, data};
-    }
-    Executor ex(plan);
-    auto actual = ex.run(inputs);
-    auto expected = reference::run(g, ref_inputs);
-    for (const std::string &out : g.outputs) {
-        auto cmp =
-            reference::compare(actual.at(out).data(), expected.at(out).data.data(), expected.at(out).data.size());
-        EXPECT_LE(cmp.relative(), 1e-4) << out << " with schedule " << plan.groups[0].schedule.dump();
-    }
+    SCOPED_TRACE("schedule " + plan.groups[0].schedule.dump());
+    test::expect_plan_matches_reference(plan, 1e-4);
 }
 
 FusedGraph fused_plan(const Graph &g) {

@@ -4,6 +4,8 @@
 #include "hfuse/random.h"
 #include "hfuse/reference.h"
 
+#include "test_util.h"
+
 #include <gtest/gtest.h>
 
 namespace hfuse {
@@ -13,20 +15,15 @@ class BundledModel : public testing::TestWithParam<std::string> {};
 
 TEST_P(BundledModel, UnfusedMatchesReference) {
     Graph g = load_model(std::string(HFUSE_SOURCE_DIR) + "/models/" + GetParam() + ".json");
-    std::map<std::string, TensorBuffer> inputs;
-    std::map<std::string, reference::RefTensor> ref_inputs;
-    for (size_t i = 0; i < g.inputs.size(); i++) {
-        const GraphInput &in = g.inputs[i];
-        std::vector<float> data = uniform_values(num_elements(in.shape), -1, 1, 1000 + i);
-        inputs[in.name] = tensor_from_data(in.shape, data.data());
-        ref_inputs[in.name] = {in.shape, data};
-    }
+    test::ModelInputs in = test::make_inputs(g);
+    const auto &inputs = in.buffers;
     Executor ex(g, Executor::unfused_partition(g));
     auto actual = ex.run(inputs);
-    auto expected = reference::run(g, ref_inputs);
+    auto expected = reference::run(g, in.reference);
     for (const std::string &out : g.outputs) {
         ASSERT_EQ(shape_of(actual.at(out)), expected.at(out).shape);
-        auto cmp = reference::compare(actual.at(out).data(), expected.at(out).data.data(), expected.at(out).data.size());
+        auto cmp =
+            reference::compare(actual.at(out).data(), expected.at(out).data.data(), expected.at(out).data.size());
         // 1e-4 of the output's scale: float32 dot products of up to 1152 terms (3x3x128) summed in a
         // different order differ by ~sqrt(K) ulp, far below this.
         EXPECT_LE(cmp.relative(), 1e-4) << out << ": max abs error " << cmp.max_abs_error << " at scale " << cmp.scale;

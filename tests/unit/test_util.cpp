@@ -1,0 +1,55 @@
+#include "test_util.h"
+
+#include "hfuse/random.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <array>
+#include <cstdio>
+
+namespace hfuse::test {
+
+CommandResult run_command(const std::string &cmd, bool stderr_only) {
+    FILE *p = popen((cmd + (stderr_only ? " 2>&1 >/dev/null" : " 2>&1")).c_str(), "r");
+    CommandResult r{-1, ""};
+    if (!p) return r;
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+    int status = pclose(p);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+CommandResult run_cli(const std::string &args, bool stderr_only) {
+    return run_command(std::string(HFUSE_CLI) + " " + args, stderr_only);
+}
+
+ModelInputs make_inputs(const Graph &graph, uint64_t seed) {
+    ModelInputs in;
+    for (size_t i = 0; i < graph.inputs.size(); i++) {
+        const GraphInput &gi = graph.inputs[i];
+        std::vector<float> values = uniform_values(num_elements(gi.shape), -1, 1, seed + i);
+        in.buffers[gi.name] = tensor_from_data(gi.shape, values.data());
+        in.reference[gi.name] = {gi.shape, values};
+    }
+    return in;
+}
+
+void expect_plan_matches_reference(const FusedGraph &plan, double tolerance, const Graph *model) {
+    const Graph &g = model ? *model : plan.graph;
+    ModelInputs in = make_inputs(g);
+    Executor ex(plan);
+    std::map<std::string, TensorBuffer> actual = ex.run(in.buffers);
+    std::map<std::string, reference::RefTensor> expected = reference::run(g, in.reference);
+    for (const std::string &out : g.outputs) {
+        const reference::RefTensor &e = expected.at(out);
+        ASSERT_EQ(shape_of(actual.at(out)), e.shape) << "output " << out;
+        reference::Comparison cmp = reference::compare(actual.at(out).data(), e.data.data(), e.data.size());
+        EXPECT_LE(cmp.relative(), tolerance)
+            << "output " << out << ": max abs error " << cmp.max_abs_error << " at scale " << cmp.scale;
+    }
+}
+
+}  // namespace hfuse::test

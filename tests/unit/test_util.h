@@ -1,0 +1,35 @@
+// Helpers shared by test suites: running the CLI, seeded model inputs, checking a plan against the
+// independent reference evaluator.
+#pragma once
+
+#include "hfuse/executor.h"
+#include "hfuse/fused_graph.h"
+#include "hfuse/reference.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace hfuse::test {
+
+struct CommandResult {
+    int code;         // exit code, -1 if the command did not exit normally
+    std::string out;  // stdout and stderr together, or stderr alone
+};
+
+CommandResult run_command(const std::string &cmd, bool stderr_only = false);
+// Runs the hfuse CLI built with the tests (HFUSE_CLI) with `args`.
+CommandResult run_cli(const std::string &args, bool stderr_only = false);
+
+// Seeded uniform [-1, 1] data for every model input (seed + i for the i-th), in both forms.
+struct ModelInputs {
+    std::map<std::string, TensorBuffer> buffers;
+    std::map<std::string, reference::RefTensor> reference;
+};
+ModelInputs make_inputs(const Graph &graph, uint64_t seed = 1000);
+
+// Runs `plan` and expects every output of `model` (the graph as loaded, which the reference runs;
+// plan.graph when omitted) within `tolerance` of the reference, relative to the output's scale.
+void expect_plan_matches_reference(const FusedGraph &plan, double tolerance, const Graph *model = nullptr);
+
+}  // namespace hfuse::test
