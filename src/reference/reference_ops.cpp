@@ -581,10 +581,14 @@ std::vector<RefTensor> slice(const OpArgs &a) {
         // ONNX clamping: forwards to [0, dim]; backwards start to [0, dim-1] and end to [-1, dim-1].
         start = step > 0 ? std::clamp<int64_t>(start, 0, dim) : std::clamp<int64_t>(start, 0, dim - 1);
         end = step > 0 ? std::clamp<int64_t>(end, 0, dim) : std::clamp<int64_t>(end, -1, dim - 1);
-        const int64_t count = step > 0 ? ceil_div(end - start, step) : ceil_div(start - end, -step);
-        shape[ax] = std::max<int64_t>(0, count);
+        // Elements in the range, without overflow for steps near INT64_MIN/MAX (the span is at most
+        // dim, so |step| may saturate at INT64_MAX).
+        const int64_t span = step > 0 ? end - start : start - end;
+        const int64_t magnitude = step > 0 ? step : (step == INT64_MIN ? INT64_MAX : -step);
+        const int64_t count = span > 0 ? 1 + (span - 1) / magnitude : 0;
+        shape[ax] = count;
         base += start * strides[ax];
-        strides[ax] *= step;
+        strides[ax] *= count > 1 ? step : 1;  // with one element the step is never taken
     }
     return {gather(x, shape, base, strides)};
 }
