@@ -4,10 +4,8 @@
 #include "exec/group_lowering.h"
 #include "hfuse/error.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <set>
 
 namespace hfuse {
