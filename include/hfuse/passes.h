@@ -31,7 +31,10 @@ Graph remove_identities(Graph graph);
 // BatchNormalizations stay: they lower to a per-channel scale+shift (one multiply-add per element).
 Graph fold_batchnorm(Graph graph);
 
-// The pre-planning pipeline: fold_constants, remove_identities, fold_batchnorm.
+// Removes nodes whose values no node reads and the model does not return (and weights only they read).
+Graph remove_dead_nodes(Graph graph);
+
+// The pre-planning pipeline: remove_dead_nodes, fold_constants, remove_identities, fold_batchnorm.
 Graph simplify(Graph graph);
 
 }  // namespace hfuse

@@ -101,7 +101,7 @@ OpSchema unary_schema(const UnaryOp &op) {
         std::vector<Expr> args = as_exprs(make_vars(ctx.output_types[0].rank()));
         Func out(func_name(ctx));
         out(args) = formula(ctx.inputs[0](args), ctx);
-        return Lowered{{out}, {}};
+        return Lowered{{out}, {}, {}};
     };
     return s;
 }
@@ -137,7 +137,7 @@ OpSchema binary_schema(const BinaryOp &op) {
         Expr b = ctx.inputs[1](broadcast_coords(ctx.input_types[1]->shape, args));
         Func out(func_name(ctx));
         out(args) = formula(a, b);
-        return Lowered{{out}, {}};
+        return Lowered{{out}, {}, {}};
     };
     return s;
 }

@@ -85,7 +85,7 @@ Lowered lower_gemm(const LowerContext &ctx) {
         Expr c = ctx.inputs[2](broadcast_coords(ctx.input_types[2]->shape, args));
         init = beta == 1.0f ? c : beta * c;
     }
-    return {{accumulate(ctx, args, init, product)}, {}};
+    return {{accumulate(ctx, args, init, product)}, {}, {}};
 }
 
 double gemm_flops(const InferContext &ctx, const std::vector<TensorType> &outputs) {
@@ -152,7 +152,7 @@ Lowered lower_matmul(const LowerContext &ctx) {
     };
     Expr a = ctx.inputs[0](operand_args(k, m, d.a_batch, d.a_vector));
     Expr b = ctx.inputs[1](operand_args(n, k, d.b_batch, d.b_vector));
-    return {{accumulate(ctx, args, 0.0f, a * b)}, {}};
+    return {{accumulate(ctx, args, 0.0f, a * b)}, {}, {}};
 }
 
 double matmul_flops(const InferContext &ctx, const std::vector<TensorType> &outputs) {

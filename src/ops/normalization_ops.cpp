@@ -63,7 +63,7 @@ Lowered lower_batch_norm(const LowerContext &ctx) {
     }
     Func out(func_name(ctx));
     out(args) = ctx.inputs[0](args) * mul + shift;
-    return {{out}, {}};
+    return {{out}, {}, {}};
 }
 
 int softmax_axis(const Attributes &attrs, int rank) {
@@ -97,7 +97,7 @@ Lowered lower_softmax(const LowerContext &ctx) {
     sum_f(outer) = 0.0f;
     sum_f(outer) += Halide::exp(x(along) - max_f(outer));
     out(args) = Halide::exp(x(args) - max_f(outer)) / sum_f(outer);
-    return {{out}, {max_f, sum_f}};
+    return {{out}, {max_f, sum_f}, {}};
 }
 
 }  // namespace

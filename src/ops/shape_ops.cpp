@@ -123,7 +123,7 @@ Func define(const LowerContext &ctx, const OutputCoords &c, const Expr &value, c
 }
 
 Lowered single_output(Func f) {
-    return Lowered{{std::move(f)}, {}};
+    return Lowered{{std::move(f)}, {}, {}};
 }
 
 Expr int_expr(int64_t v) {

@@ -23,7 +23,7 @@ std::set<std::string> source_names(const Graph &g) {
 
 Graph simplify(Graph graph) {
     const std::set<std::string> before = source_names(graph);
-    Graph out = fold_batchnorm(remove_identities(fold_constants(std::move(graph))));
+    Graph out = fold_batchnorm(remove_identities(fold_constants(remove_dead_nodes(std::move(graph)))));
     // Names that no node stands for any more are recorded, so plans may still list them.
     const std::set<std::string> after = source_names(out);
     for (const std::string &n : before) {

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -538,6 +539,37 @@ TEST(RewriteFoldConstants, NodeProducingAModelOutputIsNotFolded) {
 }
 
 // ---- simplify ------------------------------------------------------------------------------------------
+
+TEST(RewriteRemoveDeadNodes, UnreadNodesAndTheirWeightsGo) {
+    // dead_a feeds only dead_b, which nobody reads; its weight goes with it. A dead node's input that
+    // something else reads (x, kept) stays.
+    Graph before = Builder()
+                       .input("x", {1, 2, 3, 3})
+                       .weight("only_dead", {1, 2, 3, 3})
+                       .node("kept", "Relu", {"x"})
+                       .node("dead_a", "Add", {"x", "only_dead"})
+                       .node("dead_b", "Sigmoid", {"dead_a"})
+                       .build({"kept"});
+    Graph after = remove_dead_nodes(before);
+    EXPECT_EQ(node_names(after), (Strings{"kept"}));
+    EXPECT_TRUE(after.weights.empty());
+    expect_same_outputs(before, after);
+    // simplify() records them as removed, so a plan may still name them.
+    Graph simplified = simplify(before);
+    EXPECT_NE(std::find(simplified.removed.begin(), simplified.removed.end(), "dead_b"), simplified.removed.end());
+}
+
+TEST(RewriteRemoveDeadNodes, DeadNodesRunAsWrittenToo) {
+    // Unsimplified (as `hfuse run --unfused` runs a model), a dead node's group has nothing to hand
+    // out: the executor skips it instead of compiling an empty pipeline.
+    Graph g =
+        Builder().input("x", {1, 2, 3, 3}).node("kept", "Relu", {"x"}).node("dead", "Sigmoid", {"x"}).build({"kept"});
+    std::vector<float> data = uniform_values(18, -1, 1, 5);
+    Executor ex(g, Executor::unfused_partition(g));
+    EXPECT_EQ(ex.num_groups(), 1);
+    auto out = ex.run({{"x", tensor_from_data({1, 2, 3, 3}, data.data())}});
+    for (int i = 0; i < 18; i++) EXPECT_EQ(out.at("kept").data()[i], std::max(data[i], 0.0f)) << i;
+}
 
 TEST(RewriteSimplify, AllRewritesTogether) {
     // A computed conv weight, an Identity between the Conv and the BN, a Dropout after it.
