@@ -8,6 +8,10 @@
 //
 // Node names are those of the source model; a node a rewrite folded away (a BatchNormalization in
 // its Conv) is listed in the group of the node that absorbed it, with placement "folded".
+//
+// A cheap node (elementwise, broadcast, injective) may be listed in several groups with placement
+// "recompute" in all but at most one: each of those groups computes its own copy inline instead of
+// reading the value from memory. With no owner, every group that reads the node must recompute it.
 #pragma once
 
 #include "hfuse/fusion_rules.h"
@@ -16,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,16 +45,13 @@ struct FusedGraph {
 // Every node its own group.
 FusedGraph singleton_groups(const Graph &graph);
 
-// The node partition the executor compiles.
-Partition to_partition(const FusedGraph &fused);
-
 // Pattern kind of a node as fusion sees it: a broadcasting op whose computed (non-weight) inputs all
 // have the output's shape is elementwise along the data flow (as in TVM).
 PatternKind effective_kind(const Graph &graph, const Node &node);
 
 // Fills in what a plan may leave out (master, placement), orders the groups, and checks the plan:
-// every node in exactly one group, groups convex (no path leaves a group and comes back), every
-// master able to lead its group. Throws an Error naming the offending nodes.
+// every node in exactly one group (or recomputed, see above), groups convex (no path leaves a group
+// and comes back), every master able to lead its group. Throws an Error naming the offending nodes.
 FusedGraph check_plan(FusedGraph fused);
 
 // Plan files. read_plan maps source-model names onto `graph` (the rewritten graph) and runs check_plan.
@@ -60,6 +62,10 @@ FusedGraph read_plan(const std::string &path, const Graph &graph);
 // the graph as written ("rewritten": false, as `--unfused` plans are).
 FusedGraph read_plan_for_model(const std::string &path, const Graph &model);
 void write_plan(const std::string &path, const FusedGraph &fused);
+
+// The values a group hands out: those of the nodes it owns (not its "recompute" copies) that the
+// model returns or that a group without its own copy reads.
+std::set<std::string> handed_out_values(const FusedGraph &fused, const FusedGroup &group);
 
 // Bytes of intermediates a group keeps out of memory: values produced and consumed inside it that
 // are neither handed out nor placed at root.

@@ -23,6 +23,7 @@ enum class Placement {
     Root,       // materialised once inside the group's pipeline
     Output,     // a value the group hands out (consumed elsewhere or a model output)
     Folded,     // a source-model node a rewrite merged into another (a BatchNormalization in its Conv)
+    Recompute,  // a copy of a cheap node another group owns (or every reader recomputes), inlined here
 };
 
 const char *to_string(Placement p);
@@ -47,6 +48,7 @@ struct RuleSet {
     bool window_fusion = true;           // window consumers (pools) may join a complex-out-fusable group
     bool multi_output = true;            // a group may hand out an intermediate (a model output also used inside)
     bool defer_injective = true;         // fuse injective-led groups only after the others (TVM's phases)
+    bool recompute = false;              // a cheap group read by several groups is recomputed in each of them
     std::set<std::string> opaque_ops;    // op types never fused
     std::set<std::string> opaque_nodes;  // node names never fused
     std::set<std::string> stop_after;    // node names no consumer may fuse with

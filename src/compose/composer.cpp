@@ -24,10 +24,14 @@ bool find_conv_group(const Graph &g, const FusedGroup &grp, ConvGroup &out) {
     planner::NodeGraph ng(g);
     std::set<int> members;
     for (const std::string &n : grp.nodes) members.insert(ng.index.at(n));
+    auto handed_out = [&](int n) {
+        auto it = grp.placement.find(g.nodes[n].name);
+        return it != grp.placement.end() && it->second == Placement::Output;
+    };
     int cur = ng.index.at(m->name);
     int stride_x = 1, stride_y = 1;
     for (;;) {
-        if (planner::is_live_out(ng, cur, members)) break;
+        if (handed_out(cur)) break;
         std::vector<int> inside;
         for (int c : ng.consumers[cur]) {
             if (members.count(c)) inside.push_back(c);
@@ -48,7 +52,7 @@ bool find_conv_group(const Graph &g, const FusedGroup &grp, ConvGroup &out) {
     }
     // Only one value may leave the group, and it must be the end of that chain.
     int live = 0;
-    for (int n : members) live += planner::is_live_out(ng, n, members);
+    for (int n : members) live += handed_out(n);
     if (live != 1) return false;
     out.conv = m;
     out.tile_value = g.nodes[cur].outputs[0];
@@ -76,7 +80,8 @@ void schedule_by_placement(const Graph &g, const FusedGroup &plan, exec::Lowered
         Placement p = plan.placement.count(ln.node->name) ? plan.placement.at(ln.node->name) : Placement::Root;
         for (size_t i = 0; i < ln.node->outputs.size(); i++) {
             Halide::Func f = ln.funcs.outputs[i];
-            if (p != Placement::Inline || f.has_update_definition()) root(f, g.type_of(ln.node->outputs[i]).shape);
+            bool inlined = p == Placement::Inline || p == Placement::Recompute;
+            if (!inlined || f.has_update_definition()) root(f, g.type_of(ln.node->outputs[i]).shape);
         }
         for (Halide::Func &s : ln.funcs.stages) {
             if (done.insert(s.name()).second) schedules::schedule_root_intermediate(s, target);

@@ -70,18 +70,6 @@ Partition Executor::unfused_partition(const Graph &graph) {
 
 namespace {
 
-// Every value read by a node outside its own group, or returned by the model.
-std::set<std::string> values_needed_outside(const Graph &g, const std::vector<const Node *> &group) {
-    std::set<std::string> inside;
-    for (const Node *n : group) inside.insert(n->name);
-    std::set<std::string> out(g.outputs.begin(), g.outputs.end());
-    for (const Node &n : g.nodes) {
-        if (inside.count(n.name)) continue;
-        for (const std::string &v : n.inputs) out.insert(v);
-    }
-    return out;
-}
-
 FusedGraph plan_of_partition(const Graph &graph, const Partition &partition) {
     FusedGraph f;
     f.graph = graph;
@@ -106,7 +94,10 @@ Executor::Executor(const FusedGraph &plan, ExecutorOptions options) : impl_(new 
     for (const FusedGroup &grp : plan.groups) {  // check_plan ordered them
         std::vector<const Node *> nodes;
         for (const std::string &name : grp.nodes) nodes.push_back(g.find_node(name));
-        std::set<std::string> live_out = values_needed_outside(g, nodes);
+        std::set<std::string> live_out = handed_out_values(plan, grp);
+        // A group whose values nobody reads (dead nodes of a graph run as written, or an owner every
+        // reader recomputes) has nothing to compute.
+        if (live_out.empty()) continue;
         CompiledGroup cg;
         if (grp.backend.empty()) {
             cg.lowered = exec::lower_group(g, nodes, live_out, impl_->weights);

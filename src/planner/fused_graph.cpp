@@ -32,12 +32,14 @@ Placement default_placement(const Graph &g, const Node &n, bool live_out) {
     }
 }
 
-// A path from a node of `group` that leaves it and comes back, or empty if the group is convex.
-std::vector<std::string> non_convex_path(const planner::NodeGraph &ng, const std::set<int> &group) {
+// A path that leaves `group` from one of `exits` (the nodes whose values the group hands out) and
+// comes back, or empty if the group is convex.
+std::vector<std::string> non_convex_path(const planner::NodeGraph &ng, const std::set<int> &group,
+                                         const std::set<int> &exits) {
     // Walk forward from the group's external consumers; reaching the group again means a way out and back.
     std::map<int, int> parent;
     std::vector<int> stack;
-    for (int n : group) {
+    for (int n : exits) {
         for (int c : ng.consumers[n]) {
             if (!group.count(c) && !parent.count(c)) {
                 parent[c] = n;
@@ -95,45 +97,94 @@ FusedGraph singleton_groups(const Graph &graph) {
     return check_plan(std::move(f));
 }
 
-Partition to_partition(const FusedGraph &fused) {
-    Partition p;
-    for (const FusedGroup &g : fused.groups) p.push_back(g.nodes);
-    return p;
-}
-
 FusedGraph check_plan(FusedGraph f) {
     const Graph &g = f.graph;
     planner::NodeGraph ng(g);
     try {
-        // Every node in exactly one group.
-        std::map<std::string, int> group_of;
-        for (size_t i = 0; i < f.groups.size(); i++) {
+        const int num = static_cast<int>(f.groups.size());
+        auto label = [&](int k) { return f.groups[k].name.empty() ? "#" + std::to_string(k) : f.groups[k].name; };
+        auto is_copy = [&](int k, const std::string &n) {
+            auto it = f.groups[k].placement.find(n);
+            return it != f.groups[k].placement.end() && it->second == Placement::Recompute;
+        };
+
+        // Every node in exactly one group, or recomputed ("recompute") in several and owned by at most one.
+        std::vector<std::set<int>> held(num);  // node indices each group computes
+        std::map<int, std::vector<int>> holders;
+        for (int i = 0; i < num; i++) {
             FusedGroup &grp = f.groups[i];
             if (grp.nodes.empty()) fail_field("groups[" + std::to_string(i) + "]", "a group needs at least one node");
             for (const std::string &n : grp.nodes) {
                 if (!g.find_node(n)) fail_field("groups[" + std::to_string(i) + "].nodes", "unknown node '" + n + "'");
-                auto [it, fresh] = group_of.emplace(n, (int)i);
-                if (!fresh) {
-                    auto label = [&](size_t k) {
-                        return f.groups[k].name.empty() ? "#" + std::to_string(k) : f.groups[k].name;
-                    };
-                    fail_field("groups",
-                               "node '" + n + "' is in two groups (" + label(it->second) + " and " + label(i) + ")");
+                if (!held[i].insert(ng.index.at(n)).second) {
+                    fail_field("groups", "node '" + n + "' is listed twice in group " + label(i));
                 }
+                holders[ng.index.at(n)].push_back(i);
             }
         }
         std::vector<std::string> missing;
-        for (const Node &n : g.nodes) {
-            if (!group_of.count(n.name)) missing.push_back(n.name);
+        std::vector<int> owner(g.nodes.size(), -1);  // the group that hands a node's values out, -1 if none
+        for (size_t idx = 0; idx < g.nodes.size(); idx++) {
+            const std::string &n = g.nodes[idx].name;
+            if (!holders.count(idx)) {
+                missing.push_back(n);
+                continue;
+            }
+            for (int i : holders[idx]) {
+                if (is_copy(i, n)) continue;
+                if (owner[idx] >= 0) {
+                    fail_field("groups", "node '" + n + "' is in two groups (" + label(owner[idx]) + " and " +
+                                             label(i) +
+                                             "); to recompute it in one of them, place it \"recompute\" there");
+                }
+                owner[idx] = i;
+            }
         }
         if (!missing.empty()) fail_field("groups", "nodes in no group: " + quoted_list(missing));
 
+        // Recomputed copies: cheap ops, read where they are copied, never the only source of a model
+        // output; every value a group reads from outside has a group that hands it out.
+        for (int i = 0; i < num; i++) {
+            for (int idx : held[i]) {
+                const Node &node = g.nodes[idx];
+                if (!is_copy(i, node.name)) continue;
+                const std::string field = "groups." + label(i) + ".placement." + node.name;
+                PatternKind k = find_op(node.op)->kind;
+                if (k != PatternKind::Elementwise && k != PatternKind::Broadcast && k != PatternKind::Injective) {
+                    fail_field(field, "only elementwise, broadcast and injective ops can be recomputed; '" + node.name +
+                                          "' is a " + node.op + " (" + to_string(k) + ")");
+                }
+                if (std::none_of(ng.consumers[idx].begin(), ng.consumers[idx].end(),
+                                 [&](int c) { return held[i].count(c); })) {
+                    fail_field(field, "'" + node.name + "' is recomputed in group " + label(i) +
+                                          ", but nothing in that group reads it");
+                }
+                if (owner[idx] < 0 && ng.is_model_output[idx]) {
+                    fail_field(field, "the model returns '" + node.name +
+                                          "', so one group must compute it as its own (not \"recompute\")");
+                }
+            }
+            for (int c : held[i]) {
+                for (int p : ng.producers[c]) {
+                    if (held[i].count(p) || owner[p] >= 0) continue;
+                    fail_field("groups." + label(i),
+                               "'" + g.nodes[c].name + "' reads '" + g.nodes[p].name +
+                                   "', which no group hands out (every group holding it recomputes it): "
+                                   "recompute it in group " +
+                                   label(i) + " too, or let one group own it");
+                }
+            }
+        }
+
         // Convex groups, then an order of groups that respects every edge.
-        for (FusedGroup &grp : f.groups) {
-            std::set<int> members;
-            for (const std::string &n : grp.nodes) members.insert(ng.index.at(n));
-            std::vector<std::string> path = non_convex_path(ng, members);
+        for (int i = 0; i < num; i++) {
+            std::set<int> exits;  // copies hand nothing out
+            for (int idx : held[i]) {
+                if (!is_copy(i, g.nodes[idx].name)) exits.insert(idx);
+            }
+            std::vector<std::string> path = non_convex_path(ng, held[i], exits);
             if (!path.empty()) {
+                const FusedGroup &grp = f.groups[i];
                 std::string via;
                 for (size_t k = 1; k + 1 < path.size(); k++) via += (via.empty() ? "" : " -> ") + path[k];
                 fail_field("groups", "group " + (grp.name.empty() ? quoted_list(grp.nodes) : grp.name) +
@@ -141,12 +192,12 @@ FusedGraph check_plan(FusedGraph f) {
                                          "' and comes back at '" + path.back() + "' through " + via);
             }
         }
-        const int num = static_cast<int>(f.groups.size());
         std::vector<std::set<int>> deps(num);
-        for (const Node &n : g.nodes) {
-            for (int p : ng.producers[ng.index.at(n.name)]) {
-                int gp = group_of[g.nodes[p].name], gn = group_of[n.name];
-                if (gp != gn) deps[gn].insert(gp);
+        for (int i = 0; i < num; i++) {
+            for (int c : held[i]) {
+                for (int p : ng.producers[c]) {
+                    if (!held[i].count(p)) deps[i].insert(owner[p]);
+                }
             }
         }
         std::vector<int> order, state(num, 0);
@@ -163,9 +214,27 @@ FusedGraph check_plan(FusedGraph f) {
         };
         for (int i = 0; i < num; i++) visit(i);
 
+        // A node's values leave its owning group if the model returns them or a group without a copy reads them.
+        std::vector<std::set<int>> live_out(num);
+        for (int i = 0; i < num; i++) {
+            for (int idx : held[i]) {
+                if (owner[idx] != i) continue;
+                bool read_elsewhere = std::any_of(ng.consumers[idx].begin(), ng.consumers[idx].end(), [&](int c) {
+                    return std::any_of(holders[c].begin(), holders[c].end(),
+                                       [&](int j) { return j != i && !held[j].count(idx); });
+                });
+                if (ng.is_model_output[idx] || read_elsewhere) live_out[i].insert(idx);
+            }
+        }
+
         std::vector<FusedGroup> ordered;
-        for (int i : order) ordered.push_back(std::move(f.groups[i]));
+        std::vector<std::set<int>> ordered_live;
+        for (int i : order) {
+            ordered.push_back(std::move(f.groups[i]));
+            ordered_live.push_back(std::move(live_out[i]));
+        }
         f.groups = std::move(ordered);
+        live_out = std::move(ordered_live);
 
         std::set<std::string> names;
         for (const FusedGroup &grp : f.groups) {
@@ -186,16 +255,27 @@ FusedGraph check_plan(FusedGraph f) {
             for (const Node &n : g.nodes) {
                 if (members.count(n.name)) grp.nodes.push_back(n.name);
             }
+            auto copy = [&](const std::string &n) {
+                auto it = grp.placement.find(n);
+                return it != grp.placement.end() && it->second == Placement::Recompute;
+            };
 
-            // The master: the member of the highest kind (earliest on a tie) unless the plan names one.
+            // The master: the owned member of the highest kind (earliest on a tie) unless the plan names one.
             auto rank = [&](const std::string &n) { return planner::kind_rank(find_op(g.find_node(n)->op)->kind); };
-            std::string best = grp.nodes.front();
+            std::string best;
             for (const std::string &n : grp.nodes) {
-                if (rank(n) > rank(best)) best = n;
+                if (!copy(n) && (best.empty() || rank(n) > rank(best))) best = n;
+            }
+            if (best.empty()) {
+                fail_field("groups." + grp.name, "every member is recomputed: a group must compute a node of its own");
             }
             if (grp.master.empty()) grp.master = best;
             if (!members.count(grp.master)) {
                 fail_field("groups." + grp.name + ".master", "'" + grp.master + "' is not a member of the group");
+            }
+            if (copy(grp.master)) {
+                fail_field("groups." + grp.name + ".master",
+                           "'" + grp.master + "' is recomputed in the group and cannot lead it");
             }
             if (rank(grp.master) < rank(best)) {
                 fail_field("groups." + grp.name + ".master",
@@ -210,21 +290,19 @@ FusedGraph check_plan(FusedGraph f) {
             }
 
             // Placements: given ones are checked, missing ones derived; folded source nodes listed.
-            std::set<int> member_index;
-            for (const std::string &n : grp.nodes) member_index.insert(ng.index.at(n));
             std::map<std::string, Placement> given = std::move(grp.placement);
             grp.placement.clear();
             for (const std::string &n : grp.nodes) {
                 const Node *node = g.find_node(n);
-                bool live_out = planner::is_live_out(ng, ng.index.at(n), member_index);
-                Placement p = default_placement(g, *node, live_out);
+                const bool live = live_out[i].count(ng.index.at(n)) > 0;
+                Placement p = default_placement(g, *node, live);
                 if (auto it = given.find(n); it != given.end()) {
                     const std::string field = "groups." + grp.name + ".placement." + n;
-                    if (live_out && it->second != Placement::Output) {
+                    if (live && it->second != Placement::Output) {
                         fail_field(field,
                                    "must be output: its value is used outside the group or returned by the model");
                     }
-                    if (!live_out && it->second == Placement::Output) {
+                    if (!live && it->second == Placement::Output) {
                         p = Placement::Root;  // "output" on an internal value means: materialise it
                     } else if (it->second == Placement::Folded) {
                         fail_field(field, "only nodes a rewrite merged away are 'folded'");
@@ -372,11 +450,39 @@ void write_plan(const std::string &path, const FusedGraph &fused) {
     out << plan_to_json(fused).dump(2) << "\n";
 }
 
+std::set<std::string> handed_out_values(const FusedGraph &f, const FusedGroup &grp) {
+    const Graph &g = f.graph;
+    auto owns = [&](const std::string &n) {
+        auto it = grp.placement.find(n);
+        return it == grp.placement.end() || it->second != Placement::Recompute;
+    };
+    std::set<std::string> out;
+    const std::set<std::string> returned(g.outputs.begin(), g.outputs.end());
+    for (const std::string &n : grp.nodes) {
+        if (!owns(n)) continue;
+        for (const std::string &v : g.find_node(n)->outputs) {
+            if (returned.count(v)) out.insert(v);
+        }
+    }
+    const std::set<std::string> mine(grp.nodes.begin(), grp.nodes.end());
+    for (const FusedGroup &other : f.groups) {
+        if (other.name == grp.name) continue;
+        const std::set<std::string> theirs(other.nodes.begin(), other.nodes.end());
+        for (const std::string &c : other.nodes) {
+            for (const std::string &v : g.find_node(c)->inputs) {
+                const Node *p = v.empty() ? nullptr : g.producer(v);
+                if (p && mine.count(p->name) && owns(p->name) && !theirs.count(p->name)) out.insert(v);
+            }
+        }
+    }
+    return out;
+}
+
 int64_t intermediate_bytes_saved(const FusedGraph &f, const FusedGroup &grp) {
     int64_t bytes = 0;
     for (const std::string &n : grp.nodes) {
         Placement p = grp.placement.at(n);
-        if (p != Placement::Inline && p != Placement::ComputeAt) continue;
+        if (p != Placement::Inline && p != Placement::ComputeAt && p != Placement::Recompute) continue;
         for (const std::string &v : f.graph.find_node(n)->outputs) bytes += 4 * num_elements(f.graph.type_of(v).shape);
     }
     return bytes;

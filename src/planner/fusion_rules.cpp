@@ -24,11 +24,9 @@ const std::vector<std::pair<PatternKind, std::string>> kKinds = {
     {PatternKind::Window, "window"},
     {PatternKind::Opaque, "opaque"}};
 
-const std::vector<std::pair<Placement, std::string>> kPlacements = {{Placement::Inline, "inline"},
-                                                                    {Placement::ComputeAt, "compute_at"},
-                                                                    {Placement::Root, "root"},
-                                                                    {Placement::Output, "output"},
-                                                                    {Placement::Folded, "folded"}};
+const std::vector<std::pair<Placement, std::string>> kPlacements = {
+    {Placement::Inline, "inline"}, {Placement::ComputeAt, "compute_at"}, {Placement::Root, "root"},
+    {Placement::Output, "output"}, {Placement::Folded, "folded"},        {Placement::Recompute, "recompute"}};
 
 template <typename T>
 std::string names_of(const std::vector<std::pair<T, std::string>> &table) {
@@ -99,7 +97,7 @@ RuleSet parse_rules(const json &j, const std::string &source) {
             static const std::set<std::string> known = {
                 "format",        "version",          "name",          "doc",          "fuse",
                 "max_group_ops", "max_group_inputs", "window_fusion", "multi_output", "defer_injective",
-                "opaque_ops",    "opaque_nodes",     "stop_after"};
+                "recompute",     "opaque_ops",       "opaque_nodes",  "stop_after"};
             if (!known.count(kv.key())) fail_field(kv.key(), "unknown key in a rule set");
         }
         if (!j.contains("format") || j["format"] != "hfuse-rules") fail_field("format", "expected \"hfuse-rules\"");
@@ -153,6 +151,7 @@ RuleSet parse_rules(const json &j, const std::string &source) {
         r.window_fusion = get_bool(j, "window_fusion", r.window_fusion);
         r.multi_output = get_bool(j, "multi_output", r.multi_output);
         r.defer_injective = get_bool(j, "defer_injective", r.defer_injective);
+        r.recompute = get_bool(j, "recompute", r.recompute);
         r.opaque_ops = get_names(j, "opaque_ops");
         r.opaque_nodes = get_names(j, "opaque_nodes");
         r.stop_after = get_names(j, "stop_after");
@@ -193,6 +192,7 @@ json to_json(const RuleSet &r) {
     j["window_fusion"] = r.window_fusion;
     j["multi_output"] = r.multi_output;
     j["defer_injective"] = r.defer_injective;
+    j["recompute"] = r.recompute;
     j["opaque_ops"] = r.opaque_ops;
     j["opaque_nodes"] = r.opaque_nodes;
     j["stop_after"] = r.stop_after;

@@ -34,6 +34,12 @@ std::string q(const std::string &s) {
     return "\"" + esc(s) + "\"";
 }
 
+// A node's id in the drawing: its name, or name@group for a group's recomputed copy.
+std::string dot_id(const FusedGroup &grp, const std::string &node) {
+    auto it = grp.placement.find(node);
+    return it != grp.placement.end() && it->second == Placement::Recompute ? node + "@" + grp.name : node;
+}
+
 }  // namespace
 
 std::string plan_table(const FusedGraph &f) {
@@ -76,19 +82,27 @@ std::string plan_dot(const FusedGraph &f) {
            << "; style=filled; color=lightgrey;\n";
         for (const std::string &n : grp.nodes) {
             const Node *node = g.find_node(n);
-            std::string label = esc(n) + "\\n" + node->op + " (" + to_string(grp.placement.at(n)) + ")";
+            const Placement p = grp.placement.at(n);
+            std::string label = esc(n) + "\\n" + node->op + " (" + to_string(p) + ")";
             for (const std::string &a : node->absorbed) label += "\\n+ " + esc(a) + " (folded)";
-            os << "    " << q(n) << " [label=\"" << label << "\", fillcolor=white, style=\"rounded,filled\""
+            os << "    " << q(dot_id(grp, n)) << " [label=\"" << label << "\", fillcolor=white, style=\"rounded,filled"
+               << (p == Placement::Recompute ? ",dashed" : "") << "\""
                << (n == grp.master ? ", peripheries=2, penwidth=2" : "") << "];\n";
         }
         os << "  }\n";
     }
-    for (const Node &n : g.nodes) {
-        std::set<std::string> seen;
-        for (const std::string &v : n.inputs) {
-            if (v.empty() || g.is_weight(v) || !seen.insert(v).second) continue;
-            const Node *p = g.producer(v);
-            os << "  " << q(p ? p->name : "in:" + v) << " -> " << q(n.name) << ";\n";
+    // Edges into every copy of a node: from the reading group's own copy of the producer if it has
+    // one, else from the producer's owner.
+    for (const FusedGroup &grp : f.groups) {
+        const std::set<std::string> held(grp.nodes.begin(), grp.nodes.end());
+        for (const std::string &name : grp.nodes) {
+            std::set<std::string> seen;
+            for (const std::string &v : g.find_node(name)->inputs) {
+                if (v.empty() || g.is_weight(v) || !seen.insert(v).second) continue;
+                const Node *p = g.producer(v);
+                std::string from = !p ? "in:" + v : held.count(p->name) ? dot_id(grp, p->name) : p->name;
+                os << "  " << q(from) << " -> " << q(dot_id(grp, name)) << ";\n";
+            }
         }
     }
     for (const std::string &o : g.outputs) {

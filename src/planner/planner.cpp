@@ -281,12 +281,149 @@ private:
     std::map<std::string, Placement> hints_;
 };
 
+bool is_cheap(PatternKind k) {
+    return k == PatternKind::Elementwise || k == PatternKind::Broadcast || k == PatternKind::Injective;
+}
+
+bool is_copy(const FusedGroup &grp, const std::string &node) {
+    auto it = grp.placement.find(node);
+    return it != grp.placement.end() && it->second == Placement::Recompute;
+}
+
+// A round plans a partition: recompute copies of owned nodes are dropped, and a node every reader
+// recomputed becomes a group of its own again (the round's own recompute step may copy it again).
+FusedGraph without_copies(const FusedGraph &f) {
+    FusedGraph out = f;
+    std::set<std::string> owned, copied;
+    for (FusedGroup &grp : out.groups) {
+        std::vector<std::string> kept;
+        for (const std::string &n : grp.nodes) {
+            if (is_copy(grp, n)) {
+                copied.insert(n);
+                grp.placement.erase(n);
+            } else {
+                owned.insert(n);
+                kept.push_back(n);
+            }
+        }
+        grp.nodes = kept;
+    }
+    if (copied.empty()) return f;
+    for (const Node &n : f.graph.nodes) {
+        if (!copied.count(n.name) || owned.count(n.name)) continue;
+        FusedGroup alone;
+        alone.master = n.name;
+        alone.nodes = {n.name};
+        out.groups.push_back(alone);
+    }
+    return check_plan(std::move(out));
+}
+
+// Distinct activations the nodes read from outside themselves (weights not counted).
+int count_inputs(const Graph &g, const std::set<std::string> &nodes) {
+    std::set<std::string> inputs;
+    for (const std::string &name : nodes) {
+        for (const std::string &v : g.find_node(name)->inputs) {
+            if (v.empty() || g.is_weight(v)) continue;
+            const Node *p = g.producer(v);
+            if (!p || !nodes.count(p->name)) inputs.insert(v);
+        }
+    }
+    return static_cast<int>(inputs.size());
+}
+
+bool named_in(const Node &n, const std::set<std::string> &names) {
+    return names.count(n.name) ||
+           std::any_of(n.absorbed.begin(), n.absorbed.end(), [&](const std::string &a) { return names.count(a); });
+}
+
+// Recomputes group `i` of `f` in every group that reads it, if the rules allow; returns whether it did
+// (`f` is then the new plan, checked and reordered).
+bool try_recompute(FusedGraph &f, int i, const RuleSet &rules) {
+    const Graph &g = f.graph;
+    const FusedGroup &p = f.groups[i];
+    if (!p.backend.empty()) return false;
+    for (const std::string &name : p.nodes) {
+        const Node &n = *g.find_node(name);
+        if (!is_cheap(find_op(n.op)->kind) || rules.opaque_ops.count(n.op) || named_in(n, rules.opaque_nodes) ||
+            named_in(n, rules.stop_after)) {
+            return false;
+        }
+    }
+    const std::set<std::string> out = handed_out_values(f, p);
+    for (const std::string &v : out) {
+        if (std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) return false;
+    }
+    std::vector<int> readers;
+    for (size_t j = 0; j < f.groups.size(); j++) {
+        const FusedGroup &c = f.groups[j];
+        bool reads = (int)j != i && std::any_of(c.nodes.begin(), c.nodes.end(), [&](const std::string &n) {
+                         const std::vector<std::string> &in = g.find_node(n)->inputs;
+                         return std::any_of(in.begin(), in.end(), [&](const std::string &v) { return out.count(v); });
+                     });
+        if (reads) readers.push_back(static_cast<int>(j));
+    }
+    if (readers.size() < 2) return false;  // one reader: the round itself decides whether they fuse
+    const PatternKind kind = effective_kind(g, *g.find_node(p.master));
+    for (int j : readers) {
+        const FusedGroup &c = f.groups[j];
+        std::set<std::string> merged(c.nodes.begin(), c.nodes.end());
+        merged.insert(p.nodes.begin(), p.nodes.end());
+        bool opaque_reader = std::any_of(c.nodes.begin(), c.nodes.end(), [&](const std::string &name) {
+            const Node &n = *g.find_node(name);
+            return find_op(n.op)->kind == PatternKind::Opaque || rules.opaque_ops.count(n.op) ||
+                   named_in(n, rules.opaque_nodes);
+        });
+        if (opaque_reader || !c.backend.empty() || !rules.find(kind, effective_kind(g, *g.find_node(c.master))) ||
+            (int)merged.size() > rules.max_group_ops || count_inputs(g, merged) > rules.max_group_inputs) {
+            return false;
+        }
+    }
+    FusedGraph trial = f;
+    for (int j : readers) {
+        FusedGroup &c = trial.groups[j];
+        for (const std::string &n : p.nodes) {
+            if (std::find(c.nodes.begin(), c.nodes.end(), n) != c.nodes.end()) continue;
+            c.nodes.push_back(n);
+            c.placement[n] = Placement::Recompute;
+        }
+        // "output" and "folded" were derived from the old boundaries: check_plan derives them again.
+        for (auto it = c.placement.begin(); it != c.placement.end();) {
+            bool derived = it->second == Placement::Output || it->second == Placement::Folded;
+            it = derived ? c.placement.erase(it) : std::next(it);
+        }
+    }
+    trial.groups.erase(trial.groups.begin() + i);
+    try {
+        f = check_plan(std::move(trial));
+    } catch (const Error &) {
+        return false;  // not a legal plan (a cycle through the copies): keep the group
+    }
+    return true;
+}
+
+// The rule set's `recompute`: a group of cheap ops whose values several groups read (and the model
+// does not return) is copied into each reader as "recompute" members and disappears, so its values
+// never go through memory. Each reader must be able to absorb it under the rules and limits.
+FusedGraph recompute_shared_groups(FusedGraph f, const RuleSet &rules) {
+    // One group at a time, from the last back (so a chain of cheap groups feeding several groups is
+    // copied whole), until none can go; every success removes a group.
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int i = static_cast<int>(f.groups.size()) - 1; i >= 0 && !changed; i--) {
+            changed = try_recompute(f, i, rules);
+        }
+    }
+    return f;
+}
+
 }  // namespace
 
 FusedGraph plan_round(const FusedGraph &fused, const RuleSet &rules) {
     // check_plan orders the groups topologically and fills in masters: the planner relies on both.
-    const FusedGraph checked = check_plan(fused);
-    return RoundPlanner(checked, rules).run();
+    const FusedGraph checked = check_plan(without_copies(fused));
+    FusedGraph planned = RoundPlanner(checked, rules).run();
+    return rules.recompute ? recompute_shared_groups(std::move(planned), rules) : planned;
 }
 
 FusedGraph plan_fusion(const Graph &graph, const std::vector<RuleSet> &rounds,

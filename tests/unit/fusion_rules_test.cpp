@@ -98,6 +98,8 @@ TEST(FusionRules, BuiltInContents) {
     EXPECT_EQ(tvm.find(PatternKind::ComplexOutFusable, PatternKind::ComplexOutFusable), nullptr);
     EXPECT_TRUE(x86.window_fusion && x86.multi_output && x86.defer_injective);
     EXPECT_FALSE(tvm.window_fusion || tvm.multi_output);
+    EXPECT_TRUE(x86.recompute);
+    EXPECT_FALSE(tvm.recompute || none.recompute) << "Relay's FuseOps never recomputes";
     EXPECT_EQ(x86.max_group_ops, 64);
     EXPECT_EQ(x86.max_group_inputs, 16);
     EXPECT_TRUE(none.rules.empty());
@@ -107,6 +109,7 @@ TEST(FusionRules, BuiltInContents) {
     EXPECT_EQ(minimal.max_group_ops, 64);
     EXPECT_EQ(minimal.max_group_inputs, 16);
     EXPECT_TRUE(minimal.window_fusion && minimal.multi_output && minimal.defer_injective);
+    EXPECT_FALSE(minimal.recompute);
     EXPECT_TRUE(minimal.opaque_ops.empty() && minimal.opaque_nodes.empty() && minimal.stop_after.empty());
 }
 
@@ -115,6 +118,7 @@ TEST(FusionRules, AllFieldsAreRead) {
     j["window_fusion"] = false;
     j["multi_output"] = false;
     j["defer_injective"] = false;
+    j["recompute"] = true;
     j["opaque_ops"] = {"Softmax", "MaxPool"};
     j["opaque_nodes"] = {"conv3"};
     j["stop_after"] = {"relu7"};
@@ -125,6 +129,7 @@ TEST(FusionRules, AllFieldsAreRead) {
     EXPECT_EQ(r.max_group_ops, 8);
     EXPECT_EQ(r.max_group_inputs, 4);
     EXPECT_FALSE(r.window_fusion || r.multi_output || r.defer_injective);
+    EXPECT_TRUE(r.recompute);
     EXPECT_EQ(r.opaque_ops, (std::set<std::string>{"MaxPool", "Softmax"}));
     EXPECT_EQ(r.opaque_nodes, (std::set<std::string>{"conv3"}));
     EXPECT_EQ(r.stop_after, (std::set<std::string>{"relu7"}));
@@ -147,7 +152,7 @@ TEST(FusionRules, UnknownPlacement) {
     json j = base_rules();
     j["fuse"][0]["placement"] = "compute-at";
     expect_rules_error("placement", j, {"fuse[0].placement", "unknown placement 'compute-at'", "compute_at"});
-    for (const char *p : {"output", "folded"}) {
+    for (const char *p : {"output", "folded", "recompute"}) {
         j["fuse"][0]["placement"] = p;
         expect_rules_error(std::string("placement_") + p, j, {"fuse[0].placement"});
     }

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,20 @@ Graph small_cbr() {
                 {"name": "bn", "op": "BatchNormalization", "inputs": ["conv", "s", "b", "m", "v"]},
                 {"name": "relu", "op": "Relu", "inputs": ["bn"]}],
       "outputs": ["relu"]})");
+}
+
+// relu feeds two convolutions whose results are added: relu is the cheap shared producer that
+// "recompute" copies into both conv groups.
+Graph shared_relu() {
+    return load_text("shared_relu", R"({"format": "hfuse-model", "version": 1, "name": "shared_relu",
+      "inputs": [{"name": "x", "shape": [1, 3, 7, 5]}],
+      "weights": {"wa": {"shape": [4, 3, 3, 3], "uniform": [-0.5, 0.5], "seed": 1},
+                  "wb": {"shape": [4, 3, 1, 1], "uniform": [-0.5, 0.5], "seed": 2}},
+      "nodes": [{"name": "relu", "op": "Relu", "inputs": ["x"]},
+                {"name": "conv_a", "op": "Conv", "inputs": ["relu", "wa"], "attrs": {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}},
+                {"name": "conv_b", "op": "Conv", "inputs": ["relu", "wb"], "attrs": {"kernel_shape": [1, 1]}},
+                {"name": "add", "op": "Add", "inputs": ["conv_a", "conv_b"]}],
+      "outputs": ["add"]})");
 }
 
 std::string write_plan_json(const std::string &name, const json &plan) {
@@ -246,6 +261,105 @@ TEST(PlanFile, PlanMayNameEveryNodeOfTheSourceModel) {
     } catch (const Error &e) {
         ADD_FAILURE() << "a plan naming the model's own nodes was rejected: " << e.what();
     }
+}
+
+// --- Recomputed nodes -----------------------------------------------------------------------------------
+
+TEST(PlanFile, RecomputedNodeWithoutOwnerRunsAndRoundTrips) {
+    Graph g = shared_relu();
+    json plan =
+        plan_with({{{"name", "a"}, {"nodes", {"relu", "conv_a"}}, {"placement", {{"relu", "recompute"}}}},
+                   {{"name", "b"}, {"nodes", {"relu", "conv_b", "add"}}, {"placement", {{"relu", "recompute"}}}}});
+    FusedGraph f = read_plan(write_plan_json("recompute_no_owner", plan), simplify(g));
+    ASSERT_EQ(f.groups.size(), 2u);
+    for (const FusedGroup &grp : f.groups) {
+        EXPECT_EQ(grp.placement.at("relu"), Placement::Recompute) << grp.name;
+        EXPECT_FALSE(handed_out_values(f, grp).count("relu")) << "a copy is never handed out";
+    }
+    EXPECT_EQ(handed_out_values(f, f.groups[0]), (std::set<std::string>{"conv_a"}));
+    expect_runs_like_unfused(f, g);
+    // Written and read back: the same groups and placements.
+    const std::string path = tmp_path("recompute_round_trip.plan.json");
+    write_plan(path, f);
+    FusedGraph back = read_plan(path, simplify(g));
+    EXPECT_EQ(plan_to_json(back)["groups"], plan_to_json(f)["groups"]);
+}
+
+TEST(PlanFile, RecomputedNodeWithAnOwnerIsHandedOutOnlyToGroupsWithoutACopy) {
+    Graph g = shared_relu();
+    // Group r owns relu and hands it to b; a recomputes its own.
+    json plan = plan_with({{{"name", "r"}, {"nodes", {"relu"}}},
+                           {{"name", "a"}, {"nodes", {"relu", "conv_a"}}, {"placement", {{"relu", "recompute"}}}},
+                           {{"name", "b"}, {"nodes", {"conv_b", "add"}}}});
+    FusedGraph f = read_plan(write_plan_json("recompute_owner", plan), simplify(g));
+    ASSERT_EQ(f.groups.size(), 3u);
+    const FusedGroup &r = f.groups[0];
+    EXPECT_EQ(r.name, "r");
+    EXPECT_EQ(r.placement.at("relu"), Placement::Output);
+    expect_runs_like_unfused(f, g);
+}
+
+TEST(PlanFile, IllegalRecomputePlansAreRejected) {
+    Graph g = shared_relu();
+    expect_plan_error("twice_no_recompute", g,
+                      plan_with({{{"name", "a"}, {"nodes", {"relu", "conv_a"}}},
+                                 {{"name", "b"}, {"nodes", {"relu", "conv_b", "add"}}}}),
+                      {"'relu'", "two groups", "recompute"});
+    expect_plan_error(
+        "recompute_conv", g,
+        plan_with({{{"name", "a"}, {"nodes", {"relu", "conv_a"}}},
+                   {{"name", "b"}, {"nodes", {"conv_a", "conv_b", "add"}}, {"placement", {{"conv_a", "recompute"}}}}}),
+        {"placement.conv_a", "only elementwise, broadcast and injective", "Conv"});
+    expect_plan_error(
+        "copy_unread", g,
+        plan_with({{{"name", "a"}, {"nodes", {"relu", "conv_a"}}},
+                   {{"name", "b"}, {"nodes", {"conv_b", "add"}}},
+                   {{"name", "c"}, {"nodes", {"relu", "conv_b"}}, {"placement", {{"relu", "recompute"}}}}}),
+        {"'conv_b' is in two groups"});
+    expect_plan_error("copy_unread2", g,
+                      plan_with({{{"name", "a"}, {"nodes", {"relu", "conv_a", "conv_b"}}},
+                                 {{"name", "b"}, {"nodes", {"relu", "add"}}, {"placement", {{"relu", "recompute"}}}}}),
+                      {"placement.relu", "nothing in that group reads it"});
+    expect_plan_error("reader_without_copy", g,
+                      plan_with({{{"name", "a"}, {"nodes", {"relu", "conv_a"}}, {"placement", {{"relu", "recompute"}}}},
+                                 {{"name", "b"}, {"nodes", {"conv_b", "add"}}}}),
+                      {"groups.b", "'conv_b' reads 'relu'", "no group hands out"});
+    expect_plan_error(
+        "only_copies", g,
+        plan_with({{{"name", "a"}, {"nodes", {"relu", "conv_a"}}, {"placement", {{"relu", "recompute"}}}},
+                   {{"name", "b"}, {"nodes", {"relu", "conv_b", "add"}}, {"placement", {{"relu", "recompute"}}}},
+                   {{"name", "c"}, {"nodes", {"relu"}}, {"placement", {{"relu", "recompute"}}}}}),
+        {"nothing in that group reads it"});
+    expect_plan_error(
+        "copy_leads", g,
+        plan_with(
+            {{{"name", "a"}, {"master", "relu"}, {"nodes", {"relu", "conv_a"}}, {"placement", {{"relu", "recompute"}}}},
+             {{"name", "b"}, {"nodes", {"relu", "conv_b", "add"}}, {"placement", {{"relu", "recompute"}}}}}),
+        {"groups.a.master", "recomputed in the group and cannot lead it"});
+    // A recomputed model output needs an owner.
+    Graph out = load_text("shared_relu_out", R"({"format": "hfuse-model", "version": 1, "name": "shared_relu_out",
+      "inputs": [{"name": "x", "shape": [1, 2, 3, 3]}],
+      "nodes": [{"name": "neg", "op": "Relu", "inputs": ["x"]},
+                {"name": "exp", "op": "Sigmoid", "inputs": ["neg"]},
+                {"name": "abs", "op": "Tanh", "inputs": ["neg"]}],
+      "outputs": ["exp", "abs", "neg"]})");
+    expect_plan_error("recomputed_output", out,
+                      plan_with({{{"nodes", {"neg", "exp"}}, {"placement", {{"neg", "recompute"}}}},
+                                 {{"nodes", {"neg", "abs"}}, {"placement", {{"neg", "recompute"}}}}}),
+                      {"placement.neg", "the model returns 'neg'"});
+    // A copy whose input depends on the group's own output is a cycle: g1's copy of c reads b from g2,
+    // which reads a from g1.
+    Graph chain = load_text("recompute_cycle", R"({"format": "hfuse-model", "version": 1, "name": "recompute_cycle",
+      "inputs": [{"name": "x", "shape": [1, 2, 3, 3]}],
+      "nodes": [{"name": "a", "op": "Relu", "inputs": ["x"]},
+                {"name": "b", "op": "Sigmoid", "inputs": ["a"]},
+                {"name": "c", "op": "Tanh", "inputs": ["b"]},
+                {"name": "d", "op": "Add", "inputs": ["a", "c"]}],
+      "outputs": ["d"]})");
+    expect_plan_error("recompute_cycle", chain,
+                      plan_with({{{"name", "g1"}, {"nodes", {"a", "d", "c"}}, {"placement", {{"c", "recompute"}}}},
+                                 {{"name", "g2"}, {"nodes", {"b", "c"}}}}),
+                      {"group g1 is not convex", "leaves it at 'a'", "comes back at 'c'"});
 }
 
 // --- Illegal plans ------------------------------------------------------------------------------------

@@ -712,6 +712,94 @@ TEST(PlannerOptions, DeferInjective) {
     EXPECT_EQ(groups_of(plan(g, {"tvm"})), groups_of(defer));
 }
 
+// A cheap producer read by two groups: x -> neg -> {exp -> e_out, conv -> c_out}.
+Graph shared_cheap_producer(const std::string &name) {
+    return ModelBuilder(name)
+        .input("x", {1, 4, 6, 6})
+        .node("neg", "Relu", {"x"})
+        .node("sig", "Sigmoid", {"neg"})
+        .conv("conv", "neg", 4, 4)
+        .output("sig")
+        .output("conv")
+        .load();
+}
+
+TEST(PlannerOptions, RecomputeCopiesASharedCheapGroupIntoEachReader) {
+    for (Graph g : {two_convs("recompute_two_convs"), shared_cheap_producer("recompute_branches")}) {
+        SCOPED_TRACE(g.name);
+        FusedGraph off = plan_fusion(g, {custom_rules("no_recompute_" + g.name, {{"recompute", false}})});
+        EXPECT_TRUE(groups_of(off).count({"relu"}) || groups_of(off).count({"neg"}))
+            << "without recompute the shared producer is a group boundary\n"
+            << plan_table(off);
+        RuleSet rules = load_rules("x86");  // recomputes
+        FusedGraph on = plan_fusion(g, {rules});
+        EXPECT_EQ(on.groups.size(), off.groups.size() - 1) << plan_table(on);
+        const std::string shared = g.name == "recompute_two_convs" ? "relu" : "neg";
+        int copies = 0;
+        for (const FusedGroup &grp : on.groups) {
+            auto it = grp.placement.find(shared);
+            if (it == grp.placement.end()) continue;
+            EXPECT_EQ(it->second, Placement::Recompute) << grp.name << "\n" << plan_table(on);
+            EXPECT_NE(grp.master, shared);
+            copies++;
+        }
+        EXPECT_EQ(copies, 2) << plan_table(on);
+        EXPECT_NE(plan_table(on).find(shared + " recompute"), std::string::npos) << plan_table(on);
+        // The drawing shows each copy as its own dashed node inside its reader's cluster.
+        const std::string dot = plan_dot(on);
+        for (const FusedGroup &grp : on.groups) {
+            if (grp.placement.count(shared))
+                EXPECT_NE(dot.find("\"" + shared + "@" + grp.name + "\""), std::string::npos) << dot;
+        }
+        EXPECT_NE(dot.find("dashed"), std::string::npos) << dot;
+        Baseline base = unfused_baseline(g);
+        expect_matches(off, base, "recompute off");
+        expect_matches(on, base, "recompute on");
+        // A plan file keeps the copies; a further round keeps the plan as it is.
+        const std::string path = tmp_path("recompute_" + g.name + ".plan.json");
+        write_plan(path, on);
+        EXPECT_EQ(groups_json(read_plan(path, on.graph)), groups_json(on));
+        EXPECT_EQ(groups_json(plan_round(on, rules)), groups_json(on));
+        // Without recompute, a round undoes the copies: the producer is one group again.
+        EXPECT_EQ(groups_of(plan_round(on, load_rules("tvm"))), groups_of(plan(g, {"tvm"})));
+    }
+}
+
+TEST(PlannerOptions, RecomputeLeavesModelOutputsExpensiveOpsAndStopsAlone) {
+    RuleSet rules = custom_rules("recompute_limits", {{"recompute", true}});
+    // The shared producer is itself a model output: one group must compute it anyway.
+    Graph out = ModelBuilder("recompute_output")
+                    .input("x", {1, 4, 6, 6})
+                    .node("neg", "Relu", {"x"})
+                    .node("sig", "Sigmoid", {"neg"})
+                    .conv("conv", "neg", 4, 4)
+                    .output("sig")
+                    .output("conv")
+                    .output("neg")
+                    .load();
+    EXPECT_EQ(groups_of(plan_fusion(out, {rules})), groups_of(plan(out, {"x86"})));
+    // A conv read by two groups is never copied.
+    Graph conv = ModelBuilder("recompute_conv")
+                     .input("x", {1, 4, 6, 6})
+                     .conv("conv", "x", 4, 4)
+                     .conv("conv_a", "conv", 4, 4)
+                     .conv("conv_b", "conv", 4, 4)
+                     .output("conv_a")
+                     .output("conv_b")
+                     .load();
+    EXPECT_EQ(plan_fusion(conv, {rules}).groups.size(), 3u);
+    // stop_after and opaque names keep the group.
+    Graph g = shared_cheap_producer("recompute_stop");
+    FusedGraph stop = plan_fusion(g, {custom_rules("recompute_stop", {{"recompute", true}, {"stop_after", {"neg"}}})});
+    EXPECT_TRUE(groups_of(stop).count({"neg"})) << plan_table(stop);
+    FusedGraph opaque =
+        plan_fusion(g, {custom_rules("recompute_opaque", {{"recompute", true}, {"opaque_nodes", {"neg"}}})});
+    EXPECT_TRUE(groups_of(opaque).count({"neg"})) << plan_table(opaque);
+    // max_group_ops: a reader that would grow past the limit keeps the producer a group.
+    FusedGraph small = plan_fusion(g, {custom_rules("recompute_small", {{"recompute", true}, {"max_group_ops", 1}})});
+    EXPECT_EQ(small.groups.size(), 3u) << plan_table(small);
+}
+
 // --- Rounds -----------------------------------------------------------------------------------------
 
 TEST(PlannerRounds, TvmThenX86MergesFurther) {
@@ -1026,6 +1114,10 @@ void expect_respects(const FusedGraph &f, const RuleSet &rules, const std::strin
                 const Node *p = v.empty() ? nullptr : g.producer(v);
                 if (!v.empty() && !g.is_weight(v) && (!p || !members.count(p->name))) inputs.insert(v);
             }
+            if (grp.placement.at(n) == Placement::Recompute) {
+                EXPECT_TRUE(rules.recompute) << what << ": '" << n << "' recomputed\n" << plan_table(f);
+                EXPECT_LE(find_op(node->op)->kind, PatternKind::Injective) << what << ": '" << n << "' recomputed";
+            }
             if (grp.nodes.size() > 1) {
                 EXPECT_FALSE(rules.opaque_ops.count(node->op) || rules.opaque_nodes.count(n))
                     << what << ": opaque '" << n << "' fused\n"
@@ -1074,6 +1166,8 @@ TEST(PlannerRandom, RandomGraphsGiveLegalPlansUnderEveryRuleSet) {
              {"placement", "root"}});
     }
     rule_sets.push_back(custom_rules("fuzz_all", {{"fuse", all}, {"max_group_ops", 6}}));
+    rule_sets.push_back(custom_rules("fuzz_recompute", {{"recompute", true}}));
+    rule_sets.push_back(custom_rules("fuzz_recompute_tvm", {{"recompute", true}, {"max_group_ops", 4}}, "tvm"));
     int executed = 0;
     for (int i = 0; i < 150; i++) {
         Graph g = random_graph(i, rng);
@@ -1089,7 +1183,7 @@ TEST(PlannerRandom, RandomGraphsGiveLegalPlansUnderEveryRuleSet) {
             }
             expect_respects(f, rules, what);
             // Execute a sample (JIT compiling is the slow part).
-            if (i % 50 == 0 && (rules.name == "x86" || rules.name == "fuzz_all")) {
+            if (i % 50 == 0 && (rules.name == "x86" || rules.name == "fuzz_all" || rules.name == "fuzz_recompute")) {
                 if (!base) base = std::make_unique<Baseline>(unfused_baseline(g));
                 expect_matches(f, *base, what);
                 executed++;
