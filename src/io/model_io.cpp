@@ -129,7 +129,10 @@ Constant parse_weight(const std::string &name, const json &w, const std::string 
         double lo = u[0].get<double>(), hi = u[1].get<double>();
         if (!(lo <= hi)) fail_field(f + ".uniform", "low must not exceed high, got " + u.dump());
         const json &seed = require(w, "seed", f + ".seed");
-        if (!seed.is_number_unsigned()) fail_field(f + ".seed", "expected a non-negative integer, got " + seed.dump());
+        // JSON built in code holds 1 as a signed integer, parsed text as an unsigned one: accept both.
+        if (!seed.is_number_integer() || (!seed.is_number_unsigned() && seed.get<int64_t>() < 0)) {
+            fail_field(f + ".seed", "expected a non-negative integer, got " + seed.dump());
+        }
         c.f32 = uniform_values(count, lo, hi, seed.get<uint64_t>());
     }
     return c;

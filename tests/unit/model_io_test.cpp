@@ -1,6 +1,6 @@
 // Model loading, the weight generator and every bad-input error of the model format.
-#include "hfuse/error.h"
 #include "hfuse/model_io.h"
+#include "hfuse/error.h"
 #include "hfuse/random.h"
 
 #include <gtest/gtest.h>
@@ -126,8 +126,7 @@ TEST(ModelErrors, WrongWeightSize) {
                  {"field 'weights.b.values'", "3 values"});
     std::vector<float> w(100);
     write_f32_file(testing::TempDir() + "/short.f32", w.data(), w.size());
-    expect_error("weight_file_size",
-                 replace(kGood, R"("uniform": [-0.5, 0.5], "seed": 3)", R"("file": "short.f32")"),
+    expect_error("weight_file_size", replace(kGood, R"("uniform": [-0.5, 0.5], "seed": 3)", R"("file": "short.f32")"),
                  {"field 'weights.w.file'", "400 bytes", "expected 432"});
 }
 
@@ -164,6 +163,19 @@ TEST(ModelErrors, StructuralMistakes) {
     expect_error("arity", replace(kGood, R"("inputs": ["conv"])", R"("inputs": ["conv", "x"])"),
                  {"node 'relu'", "field 'inputs'", "expects 1 inputs, got 2"});
     expect_error("no_seed", replace(kGood, R"(, "seed": 3)", ""), {"field 'weights.w.seed'"});
+    expect_error("negative_seed", replace(kGood, R"("seed": 3)", R"("seed": -3)"),
+                 {"field 'weights.w.seed'", "non-negative integer"});
+}
+
+TEST(ModelIo, SeedBuiltInCodeIsASignedJsonInteger) {
+    // nlohmann::json holds a literal 3 written in C++ as a signed integer, parsed text as unsigned.
+    nlohmann::json model = nlohmann::json::parse(kGood);
+    model["weights"]["w"]["seed"] = 3;
+    ASSERT_TRUE(model["weights"]["w"]["seed"].is_number_integer() &&
+                !model["weights"]["w"]["seed"].is_number_unsigned());
+    Graph from_code = parse_model(model, ".", "in-memory");
+    Graph from_text = parse_model(nlohmann::json::parse(kGood), ".", "text");
+    EXPECT_EQ(from_code.weights.at("w").f32, from_text.weights.at("w").f32);
 }
 
 TEST(ModelErrors, MissingFile) {
