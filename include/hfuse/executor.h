@@ -5,6 +5,14 @@
 //   Executor ex(g, Executor::unfused_partition(g));
 //   auto outputs = ex.run({{"input", input_buffer}});
 //
+// Each group is scheduled by hfuse's templates (the schedule composer) or, on request, by one of
+// Halide's autoschedulers; whole_model_plan() makes the entire model one group, so an autoscheduler
+// makes every fusion choice itself (a baseline for the planner):
+//
+//   ExecutorOptions opts;
+//   opts.schedule = ScheduleSource::Adams2019;
+//   Executor whole(whole_model_plan(g), opts);
+//
 // Tensors cross the API as TensorBuffers: dense Halide buffers whose extents are the ONNX dims
 // reversed (NCHW (N, C, H, W) -> extents (W, H, C, N)), i.e. exactly the memory of a row-major NCHW array.
 #pragma once
@@ -28,8 +36,51 @@ Shape shape_of(const TensorBuffer &buffer);
 // Copies a row-major array of num_elements(shape) floats into a new buffer.
 TensorBuffer tensor_from_data(const Shape &shape, const float *data);
 
+// Who schedules each group's pipeline: hfuse's templates (the schedule composer, honouring the plan's
+// placements and "schedule" parameters) or one of Halide 14's autoschedulers, which sees the group's
+// Funcs unscheduled and decides everything itself. Groups a backend claimed keep the backend's lowering.
+enum class ScheduleSource { Templates, Mullapudi2016, Adams2019, Li2018 };
+
+// "templates", "mullapudi2016", "adams2019", "li2018".
+const char *to_string(ScheduleSource s);
+// Parses the names above; throws an Error listing them otherwise.
+ScheduleSource parse_schedule_source(const std::string &name);
+
 struct ExecutorOptions {
     Halide::Target target = Halide::get_jit_target_from_environment();
+    ScheduleSource schedule = ScheduleSource::Templates;
+    // Cores an autoscheduler plans for; <= 0: HL_NUM_THREADS if set (see set_num_threads), else every core.
+    int parallelism = 0;
+    // A group whose autoscheduled pipeline Halide fails to schedule or compile (Li2018 vectorizes a
+    // reduction whose extent is not a multiple of the vector width with an atomic predicated store,
+    // which Halide 14 cannot compile: Softmax over 10 classes) gets the templates instead, said in
+    // GroupInfo::note; false makes that an Error.
+    bool fallback_to_templates = true;
+    // Intermediates (values passed between groups) share storage when their lifetimes do not overlap.
+    bool reuse_buffers = true;
+};
+
+// A group as the executor runs it.
+struct GroupInfo {
+    std::string name;      // the plan's group name
+    std::string master;    // the node that leads it
+    int members = 0;       // nodes it computes, recomputed copies included
+    std::string schedule;  // who scheduled it: "templates", an autoscheduler ("adams2019"), "backend:<id>"
+    std::string note;      // why that is not ExecutorOptions::schedule (a fallback), else empty
+};
+
+// One group's share of a run (Executor::profile).
+struct GroupProfile {
+    std::string name;    // the plan's group name
+    std::string master;  // the node that leads it
+    int members = 0;     // nodes it computes, recomputed copies included
+    double ms = 0;       // median over the profiled runs
+};
+
+struct Profile {
+    std::vector<GroupProfile> groups;  // in execution order (groups nobody reads are not run, nor listed)
+    double total_ms = 0;               // median time of the whole run
+    int runs = 0;
 };
 
 class Executor {
@@ -40,24 +91,49 @@ public:
     // Lowers and JIT-compiles every group; throws an Error if the partition or graph is unusable.
     Executor(const Graph &graph, const Partition &groups, ExecutorOptions options = {});
     // Runs a plan: each group one pipeline, members placed as the plan says, claimed groups lowered by
-    // their backend.
+    // their backend. Groups identical in structure, shapes, weights, placement and schedule share one
+    // compiled pipeline.
     explicit Executor(const FusedGraph &plan, ExecutorOptions options = {});
     ~Executor();
     Executor(Executor &&) noexcept;
     Executor &operator=(Executor &&) noexcept;
 
     const Graph &graph() const;
+    const ExecutorOptions &options() const;
+    // The groups that run, in execution order (a group whose values nobody reads is skipped).
     int num_groups() const;
+    std::vector<GroupInfo> groups() const;
+    // Distinct pipelines JIT-compiled (<= num_groups(): identical groups share one).
+    int num_compiled() const;
+
+    // Bytes of storage held for intermediates (values passed between groups that the model does not
+    // return), and what they would take with a buffer each (ExecutorOptions::reuse_buffers = false).
+    int64_t intermediate_bytes() const;
+    int64_t intermediate_bytes_unshared() const;
 
     // Runs the model. `inputs` holds one buffer per model input, by name, shaped as the model says
-    // (an Error names the input otherwise). Returns the model outputs by name. Buffers of
-    // intermediates are kept and reused by later runs.
-    std::map<std::string, TensorBuffer> run(const std::map<std::string, TensorBuffer> &inputs);
+    // (an Error names the input otherwise). Returns the model outputs by name, in fresh buffers.
+    // Intermediate storage is allocated once and reused by later runs. With `group_ms`, it receives
+    // each group's wall time in milliseconds, in execution order.
+    std::map<std::string, TensorBuffer> run(const std::map<std::string, TensorBuffer> &inputs,
+                                            std::vector<double> *group_ms = nullptr);
+
+    // Times `runs` runs (after one warm-up run): the median of each group and of the whole run.
+    Profile profile(const std::map<std::string, TensorBuffer> &inputs, int runs = 10);
 
 private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };
+
+// The whole model as one group, with no fusion decision of hfuse's: every node in a single group, pure
+// ops placed inline (Halide's default), convs, gemms and reductions "root" (their own stage), and
+// the simple schedule ("template": "simple") when run with ScheduleSource::Templates. Meant for an
+// autoscheduler to make every fusion choice. With `rewrite` (the default, and `hfuse run --whole`) the
+// group holds simplify(model), the same rewritten graph the planner starts from (BatchNormalization
+// folded into its Conv, constants folded); otherwise the graph as written. Throws an Error naming an
+// opaque node, which cannot share a pipeline.
+FusedGraph whole_model_plan(const Graph &model, bool rewrite = true);
 
 // Number of worker threads Halide uses; n <= 0 means one per core. Call before the first run.
 void set_num_threads(int n);

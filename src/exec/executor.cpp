@@ -1,9 +1,14 @@
 #include "hfuse/executor.h"
 
 #include "compose/composer.h"
+#include "exec/autoschedule.h"
+#include "exec/buffer_plan.h"
 #include "exec/group_lowering.h"
 #include "hfuse/error.h"
 
+#include <algorithm>
+#include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -38,9 +43,20 @@ void set_num_threads(int n) {
 
 namespace {
 
-struct CompiledGroup {
-    exec::LoweredGroup lowered;
+// A JIT-compiled pipeline, shared by every group with the same key (group_key).
+struct CompiledPipeline {
     Halide::Pipeline pipeline;
+    std::vector<Halide::ImageParam> params;  // bound to the running group's input values before each run
+    std::string schedule, note;              // GroupInfo's
+};
+
+// A group as it runs: its compiled pipeline and the values it reads and writes.
+struct GroupRun {
+    std::string name, master;
+    int members = 0;
+    std::shared_ptr<CompiledPipeline> compiled;
+    std::vector<std::string> input_values;   // in the order of compiled->params
+    std::vector<std::string> output_values;  // in the order of the pipeline's outputs
 };
 
 bool is_dense(const TensorBuffer &b) {
@@ -52,14 +68,69 @@ bool is_dense(const TensorBuffer &b) {
     return true;
 }
 
+// Everything the compiled code of a group depends on, names of its activations aside: the op, attributes,
+// placement and output shapes of each member, how members are wired (an input is another member's
+// output, the k-th activation entering the group with its shape, or a weight by name: weights are baked
+// into the code), which values leave the group, and the schedule, backend and target. Two groups with
+// equal keys lower to the same Funcs in the same order, so they can share one compiled pipeline.
+std::string group_key(const Graph &g, const FusedGroup &grp, const std::set<std::string> &live_out,
+                      const ExecutorOptions &options) {
+    std::string key = options.target.to_string() + "|" + to_string(options.schedule) + "|" + grp.backend + "|" +
+                      (options.schedule == ScheduleSource::Templates ? grp.schedule.dump() : "") + "\n";
+    std::map<std::string, std::string> local;  // value -> "n<member>.<output>" or "i<k>"
+    int member = 0, external = 0;
+    for (const std::string &name : grp.nodes) {
+        const Node *n = g.find_node(name);
+        auto p = grp.placement.find(name);
+        key += n->op + " " + n->attrs.dump() + " " + (p == grp.placement.end() ? "" : to_string(p->second)) + " (";
+        for (const std::string &v : n->inputs) {
+            if (v.empty()) {
+                key += "-";
+            } else if (auto it = local.find(v); it != local.end()) {
+                key += it->second;
+            } else if (g.is_weight(v)) {
+                key += "w:" + v;
+            } else {
+                local[v] = "i" + std::to_string(external++);
+                key += local[v] + "[" + to_string(g.type_of(v).shape) + "]";
+            }
+            key += ",";
+        }
+        key += ") ->";
+        for (size_t o = 0; o < n->outputs.size(); o++) {
+            const std::string &v = n->outputs[o];
+            local[v] = "n" + std::to_string(member) + "." + std::to_string(o);
+            key += " [" + to_string(g.type_of(v).shape) + "]" + (live_out.count(v) ? "out" : "");
+        }
+        key += "\n";
+        member++;
+    }
+    return key;
+}
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 }  // namespace
 
 struct Executor::Impl {
     Graph graph;
     ExecutorOptions options;
     exec::WeightBuffers weights;
-    std::vector<CompiledGroup> groups;                  // in execution order
-    std::map<std::string, TensorBuffer> intermediates;  // values passed between groups, reused across runs
+    std::vector<GroupRun> groups;  // in execution order
+    int num_compiled = 0;
+    // Values passed between groups: views into one arena laid out by exec::plan_buffers (or a buffer
+    // each without reuse), allocated once and reused by every run.
+    std::unique_ptr<float, decltype(&std::free)> arena{nullptr, &std::free};
+    std::map<std::string, TensorBuffer> intermediates;
+    int64_t intermediate_bytes = 0, unshared_bytes = 0;
+
+    void compile(const FusedGraph &plan);
+    void allocate_intermediates();
 };
 
 Partition Executor::unfused_partition(const Graph &graph) {
@@ -89,41 +160,129 @@ Executor::Executor(const Graph &graph, const Partition &partition, ExecutorOptio
 Executor::Executor(const FusedGraph &plan, ExecutorOptions options) : impl_(new Impl) {
     impl_->graph = plan.graph;
     impl_->options = options;
-    const Graph &g = impl_->graph;
-    impl_->weights = exec::make_weight_buffers(g);
+    impl_->weights = exec::make_weight_buffers(impl_->graph);
+    impl_->compile(plan);
+    impl_->allocate_intermediates();
+}
+
+namespace {
+
+// Lowers a group as the op library (or its backend) defines it, unscheduled.
+exec::LoweredGroup lower(const Graph &g, const FusedGroup &grp, const std::set<std::string> &live_out,
+                         const exec::WeightBuffers &weights) {
+    std::vector<const Node *> nodes;
+    for (const std::string &name : grp.nodes) nodes.push_back(g.find_node(name));
+    if (grp.backend.empty()) return exec::lower_group(g, nodes, live_out, weights);
+    const BackendPattern *pattern = find_backend_pattern(grp.backend);
+    if (!pattern) {
+        throw Error("group " + grp.name + " names backend pattern '" + grp.backend +
+                    "', which this program has not registered")
+            .in_file(g.source);
+    }
+    return exec::lower_backend_group(g, nodes, live_out, weights, *pattern);
+}
+
+// Schedules a lowered group (templates, or `autoscheduler` unless it is Templates) and JIT-compiles it.
+std::shared_ptr<CompiledPipeline> schedule_and_compile(const Graph &g, const FusedGroup &grp,
+                                                       exec::LoweredGroup &lowered, ScheduleSource autoscheduler,
+                                                       const ExecutorOptions &options) {
+    auto cp = std::make_shared<CompiledPipeline>();
+    if (!grp.backend.empty()) {
+        cp->schedule = "backend:" + grp.backend;
+    } else if (autoscheduler == ScheduleSource::Templates) {
+        compose::compose_group(g, grp, lowered, options.target);
+        cp->schedule = to_string(ScheduleSource::Templates);
+    } else {
+        cp->schedule = to_string(autoscheduler);
+    }
+    cp->params = lowered.params;
+    cp->pipeline = Halide::Pipeline(lowered.output_funcs);
+    if (!lowered.jit_externs.empty()) cp->pipeline.set_jit_externs(lowered.jit_externs);
+    if (grp.backend.empty() && autoscheduler != ScheduleSource::Templates) {
+        exec::autoschedule_group(g, lowered, cp->pipeline, autoscheduler, options.target, options.parallelism);
+    }
+    cp->pipeline.compile_jit(options.target);
+    return cp;
+}
+
+}  // namespace
+
+void Executor::Impl::compile(const FusedGraph &plan) {
+    const Graph &g = graph;
+    std::map<std::string, std::shared_ptr<CompiledPipeline>> cache;
     for (const FusedGroup &grp : plan.groups) {  // check_plan ordered them
-        std::vector<const Node *> nodes;
-        for (const std::string &name : grp.nodes) nodes.push_back(g.find_node(name));
         std::set<std::string> live_out = handed_out_values(plan, grp);
         // A group whose values nobody reads (dead nodes of a graph run as written, or an owner every
         // reader recomputes) has nothing to compute.
         if (live_out.empty()) continue;
-        CompiledGroup cg;
-        if (grp.backend.empty()) {
-            cg.lowered = exec::lower_group(g, nodes, live_out, impl_->weights);
-            compose::compose_group(g, grp, cg.lowered, options.target);
-        } else {
-            const BackendPattern *pattern = find_backend_pattern(grp.backend);
-            if (!pattern) {
-                throw Error("group " + grp.name + " names backend pattern '" + grp.backend +
-                            "', which this program has not registered")
-                    .in_file(g.source);
+        exec::LoweredGroup lowered = lower(g, grp, live_out, weights);
+        GroupRun run{grp.name, grp.master,           static_cast<int>(grp.nodes.size()),
+                     nullptr,  lowered.input_values, lowered.output_values};
+        std::shared_ptr<CompiledPipeline> &compiled = cache[group_key(g, grp, live_out, options)];
+        if (!compiled) {
+            const Node *master = g.find_node(grp.master);
+            try {
+                try {
+                    compiled = schedule_and_compile(g, grp, lowered, options.schedule, options);
+                } catch (const Halide::Error &e) {
+                    if (options.schedule == ScheduleSource::Templates || !options.fallback_to_templates) throw;
+                    // The autoscheduler's Funcs are scheduled now: lower afresh for the templates.
+                    exec::LoweredGroup again = lower(g, grp, live_out, weights);
+                    compiled = schedule_and_compile(g, grp, again, ScheduleSource::Templates, options);
+                    std::string why = e.what();
+                    while (!why.empty() && std::isspace(static_cast<unsigned char>(why.back()))) why.pop_back();
+                    compiled->note = std::string(to_string(options.schedule)) + "'s schedule failed in Halide (" + why +
+                                     "); scheduled by the templates instead";
+                }
+            } catch (Error &e) {
+                throw e.at_node(master->name, master->op).in_file(g.source);
+            } catch (const Halide::Error &e) {
+                std::string who = options.schedule == ScheduleSource::Templates
+                                      ? "Halide failed to compile group "
+                                      : "Halide's " + exec::autoscheduler_name(options.schedule) +
+                                            " autoscheduler or compiler failed on group ";
+                throw Error(who + grp.name + ": " + e.what()).at_node(master->name, master->op).in_file(g.source);
             }
-            cg.lowered = exec::lower_backend_group(g, nodes, live_out, impl_->weights, *pattern);
+            num_compiled++;
         }
-        cg.pipeline = Halide::Pipeline(cg.lowered.output_funcs);
-        if (!cg.lowered.jit_externs.empty()) cg.pipeline.set_jit_externs(cg.lowered.jit_externs);
-        try {
-            cg.pipeline.compile_jit(options.target);
-        } catch (const Halide::Error &e) {
-            throw Error(std::string("Halide failed to compile group ") + grp.name + ": " + e.what())
-                .at_node(nodes.front()->name, nodes.front()->op)
-                .in_file(g.source);
+        run.compiled = compiled;
+        groups.push_back(std::move(run));
+    }
+}
+
+void Executor::Impl::allocate_intermediates() {
+    const std::set<std::string> returned(graph.outputs.begin(), graph.outputs.end());
+    std::vector<exec::BufferRequest> requests;
+    std::map<std::string, size_t> index;
+    for (size_t i = 0; i < groups.size(); i++) {
+        for (const std::string &v : groups[i].input_values) {
+            if (auto it = index.find(v); it != index.end()) requests[it->second].last_use = static_cast<int>(i);
         }
-        for (const std::string &v : cg.lowered.output_values) {
-            impl_->intermediates[v] = make_tensor_buffer(g.type_of(v).shape);
+        for (const std::string &v : groups[i].output_values) {
+            if (returned.count(v)) continue;
+            index[v] = requests.size();
+            requests.push_back({v, 4 * num_elements(graph.type_of(v).shape), static_cast<int>(i), static_cast<int>(i)});
         }
-        impl_->groups.push_back(std::move(cg));
+    }
+    for (const exec::BufferRequest &r : requests) unshared_bytes += r.bytes;
+    if (!options.reuse_buffers) {
+        for (const exec::BufferRequest &r : requests)
+            intermediates[r.value] = make_tensor_buffer(graph.type_of(r.value).shape);
+        intermediate_bytes = unshared_bytes;
+        return;
+    }
+    exec::BufferPlan layout = exec::plan_buffers(requests);
+    intermediate_bytes = layout.arena_bytes;
+    if (layout.arena_bytes == 0) return;
+    arena.reset(static_cast<float *>(std::aligned_alloc(64, layout.arena_bytes)));  // plan_buffers aligns to 64
+    if (!arena) {
+        throw Error("cannot allocate " + std::to_string(layout.arena_bytes) + " bytes for intermediates")
+            .in_file(graph.source);
+    }
+    for (const exec::BufferRequest &r : requests) {
+        const Shape &shape = graph.type_of(r.value).shape;
+        std::vector<int> extents(shape.rbegin(), shape.rend());
+        intermediates[r.value] = TensorBuffer(arena.get() + layout.offsets.at(r.value) / sizeof(float), extents);
     }
 }
 
@@ -134,11 +293,32 @@ Executor &Executor::operator=(Executor &&) noexcept = default;
 const Graph &Executor::graph() const {
     return impl_->graph;
 }
+const ExecutorOptions &Executor::options() const {
+    return impl_->options;
+}
 int Executor::num_groups() const {
     return static_cast<int>(impl_->groups.size());
 }
+std::vector<GroupInfo> Executor::groups() const {
+    std::vector<GroupInfo> out;
+    for (const GroupRun &r : impl_->groups) {
+        out.push_back({r.name, r.master, r.members, r.compiled->schedule, r.compiled->note});
+    }
+    return out;
+}
+int Executor::num_compiled() const {
+    return impl_->num_compiled;
+}
+int64_t Executor::intermediate_bytes() const {
+    return impl_->intermediate_bytes;
+}
+int64_t Executor::intermediate_bytes_unshared() const {
+    return impl_->unshared_bytes;
+}
 
-std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, TensorBuffer> &inputs) {
+std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, TensorBuffer> &inputs,
+                                                  std::vector<double> *group_ms) {
+    using clock = std::chrono::steady_clock;
     const Graph &g = impl_->graph;
     std::map<std::string, TensorBuffer> values;  // what this run reads: inputs, then group outputs
     for (const auto &kv : inputs) {
@@ -160,23 +340,48 @@ std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, Te
         if (!outputs.count(v))
             outputs[v] = g.is_input(v) ? values.at(v).copy() : make_tensor_buffer(g.type_of(v).shape);
     }
-    for (CompiledGroup &cg : impl_->groups) {
-        for (size_t i = 0; i < cg.lowered.params.size(); i++)
-            cg.lowered.params[i].set(values.at(cg.lowered.input_values[i]));
+    if (group_ms) group_ms->clear();
+    for (GroupRun &gr : impl_->groups) {
+        auto start = clock::now();
+        CompiledPipeline &cp = *gr.compiled;
+        for (size_t i = 0; i < cp.params.size(); i++) cp.params[i].set(values.at(gr.input_values[i]));
         std::vector<Halide::Buffer<void>> results;
-        for (const std::string &v : cg.lowered.output_values) {
+        for (const std::string &v : gr.output_values) {
             TensorBuffer b = outputs.count(v) ? outputs.at(v) : impl_->intermediates.at(v);
             values[v] = b;
             results.push_back(b);
         }
         Halide::Realization realization(results);
         try {
-            cg.pipeline.realize(realization, impl_->options.target);
+            cp.pipeline.realize(realization, impl_->options.target);
         } catch (const Halide::Error &e) {
-            throw Error(std::string("Halide runtime error: ") + e.what()).in_file(g.source);
+            throw Error(std::string("Halide runtime error in group ") + gr.name + ": " + e.what()).in_file(g.source);
         }
+        if (group_ms) group_ms->push_back(std::chrono::duration<double, std::milli>(clock::now() - start).count());
     }
     return outputs;
+}
+
+Profile Executor::profile(const std::map<std::string, TensorBuffer> &inputs, int runs) {
+    using clock = std::chrono::steady_clock;
+    if (runs < 1) throw Error("profile needs at least one run, got " + std::to_string(runs));
+    run(inputs);  // warm-up: first-touch of buffers, thread pool start
+    std::vector<std::vector<double>> per_group(impl_->groups.size());
+    std::vector<double> totals, ms;
+    for (int r = 0; r < runs; r++) {
+        auto start = clock::now();
+        run(inputs, &ms);
+        totals.push_back(std::chrono::duration<double, std::milli>(clock::now() - start).count());
+        for (size_t i = 0; i < ms.size(); i++) per_group[i].push_back(ms[i]);
+    }
+    Profile p;
+    p.runs = runs;
+    p.total_ms = median(totals);
+    for (size_t i = 0; i < impl_->groups.size(); i++) {
+        const GroupRun &gr = impl_->groups[i];
+        p.groups.push_back({gr.name, gr.master, gr.members, median(per_group[i])});
+    }
+    return p;
 }
 
 }  // namespace hfuse

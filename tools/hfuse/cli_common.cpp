@@ -109,13 +109,24 @@ void PlanChoice::add_flags(CLI::App *cmd) {
     auto *r = cmd->add_option("--rules", rules, "plan with these rule sets, one round each: tvm, x86, none or a FILE")
                   ->allow_extra_args(false);
     auto *u = cmd->add_flag("--unfused", unfused, "every op its own stage, no graph rewrites (the baseline)");
-    p->excludes(r)->excludes(u);
-    r->excludes(u);
+    auto *w = cmd->add_flag("--whole", whole,
+                            "the whole (rewritten) model as one pipeline, no fusion decisions: for an autoscheduler");
+    p->excludes(r)->excludes(u)->excludes(w);
+    r->excludes(u)->excludes(w);
+    u->excludes(w);
+}
+
+void PlanChoice::add_schedule_flags(CLI::App *cmd) {
+    cmd->add_option("--autoschedule", autoschedule,
+                    "schedule each group with a Halide autoscheduler instead of hfuse's templates")
+        ->check(CLI::IsMember({"mullapudi2016", "adams2019", "li2018"}));
 }
 
 FusedGraph PlanChoice::make(const Graph &g) const {
     FusedGraph f;
-    if (unfused) {
+    if (whole) {
+        f = whole_model_plan(g);
+    } else if (unfused) {
         f = singleton_groups(g);
         f.rules = {"unfused"};
     } else if (!plan_file.empty()) {
@@ -131,13 +142,34 @@ FusedGraph PlanChoice::make(const Graph &g) const {
     return with_default_schedules(std::move(f), Halide::get_jit_target_from_environment());
 }
 
+ExecutorOptions PlanChoice::options() const {
+    ExecutorOptions o;
+    if (!autoschedule.empty()) o.schedule = parse_schedule_source(autoschedule);
+    return o;
+}
+
+std::string PlanChoice::schedule() const {
+    return autoschedule.empty() ? "templates" : autoschedule;
+}
+
 std::string PlanChoice::describe() const {
+    if (whole) return "whole";
     if (unfused) return "unfused";
     if (!plan_file.empty()) return plan_file;
     std::string s;
     for (const std::string &r : rules.empty() ? std::vector<std::string>{"x86"} : rules)
         s += (s.empty() ? "" : "+") + r;
     return s;
+}
+
+std::vector<std::string> report_fallbacks(const Executor &ex) {
+    std::vector<std::string> names;
+    for (const GroupInfo &g : ex.groups()) {
+        if (g.note.empty()) continue;
+        std::fprintf(stderr, "hfuse: note: group %s (%s): %s\n", g.name.c_str(), g.master.c_str(), g.note.c_str());
+        names.push_back(g.name);
+    }
+    return names;
 }
 
 std::vector<double> time_runs(Executor &ex, const std::map<std::string, TensorBuffer> &inputs, int runs) {

@@ -49,16 +49,24 @@ void print_summary(const std::string &name, const TensorBuffer &b);
 bool check_against_reference(const Graph &g, const std::map<std::string, TensorBuffer> &inputs,
                              const std::map<std::string, TensorBuffer> &outputs);
 
-// How `plan`, `run` and `bench` choose the plan they execute.
+// How `plan`, `run` and `bench` choose the plan they execute, and (`run`, `bench`) who schedules it.
 struct PlanChoice {
     std::string plan_file;           // --plan
     std::vector<std::string> rules;  // --rules, one per round (default: x86)
     bool unfused = false;            // --unfused: the graph as written, one group per op, no rewrites
+    bool whole = false;              // --whole: the rewritten model as one group (whole_model_plan)
+    std::string autoschedule;        // --autoschedule: a Halide autoscheduler; "" = hfuse's templates
 
-    void add_flags(CLI::App *cmd);
+    void add_flags(CLI::App *cmd);           // --plan, --rules, --unfused, --whole
+    void add_schedule_flags(CLI::App *cmd);  // --autoschedule
     FusedGraph make(const Graph &g) const;
-    std::string describe() const;  // "x86", "tvm+x86", "plan.json", "unfused"
+    ExecutorOptions options() const;
+    std::string describe() const;  // "x86", "tvm+x86", "plan.json", "unfused", "whole"
+    std::string schedule() const;  // "templates" or the autoscheduler's name
 };
+
+// Says on stderr which groups an autoscheduler could not schedule (GroupInfo::note); returns their names.
+std::vector<std::string> report_fallbacks(const Executor &ex);
 
 // Run times in milliseconds of `runs` runs after one warm-up run.
 std::vector<double> time_runs(Executor &ex, const std::map<std::string, TensorBuffer> &inputs, int runs);

@@ -31,9 +31,9 @@ struct Timed {
     std::vector<double> ms;
 };
 
-Timed build(const FusedGraph &plan) {
+Timed build(const FusedGraph &plan, const ExecutorOptions &options) {
     auto t0 = std::chrono::steady_clock::now();
-    Executor ex(plan);
+    Executor ex(plan, options);
     double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return {std::move(ex), compile_ms, {}};
 }
@@ -42,28 +42,37 @@ int bench(const BenchOptions &o) {
     Graph g = load_model(o.model);
     auto inputs = load_inputs(g, {}, true);
     if (!o.compare) {
-        Timed t = build(o.plan.make(g));
+        Timed t = build(o.plan.make(g), o.plan.options());
+        std::vector<std::string> fallbacks = report_fallbacks(t.executor);
         t.ms = time_runs(t.executor, inputs, o.runs);
         double med = median(t.ms), best = *std::min_element(t.ms.begin(), t.ms.end());
         if (o.json) {
             nlohmann::json j = {{"model", g.name},
                                 {"plan", o.plan.describe()},
+                                {"schedule", o.plan.schedule()},
+                                {"whole", o.plan.whole},
                                 {"groups", t.executor.num_groups()},
+                                {"fallback_groups", fallbacks},
+                                {"compiled_pipelines", t.executor.num_compiled()},
+                                {"intermediate_bytes", t.executor.intermediate_bytes()},
+                                {"intermediate_bytes_unshared", t.executor.intermediate_bytes_unshared()},
                                 {"median_ms", med},
                                 {"min_ms", best},
                                 {"runs", o.runs},
                                 {"compile_ms", t.compile_ms}};
             std::printf("%s\n", j.dump().c_str());
         } else {
-            std::printf("%s, plan %s (%d groups): median %.3f ms, min %.3f ms over %d runs; JIT compile %.0f ms\n",
-                        g.name.c_str(), o.plan.describe().c_str(), t.executor.num_groups(), med, best, o.runs,
-                        t.compile_ms);
+            std::printf(
+                "%s, plan %s (%d groups), schedule %s: median %.3f ms, min %.3f ms over %d runs; JIT compile %.0f ms\n",
+                g.name.c_str(), o.plan.describe().c_str(), t.executor.num_groups(), o.plan.schedule().c_str(), med,
+                best, o.runs, t.compile_ms);
         }
         return 0;
     }
     PlanChoice unfused;
     unfused.unfused = true;
-    Timed fused = build(o.plan.make(g)), base = build(unfused.make(g));
+    Timed fused = build(o.plan.make(g), o.plan.options()), base = build(unfused.make(g), unfused.options());
+    std::vector<std::string> fallbacks = report_fallbacks(fused.executor);
     // Interleave in chunks so slow drifts of the machine affect both alike.
     const int chunk = std::max(1, o.runs / 5);
     for (int done = 0; done < o.runs; done += chunk) {
@@ -77,6 +86,9 @@ int bench(const BenchOptions &o) {
     if (o.json) {
         nlohmann::json j = {{"model", g.name},
                             {"plan", o.plan.describe()},
+                            {"schedule", o.plan.schedule()},
+                            {"whole", o.plan.whole},
+                            {"fallback_groups", fallbacks},
                             {"fused_ms", f},
                             {"unfused_ms", u},
                             {"speedup", u / f},
@@ -88,9 +100,10 @@ int bench(const BenchOptions &o) {
         std::printf("%s\n", j.dump().c_str());
     } else {
         std::printf(
-            "%s: fused (%s, %d groups) %.3f ms, unfused (%d groups) %.3f ms: speedup %.2fx (medians of %d runs)\n",
-            g.name.c_str(), o.plan.describe().c_str(), fused.executor.num_groups(), f, base.executor.num_groups(), u,
-            u / f, o.runs);
+            "%s: fused (%s, %d groups, schedule %s) %.3f ms, unfused (%d groups) %.3f ms: speedup %.2fx (medians of "
+            "%d runs)\n",
+            g.name.c_str(), o.plan.describe().c_str(), fused.executor.num_groups(), o.plan.schedule().c_str(), f,
+            base.executor.num_groups(), u, u / f, o.runs);
     }
     return 0;
 }
@@ -102,6 +115,7 @@ Command add_bench(CLI::App &app) {
     auto o = std::make_shared<BenchOptions>();
     cmd->add_option("MODEL", o->model, "model file (.json)")->required();
     o->plan.add_flags(cmd);
+    o->plan.add_schedule_flags(cmd);
     cmd->add_option("--runs", o->runs, "timed runs after one warm-up run")->check(CLI::Range(1, 100000));
     cmd->add_flag("--json", o->json, "print one JSON object");
     cmd->add_flag("--compare", o->compare, "also time the unfused model, interleaved, and print the speedup");

@@ -1,7 +1,8 @@
-// hfuse run MODEL: run a model under a plan and print or write its outputs.
+// hfuse run MODEL: run a model under a plan and print or write its outputs; --profile times each group.
 #include "cli_common.h"
 #include "hfuse/model_io.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace hfuse::cli {
@@ -11,14 +12,35 @@ struct RunOptions {
     std::string model;
     std::vector<std::string> inputs, outputs;
     PlanChoice plan;
-    bool check = false;
+    bool check = false, profile = false;
+    int runs = 10;
 };
+
+// One line per group, in execution order: name, master, members, median ms and share of the run.
+void print_profile(const Profile &p) {
+    size_t name_width = 5, master_width = 6;
+    for (const GroupProfile &g : p.groups) {
+        name_width = std::max(name_width, g.name.size());
+        master_width = std::max(master_width, g.master.size());
+    }
+    double sum = 0;
+    for (const GroupProfile &g : p.groups) sum += g.ms;
+    std::printf("profile: median of %d runs: %.3f ms a run, %.3f ms in its %zu groups\n", p.runs, p.total_ms, sum,
+                p.groups.size());
+    std::printf("  %-*s  %-*s  %7s  %10s  %6s\n", int(name_width), "group", int(master_width), "master", "members",
+                "ms", "share");
+    for (const GroupProfile &g : p.groups) {
+        std::printf("  %-*s  %-*s  %7d  %10.3f  %5.1f%%\n", int(name_width), g.name.c_str(), int(master_width),
+                    g.master.c_str(), g.members, g.ms, p.total_ms > 0 ? 100.0 * g.ms / p.total_ms : 0.0);
+    }
+}
 
 int run(const RunOptions &o) {
     Graph g = load_model(o.model);
     std::map<std::string, std::string> out_files = bind_files(o.outputs, g.outputs, "--output");
     std::map<std::string, TensorBuffer> inputs = load_inputs(g, o.inputs, !out_files.empty());
-    Executor ex(o.plan.make(g));
+    Executor ex(o.plan.make(g), o.plan.options());
+    report_fallbacks(ex);
     auto outputs = ex.run(inputs);
     for (const std::string &name : g.outputs) {
         if (auto it = out_files.find(name); it != out_files.end()) {
@@ -27,6 +49,7 @@ int run(const RunOptions &o) {
             print_summary(name, outputs.at(name));
         }
     }
+    if (o.profile) print_profile(ex.profile(inputs, o.runs));
     if (o.check && !check_against_reference(g, inputs, outputs)) return 1;
     return 0;
 }
@@ -38,11 +61,14 @@ Command add_run(CLI::App &app) {
     auto o = std::make_shared<RunOptions>();
     cmd->add_option("MODEL", o->model, "model file (.json)")->required();
     o->plan.add_flags(cmd);
+    o->plan.add_schedule_flags(cmd);
     cmd->add_option("--input", o->inputs, "FILE or NAME=FILE: raw little-endian float32, NCHW order")
         ->allow_extra_args(false);
     cmd->add_option("--output", o->outputs, "FILE or NAME=FILE: write an output as raw float32")
         ->allow_extra_args(false);
     cmd->add_flag("--check", o->check, "compare the outputs with the reference evaluator (1e-4 of scale)");
+    cmd->add_flag("--profile", o->profile, "time each group (median of --runs runs after a warm-up) and print it");
+    cmd->add_option("--runs", o->runs, "runs --profile times (default 10)")->check(CLI::Range(1, 100000));
     return {cmd, [o] { return run(*o); }};
 }
 

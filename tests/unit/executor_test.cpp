@@ -1,0 +1,312 @@
+// The executor: lifetime-based reuse of intermediate storage, per-group profiles, skipping groups
+// nobody reads, sharing compiled pipelines between identical groups, and the whole-model plan.
+#include "hfuse/executor.h"
+#include "exec/buffer_plan.h"
+#include "hfuse/error.h"
+#include "hfuse/model_io.h"
+#include "hfuse/passes.h"
+#include "hfuse/random.h"
+#include "hfuse/reference.h"
+
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+namespace hfuse {
+namespace {
+
+using nlohmann::json;
+
+// A model from inline JSON nodes over one input `x` of `shape` (no weights unless given).
+Graph make_model(const std::string &name, const Shape &shape, const json &nodes,
+                 const std::vector<std::string> &outputs, const json &weights = json::object()) {
+    json j = {{"format", "hfuse-model"},
+              {"version", 1},
+              {"name", name},
+              {"inputs", {{{"name", "x"}, {"shape", shape}}}},
+              {"weights", weights},
+              {"nodes", nodes},
+              {"outputs", outputs}};
+    return prepare(parse_model(j, ".", name + ".json"));
+}
+
+json node(const std::string &name, const std::string &op, const std::vector<std::string> &inputs,
+          const json &attrs = json::object()) {
+    json n = {{"name", name}, {"op", op}, {"inputs", inputs}};
+    if (!attrs.empty()) n["attrs"] = attrs;
+    return n;
+}
+
+// x -> relu -> sigmoid -> tanh -> relu -> sigmoid -> tanh (six values, each read only by the next op).
+Graph chain_model() {
+    json nodes = json::array();
+    const char *ops[] = {"Relu", "Sigmoid", "Tanh", "Relu", "Sigmoid", "Tanh"};
+    std::string prev = "x";
+    for (int i = 0; i < 6; i++) {
+        std::string n = "n" + std::to_string(i);
+        nodes.push_back(node(n, ops[i], {prev}));
+        prev = n;
+    }
+    return make_model("chain", {1, 8, 32, 32}, nodes, {prev});
+}
+
+// A residual block of pure ops: `a` must survive three groups until `add` reads it; `mid` is also
+// returned by the model.
+Graph residual_model() {
+    json nodes = json::array({node("a", "Sigmoid", {"x"}), node("b", "Tanh", {"a"}), node("c", "Relu", {"b"}),
+                              node("d", "Sigmoid", {"c"}), node("mid", "Tanh", {"d"}), node("e", "Sigmoid", {"mid"}),
+                              node("add", "Add", {"a", "e"}), node("out", "Relu", {"add"})});
+    return make_model("residual", {1, 4, 16, 16}, nodes, {"out", "mid"});
+}
+
+Executor unfused(const Graph &g, bool reuse) {
+    ExecutorOptions o;
+    o.reuse_buffers = reuse;
+    return Executor(g, Executor::unfused_partition(g), o);
+}
+
+void expect_equal_outputs(const std::map<std::string, TensorBuffer> &a, const std::map<std::string, TensorBuffer> &b) {
+    ASSERT_EQ(a.size(), b.size());
+    for (const auto &kv : a) {
+        const TensorBuffer &x = kv.second, &y = b.at(kv.first);
+        ASSERT_EQ(shape_of(x), shape_of(y)) << kv.first;
+        EXPECT_EQ(0, std::memcmp(x.data(), y.data(), x.size_in_bytes())) << kv.first << " differs";
+    }
+}
+
+void expect_matches_reference(const Graph &g, const test::ModelInputs &in,
+                              const std::map<std::string, TensorBuffer> &actual, double tolerance = 1e-5) {
+    auto expected = reference::run(g, in.reference);
+    for (const std::string &out : g.outputs) {
+        const auto &e = expected.at(out);
+        auto cmp = reference::compare(actual.at(out).data(), e.data.data(), e.data.size());
+        EXPECT_LE(cmp.relative(), tolerance) << out << ": max abs error " << cmp.max_abs_error;
+    }
+}
+
+// --- the arena layout ------------------------------------------------------------------------------
+
+TEST(BufferPlan, ChainReusesDeadValues) {
+    // Each value is read by the next group only: two slots suffice however long the chain.
+    std::vector<exec::BufferRequest> r;
+    for (int i = 0; i < 6; i++) r.push_back({"v" + std::to_string(i), 1000, i, i + 1});
+    exec::BufferPlan p = exec::plan_buffers(r);
+    EXPECT_EQ(p.arena_bytes, 2 * 1024);
+    EXPECT_EQ(p.offsets.at("v0"), p.offsets.at("v2"));
+    EXPECT_NE(p.offsets.at("v0"), p.offsets.at("v1"));
+}
+
+TEST(BufferPlan, DocumentedExample) {
+    exec::BufferPlan p = exec::plan_buffers({{"a", 400, 0, 1}, {"b", 400, 1, 2}, {"c", 400, 2, 3}});
+    EXPECT_EQ(p.offsets.at("a"), 0);
+    EXPECT_EQ(p.offsets.at("b"), 448);
+    EXPECT_EQ(p.offsets.at("c"), 0);
+    EXPECT_EQ(p.arena_bytes, 896);
+}
+
+TEST(BufferPlan, LiveValuesNeverOverlapRandomized) {
+    std::mt19937 rng(7);
+    for (int trial = 0; trial < 200; trial++) {
+        std::vector<exec::BufferRequest> r;
+        const int n = 1 + rng() % 12;
+        for (int i = 0; i < n; i++) {
+            int first = rng() % 10, last = first + rng() % 5;
+            r.push_back({"v" + std::to_string(i), int64_t(1 + rng() % 5000), first, last});
+        }
+        exec::BufferPlan p = exec::plan_buffers(r, 16);
+        int64_t unshared = 0;
+        for (size_t i = 0; i < r.size(); i++) {
+            unshared += (r[i].bytes + 15) / 16 * 16;
+            const int64_t a = p.offsets.at(r[i].value);
+            EXPECT_EQ(a % 16, 0);
+            EXPECT_LE(a + r[i].bytes, p.arena_bytes);
+            for (size_t j = 0; j < i; j++) {
+                if (r[i].first_use > r[j].last_use || r[j].first_use > r[i].last_use) continue;  // never both live
+                const int64_t b = p.offsets.at(r[j].value);
+                EXPECT_TRUE(a + r[i].bytes <= b || b + r[j].bytes <= a)
+                    << "trial " << trial << ": " << r[i].value << " and " << r[j].value << " overlap while both live";
+            }
+        }
+        EXPECT_LE(p.arena_bytes, unshared);
+    }
+}
+
+TEST(BufferPlan, RejectsAValueReadBeforeWritten) {
+    EXPECT_THROW(exec::plan_buffers({{"v", 4, 3, 1}}), Error);
+}
+
+// --- intermediates in the executor -----------------------------------------------------------------
+
+TEST(ExecutorBuffers, ChainSharesStorageAndGivesIdenticalResults) {
+    Graph g = chain_model();
+    test::ModelInputs in = test::make_inputs(g);
+    Executor with = unfused(g, true), without = unfused(g, false);
+    auto reused = with.run(in.buffers);
+    auto separate = without.run(in.buffers);
+    expect_equal_outputs(reused, separate);
+    expect_matches_reference(g, in, reused);
+    // Five intermediates of 32 KiB each (the sixth value is the output): two buffers' worth suffice.
+    const int64_t value_bytes = 4 * 8 * 32 * 32;
+    EXPECT_EQ(without.intermediate_bytes(), 5 * value_bytes);
+    EXPECT_EQ(with.intermediate_bytes_unshared(), 5 * value_bytes);
+    EXPECT_EQ(with.intermediate_bytes(), 2 * value_bytes);
+    // Runs after the first reuse the same storage and agree.
+    expect_equal_outputs(with.run(in.buffers), reused);
+}
+
+TEST(ExecutorBuffers, ResidualValueSurvivesUntilItsLastReader) {
+    Graph g = residual_model();
+    test::ModelInputs in = test::make_inputs(g);
+    Executor with = unfused(g, true);
+    auto reused = with.run(in.buffers);
+    auto separate = unfused(g, false).run(in.buffers);
+    expect_equal_outputs(reused, separate);
+    expect_matches_reference(g, in, reused);
+    EXPECT_LT(with.intermediate_bytes(), with.intermediate_bytes_unshared());
+    // `a` is live throughout, so at least two slots; `mid` is a model output and takes none.
+    const int64_t value_bytes = 4 * 4 * 16 * 16;
+    EXPECT_EQ(with.intermediate_bytes_unshared(), 6 * value_bytes);
+    EXPECT_GE(with.intermediate_bytes(), 2 * value_bytes);
+}
+
+TEST(ExecutorBuffers, BundledModelsAgreeWithAndWithoutReuse) {
+    for (const char *name : {"lstm_cell", "resnet_block"}) {
+        Graph g = load_model(std::string(HFUSE_SOURCE_DIR) + "/models/" + name + ".json");
+        test::ModelInputs in = test::make_inputs(g);
+        Executor reused = unfused(g, true);
+        auto a = reused.run(in.buffers);
+        auto b = unfused(g, false).run(in.buffers);
+        expect_equal_outputs(a, b);
+        EXPECT_LT(reused.intermediate_bytes(), reused.intermediate_bytes_unshared()) << name;
+    }
+}
+
+// --- profiles and skipped groups -------------------------------------------------------------------
+
+TEST(ExecutorProfile, OneEntryPerGroupSummingToAboutTheRun) {
+    // Convolutions dominate this model's run, so the time outside groups (checking inputs, allocating
+    // the output) is small next to them.
+    Graph g = load_model(std::string(HFUSE_SOURCE_DIR) + "/models/resnet_block.json");
+    test::ModelInputs in = test::make_inputs(g);
+    Executor ex(g, Executor::unfused_partition(g));
+    Profile p = ex.profile(in.buffers, 11);
+    EXPECT_EQ(p.runs, 11);
+    ASSERT_EQ(static_cast<int>(p.groups.size()), ex.num_groups());
+    std::vector<std::string> names;
+    double sum = 0;
+    for (const GroupProfile &gp : p.groups) {
+        names.push_back(gp.name);
+        EXPECT_EQ(gp.members, 1);
+        EXPECT_GT(gp.ms, 0);
+        sum += gp.ms;
+    }
+    std::vector<std::string> run_names;
+    for (const GroupInfo &gi : ex.groups()) run_names.push_back(gi.name);
+    EXPECT_EQ(names, run_names);
+    EXPECT_EQ(p.groups.front().master, "conv1");
+    EXPECT_EQ(p.groups.back().master, "relu2");
+    EXPECT_GT(p.total_ms, 0);
+    // The groups are the run, apart from checking inputs and allocating outputs; medians of parts
+    // need not add up exactly, so allow for a noisy shared machine.
+    EXPECT_LE(sum, 1.2 * p.total_ms);
+    EXPECT_GE(sum, 0.7 * p.total_ms);
+}
+
+TEST(ExecutorProfile, RunReportsGroupTimes) {
+    Graph g = chain_model();
+    test::ModelInputs in = test::make_inputs(g);
+    Executor ex(g, Executor::unfused_partition(g));
+    std::vector<double> ms = {42};
+    ex.run(in.buffers, &ms);
+    EXPECT_EQ(static_cast<int>(ms.size()), ex.num_groups());
+    EXPECT_THROW(ex.profile(in.buffers, 0), Error);
+}
+
+TEST(ExecutorGroups, GroupNobodyReadsIsSkipped) {
+    // `dead` is neither returned nor read: run as written (no rewrites), its group has nothing to do.
+    json nodes = json::array({node("a", "Relu", {"x"}), node("dead", "Sigmoid", {"a"}), node("out", "Tanh", {"a"})});
+    Graph g = make_model("dead", {1, 2, 4, 4}, nodes, {"out"});
+    test::ModelInputs in = test::make_inputs(g);
+    Executor ex(g, Executor::unfused_partition(g));
+    EXPECT_EQ(ex.num_groups(), 2);
+    for (const GroupInfo &gi : ex.groups()) {
+        EXPECT_NE(gi.master, "dead") << "the group of 'dead' ran";
+        EXPECT_EQ(gi.schedule, "templates");
+        EXPECT_EQ(gi.note, "");
+    }
+    expect_matches_reference(g, in, ex.run(in.buffers));
+    EXPECT_EQ(ex.profile(in.buffers, 1).groups.size(), 2u);
+}
+
+// --- sharing compiled pipelines --------------------------------------------------------------------
+
+TEST(ExecutorCompileCache, IdenticalGroupsShareAPipeline) {
+    // Three Sigmoids and two Tanhs on [1, 128] values, Muls alike: the unfused LSTM cell compiles
+    // each distinct op once.
+    Graph g = load_model(std::string(HFUSE_SOURCE_DIR) + "/models/lstm_cell.json");
+    test::ModelInputs in = test::make_inputs(g);
+    Executor ex(g, Executor::unfused_partition(g));
+    EXPECT_LT(ex.num_compiled(), ex.num_groups());
+    expect_matches_reference(g, in, ex.run(in.buffers), 1e-4);
+}
+
+TEST(ExecutorCompileCache, SameOpsWithDifferentWeightsDoNotShare) {
+    json weights = {{"w1", {{"shape", {4}}, {"uniform", {-1, 1}}, {"seed", 1u}}},
+                    {"w2", {{"shape", {4}}, {"uniform", {-1, 1}}, {"seed", 2u}}}};
+    json nodes = json::array({node("m1", "Mul", {"x", "w1"}), node("m2", "Mul", {"m1", "w2"})});
+    Graph g = make_model("weights", {1, 4}, nodes, {"m2"}, weights);
+    test::ModelInputs in = test::make_inputs(g);
+    Executor ex(g, Executor::unfused_partition(g));
+    EXPECT_EQ(ex.num_compiled(), 2);
+    expect_matches_reference(g, in, ex.run(in.buffers));
+}
+
+// --- the whole model as one group ------------------------------------------------------------------
+
+TEST(WholeModelPlan, OneGroupOfTheRewrittenGraph) {
+    Graph g = load_model(std::string(HFUSE_SOURCE_DIR) + "/models/resnet_block.json");
+    FusedGraph whole = whole_model_plan(g);
+    ASSERT_EQ(whole.groups.size(), 1u);
+    EXPECT_TRUE(whole.rewritten);
+    EXPECT_EQ(whole.groups[0].nodes.size(), whole.graph.nodes.size());
+    EXPECT_LT(whole.graph.nodes.size(), g.nodes.size()) << "the BatchNormalizations should be folded";
+    EXPECT_EQ(whole.groups[0].schedule.value("template", ""), "simple");
+    test::expect_plan_matches_reference(whole, 1e-4, &g);
+
+    FusedGraph as_written = whole_model_plan(g, false);
+    EXPECT_FALSE(as_written.rewritten);
+    EXPECT_EQ(as_written.groups[0].nodes.size(), g.nodes.size());
+    test::expect_plan_matches_reference(as_written, 1e-4);
+}
+
+TEST(WholeModelPlan, MultiOutputModel) {
+    Graph g = residual_model();
+    FusedGraph whole = whole_model_plan(g);
+    Executor ex(whole);
+    EXPECT_EQ(ex.num_groups(), 1);
+    EXPECT_EQ(ex.intermediate_bytes(), 0);
+    test::ModelInputs in = test::make_inputs(g);
+    expect_matches_reference(g, in, ex.run(in.buffers));
+}
+
+TEST(ScheduleSource, NamesRoundTrip) {
+    for (ScheduleSource s : {ScheduleSource::Templates, ScheduleSource::Mullapudi2016, ScheduleSource::Adams2019,
+                             ScheduleSource::Li2018}) {
+        EXPECT_EQ(parse_schedule_source(to_string(s)), s);
+    }
+    try {
+        parse_schedule_source("adams2020");
+        FAIL() << "no error";
+    } catch (const Error &e) {
+        EXPECT_NE(std::string(e.what()).find("adams2020"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("mullapudi2016"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace hfuse
