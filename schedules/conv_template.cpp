@@ -1,6 +1,7 @@
 #include "schedules/conv_template.h"
 
 #include "hfuse/error.h"
+#include "schedules/schedule_params.h"
 
 #include <algorithm>
 
@@ -12,14 +13,7 @@ using Halide::RVar;
 using Halide::Var;
 
 int get_int(const nlohmann::json &p, const char *key, int lo, int hi) {
-    if (!p.contains(key) || !p[key].is_number_integer())
-        fail_field(std::string("schedule.") + key, "expected an integer");
-    int v = p[key].get<int>();
-    if (v < lo || v > hi) {
-        fail_field(std::string("schedule.") + key, std::to_string(v) + " is outside [" + std::to_string(lo) + ", " +
-                                                       std::to_string(hi) + "] for these shapes");
-    }
-    return v;
+    return param_int(p, key, lo, hi);
 }
 
 // Halide Vars of a rank-4 Func in Halide order: x (W), y (H), c (C), n (N).
@@ -62,7 +56,11 @@ void schedule_xv(Func tile, Func conv, Func padded, const std::vector<Func> &per
         }
     }
     // The accumulators: the conv's tile lives in registers when everything inside xo is unrolled.
-    conv.compute_at(tile, xo).vectorize(v.x, vw).unroll(v.x).unroll(v.y).unroll(v.c);
+    // A pool's window widens the conv's region past whole vectors; rounded up, it would read past the
+    // input unless the input is padded (materialised with its boundary), so such tails are guarded.
+    const Halide::TailStrategy tail =
+        per_tile.empty() || padded.defined() ? Halide::TailStrategy::Auto : Halide::TailStrategy::GuardWithIf;
+    conv.compute_at(tile, xo).vectorize(v.x, vw, tail).unroll(v.x).unroll(v.y).unroll(v.c);
     std::vector<RVar> r = conv.rvars(0);  // (ci, kx, ky)
     Halide::Stage u = conv.update();
     const std::string order = p.value("reduction_order", "kx,ci,ky");
@@ -75,7 +73,7 @@ void schedule_xv(Func tile, Func conv, Func padded, const std::vector<Func> &per
     } else {
         fail_field("schedule.reduction_order", "expected \"kx,ci,ky\", \"ci,kx,ky\" or \"kx,ky,ci\"");
     }
-    u.vectorize(v.x, vw).unroll(v.x).unroll(v.y).unroll(v.c);
+    u.vectorize(v.x, vw, tail).unroll(v.x).unroll(v.y).unroll(v.c);
     // A boundary condition inside the reduction costs ~4x: pad once, at root.
     if (padded.defined()) {
         Func in = padded.in(conv);
@@ -86,8 +84,7 @@ void schedule_xv(Func tile, Func conv, Func padded, const std::vector<Func> &per
 
 void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, const nlohmann::json &p, int vw) {
     const int ny = get_int(p, "tile_y", 1, 64), cb = get_int(p, "channel_block", 1, 4096);
-    if (s.tile_stride_x != 1 || s.tile_stride_y != 1)
-        fail_field("schedule.template", "conv_dw takes no window consumer");
+    if (s.pooled) fail_field("schedule.template", "conv_dw takes no window consumer");
     if (vw > s.tile_output[3] || ny > s.tile_output[2] || cb > s.tile_output[1]) {
         fail_field("schedule.tile_y", "the tile exceeds the output");
     }
@@ -113,27 +110,30 @@ void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, con
 }  // namespace
 
 nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target &target) {
-    const int vw = target.natural_vector_size<float>();
+    const TargetTraits tt = target_traits(target);
+    const int vw = tt.vector_width;
     const int64_t cout = s.output[1], wout = s.output[3], hout = s.output[2];
     const bool depthwise = s.group > 1 && s.group == s.input[1] && s.group == cout;
     if (wout < vw) return {{"template", "simple"}, {"why", "output narrower than one vector"}};
     if (depthwise) {
-        if (s.tile_stride_x != 1 || s.tile_stride_y != 1)
-            return {{"template", "simple"}, {"why", "depthwise + window"}};
+        if (s.pooled) return {{"template", "simple"}, {"why", "depthwise + window"}};
         return {{"template", "conv_dw"},
                 {"vector_width", vw},
                 {"tile_y", std::min<int64_t>(2, hout)},
                 {"channel_block", std::min<int64_t>(64, cout)}};
     }
     // Register tiles that keep accumulators + operands within 16 vector registers (AVX2):
-    // 1x1 kernels reuse no input across taps, so take two x-vectors; a pool after the conv needs an
-    // even row count; otherwise 3 rows x 4 channels.
+    // 1x1 kernels reuse no input across taps: 2 rows x 6 channels (128->256 at 28x28 on 2 cores:
+    // 2x6 0.39 ms, 1 row x 2 vectors x 6 0.42 ms, 1x12 0.47 ms, 3x4 0.50 ms); a pool after the conv
+    // needs an even row count; otherwise 3 rows x 4 channels. AVX-512's 32 registers take twice the
+    // channels (24 accumulators; chosen by the same budget, not measured: no AVX-512 machine here).
+    const int budget = std::max(1, tt.vector_registers / 16);
     const bool one_by_one = s.weight[2] == 1 && s.weight[3] == 1;
-    int nx = one_by_one ? 2 : 1, ny = one_by_one ? 1 : 3, nc = one_by_one ? 6 : 4;
+    int nx = 1, ny = one_by_one ? 2 : 3, nc = (one_by_one ? 6 : 4) * budget;
     if (s.tile_stride_x > 1 || s.tile_stride_y > 1) {
         nx = 1;
         ny = s.tile_stride_y;  // one row of T per tile
-        nc = 6;
+        nc = 6 * budget;
     }
     // Shrink to fit small outputs (tiles shift inwards at edges, so they must not exceed the extent).
     while (nx > 1 && vw * nx / s.tile_stride_x > s.tile_output[3]) nx--;
@@ -142,14 +142,24 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
     }
     ny = std::max<int>(s.tile_stride_y, std::min<int64_t>(ny, s.tile_output[2] * s.tile_stride_y));
     nc = static_cast<int>(std::min<int64_t>(nc, cout));
-    return {{"template", "conv_xv"}, {"vector_width", vw}, {"tile_x_vectors", nx},
-            {"tile_y", ny},          {"tile_c", nc},       {"reduction_order", one_by_one ? "ci,kx,ky" : "kx,ci,ky"}};
+    // 1x1 kernels and the pooled tile (2 rows x 6 channels) take the channels innermost: with a 2x2
+    // pool after a 3x3 64->64 conv at 56x56 (2 cores, Zen 3) ci,kx,ky ran 1.57 ms, kx,ci,ky 1.62 ms,
+    // kx,ky,ci 1.67 ms; the 3-row tile without a pool prefers kx,ci,ky (1.54 ms vs 1.57 ms).
+    const bool pooled_tile = s.tile_stride_x > 1 || s.tile_stride_y > 1;
+    return {{"template", "conv_xv"}, {"vector_width", vw},
+            {"tile_x_vectors", nx},  {"tile_y", ny},
+            {"tile_c", nc},          {"reduction_order", one_by_one || pooled_tile ? "ci,kx,ky" : "kx,ci,ky"}};
 }
 
 void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &per_tile, const ConvGroupShape &s,
                    const nlohmann::json &p, const Halide::Target &target) {
     const std::string tmpl = p.value("template", "");
-    const int vw = p.contains("vector_width") ? get_int(p, "vector_width", 1, 64) : target.natural_vector_size<float>();
+    if (tmpl == "conv_xv") {
+        check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_y", "tile_c", "reduction_order"});
+    } else if (tmpl == "conv_dw") {
+        check_param_keys(p, {"vector_width", "tile_y", "channel_block"});
+    }
+    const int vw = vector_width_param(p, target, false);
     if (tmpl == "conv_xv") {
         schedule_xv(tile, conv, padded, per_tile, s, p, vw);
     } else if (tmpl == "conv_dw") {

@@ -20,6 +20,7 @@ struct ConvGroupShape {
     bool padded = false;                       // some window reaches outside the input
     Shape tile_output;                         // NCHW shape of T, the Func the conv is computed per tile of
     int tile_stride_x = 1, tile_stride_y = 1;  // conv pixels per T pixel (a stride-2 pool after it: 2)
+    bool pooled = false;                       // a pool after the conv (T is the pool or after it)
 };
 
 // The parameters the composer records in the plan ("schedule"), chosen from the shapes and target;

@@ -1,6 +1,8 @@
 // The schedule composer's public face: the schedule parameters of a plan. Each group's "schedule"
-// names its template and that template's parameters (tile sizes, vector width, reduction order),
-// chosen from the shapes and the target; a plan file that carries them pins them.
+// names its template (simple, conv_xv, conv_dw, gemm_nv, gemm_dot, pool, reduction: see
+// schedules/README.md) and that template's parameters (tile sizes, vector width, reduction split,
+// parallel split), chosen from the master's kind, the shapes and the target (vector width, vector
+// registers); a plan file that carries them pins them.
 //
 //   FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("x86")}), host_target);
 //   plan.groups[0].schedule["tile_c"] = 6;   // then run it, or write_plan() it
@@ -13,6 +15,8 @@
 
 namespace hfuse {
 
+// The template and parameters the composer would choose for `group`. A group no template fits gets
+// {"template": "simple", ..., "why": "<the reason>"}.
 nlohmann::json default_schedule_params(const Graph &graph, const FusedGroup &group, const Halide::Target &target);
 
 // Fills every group's "schedule" that is still empty with the defaults.

@@ -4,77 +4,278 @@
 #include "planner/graph_util.h"
 #include "schedules/conv_template.h"
 #include "schedules/default_schedule.h"
+#include "schedules/gemm_template.h"
+#include "schedules/pool_template.h"
+#include "schedules/reduction_template.h"
+#include "schedules/schedule_params.h"
 
+#include <functional>
 #include <set>
 
 namespace hfuse::compose {
+namespace {
 
-// What a conv template needs to know about a group, or nothing if the group is not conv-led with a
-// single output downstream of the conv (only elementwise ops, then optionally one pool, after it).
-struct ConvGroup {
-    const Node *conv = nullptr;
-    std::string tile_value;  // the group output the conv is computed per tile of
-    schedules::ConvGroupShape shape;
+// The template families, each led by its kind of master.
+enum class Family { None, Conv, Gemm, Pool, Reduction };
+
+Family family_of_template(const std::string &tmpl) {
+    if (tmpl == "simple") return Family::None;
+    if (tmpl == "conv_xv" || tmpl == "conv_dw") return Family::Conv;
+    if (tmpl == "gemm_nv" || tmpl == "gemm_dot") return Family::Gemm;
+    if (tmpl == "pool") return Family::Pool;
+    if (tmpl == "reduction") return Family::Reduction;
+    fail_field("schedule.template", "unknown template '" + tmpl +
+                                        "' (expected simple, conv_xv, conv_dw, gemm_nv, gemm_dot, pool or reduction)");
+}
+
+const char *family_needs(Family f) {
+    switch (f) {
+    case Family::Conv: return "a group led by a 2-D Conv";
+    case Family::Gemm: return "a group led by a Gemm or MatMul";
+    case Family::Pool: return "a group led by a MaxPool or AveragePool";
+    case Family::Reduction: return "a group led by a Softmax, GlobalAveragePool or GlobalMaxPool";
+    case Family::None: break;
+    }
+    return "";
+}
+
+// How a group fits a template family: what the template needs to know, or why it does not fit.
+struct Analysis {
+    Family family = Family::None;
+    std::string why;  // set when the master's family has a template that does not fit this group
+    const Node *master = nullptr;
+    std::string tile_value;       // the group output the master is computed per tile of ("" in gemm root mode)
+    std::set<std::string> chain;  // the nodes from the master's consumer to tile_value, inlined into the tile
+    schedules::ConvGroupShape conv;
+    schedules::GemmGroupShape gemm;
+    std::vector<const Node *> products;  // gemm: the master and the other Gemm/MatMul members
+    schedules::PoolGroupShape pool;
+    schedules::ReductionGroupShape reduction;
 };
 
-bool find_conv_group(const Graph &g, const FusedGroup &grp, ConvGroup &out) {
-    const Node *m = g.find_node(grp.master);
-    if (!m || m->op != "Conv" || g.type_of(m->outputs[0]).rank() != 4 || !grp.backend.empty()) return false;
-    // Walk the single-consumer chain from the conv to the group's output.
-    planner::NodeGraph ng(g);
-    std::set<int> members;
-    for (const std::string &n : grp.nodes) members.insert(ng.index.at(n));
-    auto handed_out = [&](int n) {
-        auto it = grp.placement.find(g.nodes[n].name);
-        return it != grp.placement.end() && it->second == Placement::Output;
-    };
-    int cur = ng.index.at(m->name);
-    int stride_x = 1, stride_y = 1;
-    for (;;) {
-        if (handed_out(cur)) break;
-        std::vector<int> inside;
-        for (int c : ng.consumers[cur]) {
-            if (members.count(c)) inside.push_back(c);
+// The members of a group and what the group hands out.
+struct Members {
+    planner::NodeGraph ng;
+    std::set<int> in;
+    std::set<int> out;  // placed "output"
+
+    Members(const Graph &g, const FusedGroup &grp) : ng(g) {
+        for (const std::string &n : grp.nodes) {
+            int i = ng.index.at(n);
+            in.insert(i);
+            auto it = grp.placement.find(n);
+            if (it != grp.placement.end() && it->second == Placement::Output) out.insert(i);
         }
-        if (inside.size() != 1) return false;
+    }
+    std::vector<int> consumers_inside(int n) const {
+        std::vector<int> r;
+        for (int c : ng.consumers[n]) {
+            if (in.count(c)) r.push_back(c);
+        }
+        return r;
+    }
+};
+
+// Follows the single in-group consumer from `start` through nodes `step` accepts to the first node
+// the group hands out, which must be its only output. Returns its index, or -1 with `why` set.
+int follow_chain(const Graph &g, const Members &m, int start, const std::function<bool(const Node &)> &step,
+                 std::set<std::string> &chain, std::string &why) {
+    int cur = start;
+    while (!m.out.count(cur)) {
+        std::vector<int> inside = m.consumers_inside(cur);
+        if (inside.size() != 1) {
+            why = "'" + g.nodes[cur].name + "' has " + std::to_string(inside.size()) + " consumers in the group";
+            return -1;
+        }
         cur = inside[0];
-        const Node &n = g.nodes[cur];
+        if (!step(g.nodes[cur])) {
+            why = "'" + g.nodes[cur].name + "' (" + g.nodes[cur].op + ") is no elementwise epilogue";
+            return -1;
+        }
+        chain.insert(g.nodes[cur].name);
+    }
+    if (m.out.size() != 1) {
+        why = "the group hands out " + std::to_string(m.out.size()) + " values";
+        return -1;
+    }
+    return cur;
+}
+
+// An elementwise step that keeps the shape `shape` (a broadcast that widens it is no epilogue).
+std::function<bool(const Node &)> elementwise_of_shape(const Graph &g, const Shape &shape) {
+    return [&g, shape](const Node &n) {
         PatternKind k = find_op(n.op)->kind;
+        return (k == PatternKind::Elementwise || k == PatternKind::Broadcast) && n.outputs.size() == 1 &&
+               g.type_of(n.outputs[0]).shape == shape;
+    };
+}
+
+void analyse_conv(const Graph &g, const FusedGroup &grp, Analysis &a) {
+    const Node *m = a.master;
+    if (g.type_of(m->outputs[0]).rank() != 4) {
+        a.why = "not a 2-D conv";
+        return;
+    }
+    Members mem(g, grp);
+    const Shape conv_shape = g.type_of(m->outputs[0]).shape;
+    int stride_x = 1, stride_y = 1;
+    bool pooled = false;
+    // Elementwise ops keep the conv's shape, then optionally one pool, then elementwise ops of its shape.
+    Shape shape = conv_shape;
+    auto step = [&](const Node &n) {
         if (n.op == "MaxPool" || n.op == "AveragePool") {
-            if (stride_x != 1) return false;  // one window consumer
+            if (pooled) return false;
             std::vector<int64_t> strides = Attributes(n.attrs).get_ints("strides", {1, 1});
             if (strides.size() != 2) return false;
             stride_y = static_cast<int>(strides[0]);
             stride_x = static_cast<int>(strides[1]);
-        } else if (k != PatternKind::Elementwise && k != PatternKind::Broadcast) {
-            return false;
+            pooled = true;
+            shape = g.type_of(n.outputs[0]).shape;
+            return true;
         }
-    }
-    // Only one value may leave the group, and it must be the end of that chain.
-    int live = 0;
-    for (int n : members) live += handed_out(n);
-    if (live != 1) return false;
-    out.conv = m;
-    out.tile_value = g.nodes[cur].outputs[0];
-    out.shape.input = g.type_of(m->inputs[0]).shape;
-    out.shape.weight = g.type_of(m->inputs[1]).shape;
-    out.shape.output = g.type_of(m->outputs[0]).shape;
-    out.shape.group = static_cast<int>(Attributes(m->attrs).get_int("group", 1));
-    out.shape.tile_output = g.type_of(out.tile_value).shape;
-    out.shape.tile_stride_x = stride_x;
-    out.shape.tile_stride_y = stride_y;
-    return true;
+        return elementwise_of_shape(g, shape)(n);
+    };
+    int end = follow_chain(g, mem, mem.ng.index.at(m->name), step, a.chain, a.why);
+    if (end < 0) return;
+    a.family = Family::Conv;
+    a.tile_value = g.nodes[end].outputs[0];
+    a.conv.input = g.type_of(m->inputs[0]).shape;
+    a.conv.weight = g.type_of(m->inputs[1]).shape;
+    a.conv.output = conv_shape;
+    a.conv.group = static_cast<int>(Attributes(m->attrs).get_int("group", 1));
+    a.conv.tile_output = g.type_of(a.tile_value).shape;
+    a.conv.tile_stride_x = stride_x;
+    a.conv.tile_stride_y = stride_y;
+    a.conv.pooled = pooled;
 }
 
-namespace {
+// K and whether the operand indexed by the output's innermost dim is contiguous along K.
+void gemm_layout(const Graph &g, const Node &n, int64_t &k, bool &k_contiguous) {
+    const Shape &a = g.type_of(n.inputs[0]).shape;
+    if (n.op == "Gemm") {
+        Attributes at(n.attrs);
+        k = a[at.get_int("transA", 0) ? 0 : 1];
+        k_contiguous = at.get_int("transB", 0) != 0;
+    } else {  // MatMul: B [..., K, N] is contiguous along N, unless B is a vector (then x indexes A's rows)
+        k = a.back();
+        k_contiguous = g.type_of(n.inputs[1]).rank() == 1;
+    }
+}
+
+void analyse_gemm(const Graph &g, const FusedGroup &grp, Analysis &a) {
+    const Shape shape = g.type_of(a.master->outputs[0]).shape;
+    if (shape.empty()) {
+        a.why = "the product is a scalar";
+        return;
+    }
+    Members mem(g, grp);
+    a.gemm.output = shape;
+    bool contiguous = false;
+    gemm_layout(g, *a.master, a.gemm.k, contiguous);
+    a.gemm.k_contiguous = contiguous;
+    a.products = {a.master};
+    for (const std::string &name : grp.nodes) {
+        const Node *n = g.find_node(name);
+        auto p = grp.placement.find(name);
+        if (n == a.master || (n->op != "Gemm" && n->op != "MatMul")) continue;
+        if (p != grp.placement.end() && p->second == Placement::Recompute) continue;
+        if (g.type_of(n->outputs[0]).shape != shape) {
+            a.why = "products '" + a.master->name + "' and '" + name + "' differ in shape";
+            return;
+        }
+        int64_t k;
+        gemm_layout(g, *n, k, contiguous);
+        a.gemm.k = std::max(a.gemm.k, k);
+        a.products.push_back(n);
+    }
+    a.gemm.products = static_cast<int>(a.products.size());
+    a.family = Family::Gemm;
+    // Per tile of the output when the products feed one elementwise chain to the group's only output.
+    std::string why;
+    int end = follow_chain(g, mem, mem.ng.index.at(a.master->name), elementwise_of_shape(g, shape), a.chain, why);
+    bool chain = end >= 0;
+    for (size_t i = 1; chain && i < a.products.size(); i++) {
+        int p = mem.ng.index.at(a.products[i]->name);
+        for (int c : mem.consumers_inside(p)) chain = chain && a.chain.count(g.nodes[c].name);
+        chain = chain && !mem.out.count(p);
+    }
+    a.gemm.chain = chain;
+    if (chain) {
+        a.tile_value = g.nodes[end].outputs[0];
+    } else {
+        a.chain.clear();
+    }
+}
+
+void analyse_pool(const Graph &g, const FusedGroup &grp, Analysis &a) {
+    const Shape shape = g.type_of(a.master->outputs[0]).shape;
+    if (shape.size() < 3) {
+        a.why = "the pool has no spatial dims";
+        return;
+    }
+    Members mem(g, grp);
+    int end = follow_chain(g, mem, mem.ng.index.at(a.master->name), elementwise_of_shape(g, shape), a.chain, a.why);
+    if (end < 0) return;
+    a.family = Family::Pool;
+    a.tile_value = g.nodes[end].outputs[0];
+    a.pool.output = shape;
+    a.pool.window_taps = 1;
+    for (int64_t k : Attributes(a.master->attrs).get_ints("kernel_shape")) a.pool.window_taps *= k;
+}
+
+void analyse_reduction(const Graph &g, const FusedGroup &grp, Analysis &a) {
+    const Shape shape = g.type_of(a.master->outputs[0]).shape;
+    const Shape &in = g.type_of(a.master->inputs[0]).shape;
+    const int rank = static_cast<int>(shape.size());
+    schedules::ReductionGroupShape &r = a.reduction;
+    r.output = shape;
+    if (a.master->op == "Softmax") {
+        if (rank == 0) {
+            a.why = "a scalar softmax";
+            return;
+        }
+        int64_t axis = Attributes(a.master->attrs).get_int("axis", -1);
+        if (axis < 0) axis += rank;
+        r.axis_arg = rank - 1 - static_cast<int>(axis);
+        r.reduced = shape[axis];
+    } else {
+        r.global_pool = true;
+        r.reduced = 1;
+        for (size_t i = 2; i < in.size(); i++) r.reduced *= in[i];
+    }
+    Members mem(g, grp);
+    int end = follow_chain(g, mem, mem.ng.index.at(a.master->name), elementwise_of_shape(g, shape), a.chain, a.why);
+    if (end < 0) return;
+    a.family = Family::Reduction;
+    a.tile_value = g.nodes[end].outputs[0];
+}
+
+Analysis analyse(const Graph &g, const FusedGroup &grp) {
+    Analysis a;
+    a.master = g.find_node(grp.master);
+    if (!a.master) return a;
+    const std::string &op = a.master->op;
+    if (!grp.backend.empty()) {
+        a.why = "lowered by backend " + grp.backend;
+    } else if (op == "Conv") {
+        analyse_conv(g, grp, a);
+    } else if (op == "Gemm" || op == "MatMul") {
+        analyse_gemm(g, grp, a);
+    } else if (op == "MaxPool" || op == "AveragePool") {
+        analyse_pool(g, grp, a);
+    } else if (op == "Softmax" || op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+        analyse_reduction(g, grp, a);
+    }
+    return a;
+}
 
 // The simple schedule: inlined members stay inline (Halide's default), every other member and every
 // group output is its own root stage. Members with a reduction cannot be inlined and are rooted too.
+// Funcs named in `done` are left alone (a template scheduled them).
 void schedule_by_placement(const Graph &g, const FusedGroup &plan, exec::LoweredGroup &group,
-                           const Halide::Target &target) {
-    std::set<std::string> done;
+                           const schedules::RootScheduleParams &params, std::set<std::string> done) {
     auto root = [&](Halide::Func f, const Shape &shape) {
-        if (done.insert(f.name()).second) schedules::schedule_root_stage(f, shape, target);
+        if (done.insert(f.name()).second) schedules::schedule_root_stage(f, shape, params);
     };
     for (exec::LoweredNode &ln : group.nodes) {
         Placement p = plan.placement.count(ln.node->name) ? plan.placement.at(ln.node->name) : Placement::Root;
@@ -84,7 +285,7 @@ void schedule_by_placement(const Graph &g, const FusedGroup &plan, exec::Lowered
             if (!inlined || f.has_update_definition()) root(f, g.type_of(ln.node->outputs[i]).shape);
         }
         for (Halide::Func &s : ln.funcs.stages) {
-            if (done.insert(s.name()).second) schedules::schedule_root_intermediate(s, target);
+            if (done.insert(s.name()).second) schedules::schedule_root_intermediate(s, params);
         }
     }
     for (size_t i = 0; i < group.output_funcs.size(); i++) {
@@ -92,47 +293,157 @@ void schedule_by_placement(const Graph &g, const FusedGroup &plan, exec::Lowered
     }
 }
 
+const exec::LoweredNode &lowered_node(const exec::LoweredGroup &lowered, const Node *n) {
+    for (const exec::LoweredNode &ln : lowered.nodes) {
+        if (ln.node == n) return ln;
+    }
+    throw Error("internal: node '" + n->name + "' was not lowered with its group");
+}
+
+size_t output_index(const exec::LoweredGroup &lowered, const std::string &value) {
+    for (size_t i = 0; i < lowered.output_values.size(); i++) {
+        if (lowered.output_values[i] == value) return i;
+    }
+    throw Error("internal: '" + value + "' is not an output of its group");
+}
+
+// The group output `value` as a pure Func a template can tile: itself, or for an output with an
+// update definition (a product, a pool) a copy that replaces it as the pipeline output.
+Halide::Func pure_output(const Graph &g, exec::LoweredGroup &lowered, const std::string &value) {
+    const size_t i = output_index(lowered, value);
+    Halide::Func f = lowered.output_funcs[i];
+    if (!f.has_update_definition()) return f;
+    Halide::Func copy(f.name() + "_tile");
+    copy(f.args()) = f(f.args());
+    exec::pin_output_shape(copy, g.type_of(value).shape);
+    lowered.output_funcs[i] = copy;
+    return copy;
+}
+
+// The names of the chain's Funcs (inlined into the tile) and of everything else a template placed.
+std::set<std::string> chain_funcs(const Analysis &a, const exec::LoweredGroup &lowered) {
+    std::set<std::string> done;
+    for (const exec::LoweredNode &ln : lowered.nodes) {
+        if (ln.node == a.master || a.chain.count(ln.node->name)) {
+            for (const Halide::Func &f : ln.funcs.outputs) done.insert(f.name());
+        }
+    }
+    return done;
+}
+
+void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec::LoweredGroup &lowered,
+                  const nlohmann::json &params, const schedules::RootScheduleParams &rest,
+                  const Halide::Target &target) {
+    const exec::LoweredNode &conv = lowered_node(lowered, a.master);
+    Halide::Func conv_func = conv.funcs.outputs[0];
+    auto padded = conv.funcs.parts.find("padded_input");
+    Halide::Func padded_func = padded == conv.funcs.parts.end() ? Halide::Func() : padded->second;
+    schedules::ConvGroupShape shape = a.conv;
+    shape.padded = padded_func.defined();
+    // The tile loop must enclose every stage of the Funcs computed in it, so an output with a
+    // reduction of its own (the conv itself, a pool) is tiled through a pure copy; a pool on the
+    // chain is computed per tile too.
+    Halide::Func tile = pure_output(g, lowered, a.tile_value);
+    std::vector<Halide::Func> per_tile;
+    for (const exec::LoweredNode &ln : lowered.nodes) {
+        if (!a.chain.count(ln.node->name)) continue;
+        for (const Halide::Func &f : ln.funcs.outputs) {
+            if (f.has_update_definition()) per_tile.push_back(f);
+        }
+    }
+    schedules::schedule_conv(tile, conv_func, padded_func, per_tile, shape, params, target);
+    std::set<std::string> done = chain_funcs(a, lowered);
+    done.insert(tile.name());
+    schedule_by_placement(g, grp, lowered, rest, done);
+}
+
 }  // namespace
 
 void compose_group(const Graph &g, const FusedGroup &grp, exec::LoweredGroup &lowered, const Halide::Target &target) {
-    nlohmann::json params = grp.schedule.empty() ? hfuse::default_schedule_params(g, grp, target) : grp.schedule;
-    const std::string tmpl = params.value("template", "simple");
-    ConvGroup cg;
-    if (tmpl == "simple" || !find_conv_group(g, grp, cg)) {
-        if (tmpl != "simple") {
-            throw Error("template '" + tmpl + "' needs a conv-led group with one output").at_field("schedule.template");
-        }
-        schedule_by_placement(g, grp, lowered, target);
-        return;
-    }
-    const exec::LoweredNode *conv = nullptr;
-    for (const exec::LoweredNode &ln : lowered.nodes) {
-        if (ln.node == cg.conv) conv = &ln;
-    }
-    Halide::Func conv_func = conv->funcs.outputs[0];
-    auto padded = conv->funcs.parts.find("padded_input");
-    Halide::Func padded_func = padded == conv->funcs.parts.end() ? Halide::Func() : padded->second;
-    cg.shape.padded = padded_func.defined();
-    // The conv is computed per tile of the group's output; when the conv is that output itself, the
-    // pipeline output becomes a copy stage for it to be computed at.
-    size_t out = 0;
-    while (lowered.output_values[out] != cg.tile_value) out++;
-    // The tile loop must enclose every stage of the Funcs computed in it, so an output with a
-    // reduction of its own (the conv itself, a pool) is tiled through a pure copy.
-    Halide::Func tile = lowered.output_funcs[out];
-    std::vector<Halide::Func> per_tile;
-    if (tile.has_update_definition()) {
-        Halide::Func inner = tile;
-        tile = Halide::Func(inner.name() + "_tile");
-        tile(inner.args()) = inner(inner.args());
-        exec::pin_output_shape(tile, g.type_of(cg.tile_value).shape);
-        lowered.output_funcs[out] = tile;
-        if (inner.name() != conv_func.name()) per_tile.push_back(inner);
-    }
+    const nlohmann::json params = grp.schedule.empty() ? default_schedule_params(g, grp, target) : grp.schedule;
+    const Node *master = g.find_node(grp.master);
     try {
-        schedules::schedule_conv(tile, conv_func, padded_func, per_tile, cg.shape, params, target);
+        if (!params.is_object()) fail_field("schedule", "expected an object, got " + params.dump());
+        if (!params.contains("template") || !params["template"].is_string()) {
+            fail_field("schedule.template", "missing (expected the name of a template)");
+        }
+        const std::string tmpl = params["template"].get<std::string>();
+        const Family want = family_of_template(tmpl);
+        if (want == Family::None) {
+            schedule_by_placement(g, grp, lowered, schedules::read_simple_params(params, target), {});
+            return;
+        }
+        const Analysis a = analyse(g, grp);
+        if (a.family != want) {
+            fail_field("schedule.template", "template '" + tmpl + "' needs " + family_needs(want) +
+                                                (a.why.empty() ? "" : " whose epilogue it can tile; here " + a.why));
+        }
+        // Members outside the template's reach (producers computed in the group, other outputs) get
+        // the simple schedule with the target's defaults.
+        const schedules::RootScheduleParams rest = schedules::root_schedule_defaults(target);
+        switch (want) {
+        case Family::Conv: compose_conv(g, grp, a, lowered, params, rest, target); return;
+        case Family::Gemm: {
+            std::vector<Halide::Func> products;
+            std::set<std::string> done;
+            for (const Node *n : a.products) products.push_back(lowered_node(lowered, n).funcs.outputs[0]);
+            if (schedules::gemm_computed_per_tile(a.gemm, params)) {
+                Halide::Func tile = pure_output(g, lowered, a.tile_value);
+                schedules::schedule_gemm(tile, products, a.gemm, params, target);
+                done = chain_funcs(a, lowered);
+                done.insert(tile.name());
+                for (const Halide::Func &f : products) done.insert(f.name());
+            } else {
+                // Each product materialised at root by its own tiles (a wrapper its consumers read);
+                // a product the group hands out reaches the output through a copy.
+                for (size_t i = 0; i < products.size(); i++) {
+                    const std::string &value = a.products[i]->outputs[0];
+                    for (const std::string &v : lowered.output_values) {
+                        if (v == value) pure_output(g, lowered, value);
+                    }
+                    // All of the product, whatever part of it the consumers read: its tiles must fit.
+                    Halide::Func wrapper = products[i].in();
+                    const std::vector<Halide::Var> args = wrapper.args();
+                    for (size_t d = 0; d < args.size(); d++) {
+                        wrapper.bound(args[d], 0, static_cast<int>(a.gemm.output[args.size() - 1 - d]));
+                    }
+                    wrapper.compute_root();
+                    schedules::schedule_gemm(wrapper, {products[i]}, a.gemm, params, target);
+                    done.insert(products[i].name());
+                    done.insert(wrapper.name());
+                }
+            }
+            schedule_by_placement(g, grp, lowered, rest, done);
+            return;
+        }
+        case Family::Pool: {
+            Halide::Func pool = lowered_node(lowered, a.master).funcs.outputs[0];
+            Halide::Func tile = pure_output(g, lowered, a.tile_value);
+            schedules::schedule_pool(tile, pool, a.pool, params, target);
+            std::set<std::string> done = chain_funcs(a, lowered);
+            done.insert(tile.name());
+            schedule_by_placement(g, grp, lowered, rest, done);
+            return;
+        }
+        case Family::Reduction: {
+            const exec::LoweredNode &ln = lowered_node(lowered, a.master);
+            Halide::Func tile = pure_output(g, lowered, a.tile_value);
+            std::set<std::string> done = chain_funcs(a, lowered);
+            if (a.reduction.global_pool) {
+                schedules::schedule_global_pool(tile, ln.funcs.outputs[0], a.reduction, params, target);
+            } else {
+                schedules::schedule_softmax(tile, ln.funcs.stages, a.reduction, params, target);
+                for (const Halide::Func &s : ln.funcs.stages) done.insert(s.name());
+            }
+            done.insert(tile.name());
+            schedule_by_placement(g, grp, lowered, rest, done);
+            return;
+        }
+        case Family::None: break;
+        }
     } catch (Error &e) {
-        throw e.at_node(cg.conv->name, cg.conv->op);
+        if (master) e.at_node(master->name, master->op);
+        throw;
     }
 }
 
@@ -141,13 +452,24 @@ void compose_group(const Graph &g, const FusedGroup &grp, exec::LoweredGroup &lo
 namespace hfuse {
 
 nlohmann::json default_schedule_params(const Graph &g, const FusedGroup &grp, const Halide::Target &target) {
-    compose::ConvGroup cg;
-    if (compose::find_conv_group(g, grp, cg)) {
-        // Whether the conv reads outside its input is known once lowered; for the parameters only the
-        // shapes matter.
-        return schedules::conv_default_params(cg.shape, target);
+    const compose::Analysis a = compose::analyse(g, grp);
+    nlohmann::json p;
+    switch (a.family) {
+    case compose::Family::Conv: p = schedules::conv_default_params(a.conv, target); break;
+    case compose::Family::Gemm: p = schedules::gemm_default_params(a.gemm, target); break;
+    case compose::Family::Pool: p = schedules::pool_default_params(a.pool, target); break;
+    case compose::Family::Reduction: p = schedules::reduction_default_params(a.reduction, target); break;
+    case compose::Family::None: break;
     }
-    return {{"template", "simple"}};
+    if (!p.is_object() || p.value("template", "") == "simple") {
+        // The simple schedule, deliberately: the group is injective/elementwise-led (its template), or
+        // the master's template does not fit, and "why" says so.
+        nlohmann::json s = schedules::simple_params(schedules::root_schedule_defaults(target));
+        const std::string why = p.is_object() ? p.value("why", a.why) : a.why;
+        if (!why.empty()) s["why"] = why;
+        return s;
+    }
+    return p;
 }
 
 FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target) {

@@ -1,10 +1,16 @@
-// The schedule composer: schedules one lowered group. The master's template (schedules/) tiles the
-// group's output and computes the master per tile; elementwise epilogues stay inlined into the tile,
-// a window consumer (pool) becomes the tiled output. Groups no template covers yet get the simple
-// schedule: inlined members inline, everything else its own root stage.
+// The schedule composer: schedules one lowered group. The template of the master's kind (schedules/,
+// listed in schedules/README.md) tiles the group's output and computes the master per tile:
+// Conv -> conv_xv / conv_dw, Gemm/MatMul -> gemm_nv / gemm_dot, MaxPool/AveragePool -> pool,
+// Softmax/GlobalAverage/MaxPool -> reduction. Elementwise epilogues stay inlined into the tile, a pool
+// after a conv becomes the tiled output. Injective/elementwise-led groups, and groups no template fits
+// (the defaults then say why), get the simple schedule: inlined members inline, everything else its
+// own root stage. Members a template does not reach (producers inside the group, other outputs) get
+// the simple schedule too.
 //
 // The parameters a template uses are recorded in the plan ("schedule"), so a plan file pins them and
-// an explorer can vary them; default_schedule_params() computes them from shapes and target alone.
+// an explorer can vary them; default_schedule_params() computes them from shapes and target alone. A
+// schedule that does not fit (unknown template or parameter, a value out of range, a template of
+// another kind) is an Error naming "schedule.<param>" and the master node.
 #pragma once
 
 #include "exec/group_lowering.h"

@@ -1,9 +1,14 @@
-// The schedule composer: template choice from shapes, every template variant computing what the
-// reference computes (odd sizes, pools after convs, depthwise), and bad parameters rejected.
+// The schedule composer: template choice from the master's kind and the shapes, every template variant
+// computing what the reference and the unfused run compute (odd sizes, pools after convs, depthwise,
+// gemm cells, pools, softmax), parameters recorded in the plan and honoured when edited, bad
+// parameters rejected naming the field, and AVX-512 defaults compiled (not run).
+#include "compose/composer.h"
+#include "exec/group_lowering.h"
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
 #include "hfuse/executor.h"
 #include "hfuse/model_io.h"
+#include "hfuse/passes.h"
 #include "hfuse/planner.h"
 #include "hfuse/random.h"
 #include "hfuse/reference.h"
@@ -12,7 +17,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
+#include <iterator>
 
 namespace hfuse {
 namespace {
@@ -62,7 +69,8 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
     EXPECT_EQ(fused_plan(conv_model(16, 20, 20, 16, 3, 1, 1, 1)).groups[0].schedule["template"], "conv_xv");
     auto one = fused_plan(conv_model(16, 12, 20, 24, 1, 1, 0, 1)).groups[0].schedule;
     EXPECT_EQ(one["reduction_order"], "ci,kx,ky");
-    EXPECT_EQ(one["tile_x_vectors"], 20 >= 2 * vw ? 2 : 1);
+    EXPECT_EQ(one["tile_x_vectors"], 1);
+    EXPECT_EQ(one["tile_y"], 2);
     EXPECT_EQ(fused_plan(conv_model(16, 14, 14, 16, 3, 1, 1, 16)).groups[0].schedule["template"], "conv_dw");
     // Narrower than one vector: no template fits, the simple schedule runs.
     EXPECT_EQ(fused_plan(conv_model(8, 5, 5, 8, 3, 1, 1, 1)).groups[0].schedule["template"], "simple");
@@ -91,7 +99,9 @@ TEST(Composer, EveryConvTemplateVariantMatchesTheReference) {
 
 TEST(Composer, PoolAfterConvIsTheTile) {
     // 2x2 stride 2 and overlapping 3x3 stride 2 windows (pads 1), odd sizes.
-    for (const Graph &g : {conv_model(8, 18, 34, 12, 3, 1, 1, 1, 2, 2), conv_model(6, 31, 37, 10, 3, 1, 1, 1, 3, 2)}) {
+    // An unpadded 1x1 conv under a padded stride-1 pool: the conv's region is no whole number of vectors.
+    for (const Graph &g : {conv_model(8, 18, 34, 12, 3, 1, 1, 1, 2, 2), conv_model(6, 31, 37, 10, 3, 1, 1, 1, 3, 2),
+                           conv_model(7, 8, 9, 14, 1, 1, 0, 1, 3, 1)}) {
         FusedGraph plan = fused_plan(g);
         ASSERT_EQ(plan.groups.size(), 1u);
         EXPECT_EQ(plan.groups[0].schedule["template"], "conv_xv");
@@ -127,6 +137,376 @@ TEST(Composer, BadParametersNameTheField) {
     expect_error(with("tile_x_vectors", 5), "schedule.tile_x_vectors");
     expect_error(with("reduction_order", "ky,kx"), "schedule.reduction_order");
     expect_error(with("template", "winograd"), "schedule.template");
+}
+
+// --- Gemm, pool, reduction and simple templates -------------------------------------------------
+
+using nlohmann::json;
+
+// A model from its JSON form, loaded as a model file is.
+Graph json_model(const json &m) {
+    std::string path = testing::TempDir() + "/composer_json_model.json";
+    std::ofstream(path) << m.dump();
+    return load_model(path);
+}
+
+json uniform(const Shape &shape, int seed) {
+    return {{"shape", shape}, {"uniform", {-0.5, 0.5}}, {"seed", seed}};
+}
+
+json model_json(const std::vector<std::pair<std::string, Shape>> &inputs, const json &weights, const json &nodes,
+                const std::string &output) {
+    json in = json::array();
+    for (const auto &[name, shape] : inputs) in.push_back({{"name", name}, {"shape", shape}});
+    return {{"format", "hfuse-model"}, {"version", 1},   {"name", "m"},        {"inputs", in},
+            {"weights", weights},      {"nodes", nodes}, {"outputs", {output}}};
+}
+
+// Gemm (A [M, K], or [K, M] with transA; B [N, K] with transB, else [K, N]; bias [N]) -> activation.
+Graph gemm_model(int M, int K, int N, bool trans_a, bool trans_b, const std::string &act = "Relu", double alpha = 1,
+                 double beta = 1) {
+    json attrs = {{"transA", trans_a ? 1 : 0}, {"transB", trans_b ? 1 : 0}, {"alpha", alpha}, {"beta", beta}};
+    return json_model(model_json({{"a", trans_a ? Shape{K, M} : Shape{M, K}}},
+                                 {{"b", uniform(trans_b ? Shape{N, K} : Shape{K, N}, 1)}, {"c", uniform({N}, 2)}},
+                                 {{{"name", "gemm"}, {"op", "Gemm"}, {"inputs", {"a", "b", "c"}}, {"attrs", attrs}},
+                                  {{"name", "act"}, {"op", act}, {"inputs", {"gemm"}}}},
+                                 "act"));
+}
+
+// MatMul of an input `a` with a weight `b` -> Sigmoid.
+Graph matmul_model(const Shape &a, const Shape &b) {
+    return json_model(model_json({{"a", a}}, {{"b", uniform(b, 3)}},
+                                 {{{"name", "mm"}, {"op", "MatMul"}, {"inputs", {"a", "b"}}},
+                                  {{"name", "act"}, {"op", "Sigmoid"}, {"inputs", {"mm"}}}},
+                                 "act"));
+}
+
+// A single op on one input, then Relu.
+Graph unary_model(const Shape &x, const std::string &op, const json &attrs) {
+    json node = {{"name", "op"}, {"op", op}, {"inputs", {"x"}}};
+    if (!attrs.empty()) node["attrs"] = attrs;
+    return json_model(
+        model_json({{"x", x}}, json::object(), {node, {{"name", "act"}, {"op", "Relu"}, {"inputs", {"op"}}}}, "act"));
+}
+
+// What a plan must reproduce: the unfused run of the model as loaded and the reference evaluator.
+struct Expected {
+    test::ModelInputs in;
+    std::map<std::string, TensorBuffer> unfused;
+    std::map<std::string, reference::RefTensor> reference;
+};
+
+Expected expected_for(const Graph &model) {
+    Expected e;
+    e.in = test::make_inputs(model);
+    e.unfused = Executor(singleton_groups(model)).run(e.in.buffers);
+    e.reference = reference::run(model, e.in.reference);
+    return e;
+}
+
+void expect_matches(const FusedGraph &plan, const Graph &model, const Expected &e) {
+    std::string schedules;
+    for (const FusedGroup &grp : plan.groups) schedules += grp.name + " " + grp.schedule.dump() + "; ";
+    SCOPED_TRACE(schedules);
+    std::map<std::string, TensorBuffer> actual = Executor(plan).run(e.in.buffers);
+    for (const std::string &out : model.outputs) {
+        const TensorBuffer &a = actual.at(out);
+        ASSERT_EQ(shape_of(a), e.reference.at(out).shape) << "output " << out;
+        const size_t n = e.reference.at(out).data.size();
+        reference::Comparison vs_ref = reference::compare(a.data(), e.reference.at(out).data.data(), n);
+        reference::Comparison vs_unfused = reference::compare(a.data(), e.unfused.at(out).data(), n);
+        EXPECT_LE(vs_ref.relative(), 1e-4) << "output " << out << " vs the reference: " << vs_ref.max_abs_error;
+        EXPECT_LE(vs_unfused.relative(), 1e-4) << "output " << out << " vs unfused: " << vs_unfused.max_abs_error;
+    }
+}
+
+// The plan's group led by `master`.
+FusedGroup &group_of(FusedGraph &plan, const std::string &master) {
+    for (FusedGroup &grp : plan.groups) {
+        if (grp.master == master) return grp;
+    }
+    throw std::runtime_error("no group led by " + master);
+}
+
+// Every node of `model` in one group (placements derived by check_plan), with default schedules.
+FusedGraph one_group(const Graph &model) {
+    FusedGraph f;
+    f.graph = simplify(model);
+    f.rewritten = true;
+    FusedGroup grp;
+    for (const Node &n : f.graph.nodes) grp.nodes.push_back(n.name);
+    f.groups.push_back(grp);
+    return with_default_schedules(check_plan(f), kTarget);
+}
+
+TEST(Composer, ChoosesTheTemplateOfTheMasterKind) {
+    const int vw = kTarget.natural_vector_size<float>();
+    // Batch-1 fully connected layer (B stored [N, K]): dot products along k, one serial tile loop.
+    json cell = fused_plan(gemm_model(1, 128, 128, false, true)).groups[0].schedule;
+    EXPECT_EQ(cell["template"], "gemm_dot");
+    EXPECT_EQ(cell["vector_width"], vw);
+    EXPECT_EQ(cell["tile_x"], vw);
+    EXPECT_EQ(cell["tile_y"], 1);
+    EXPECT_EQ(cell["parallel_tasks"], 1);
+    EXPECT_EQ(cell["compute"], "tile");
+    // B stored [K, N]: x vectorized, rows blocked too.
+    json nv = fused_plan(gemm_model(6, 64, 64, false, false)).groups[0].schedule;
+    EXPECT_EQ(nv["template"], "gemm_nv");
+    EXPECT_EQ(nv["tile_y"], 6);
+    EXPECT_EQ(nv["tile_x_vectors"], std::min(2, 64 / vw));
+    // Large enough to run in parallel.
+    EXPECT_GT(fused_plan(gemm_model(64, 256, 256, false, false)).groups[0].schedule["parallel_tasks"], 1);
+    // The LSTM cell: the gates read the product at four offsets, so it is computed at root.
+    FusedGraph lstm = fused_plan(load_model(HFUSE_SOURCE_DIR "/models/lstm_cell.json"));
+    EXPECT_EQ(group_of(lstm, "xw").schedule["template"], "gemm_dot");
+    EXPECT_EQ(group_of(lstm, "xw").schedule["compute"], "root");
+    EXPECT_EQ(group_of(lstm, "hr").schedule["compute"], "tile");
+    EXPECT_EQ(
+        fused_plan(unary_model({1, 3, 9, 17}, "MaxPool", {{"kernel_shape", {3, 3}}})).groups[0].schedule["template"],
+        "pool");
+    EXPECT_EQ(fused_plan(unary_model({2, 37}, "Softmax", {})).groups[0].schedule["template"], "reduction");
+    EXPECT_EQ(fused_plan(unary_model({1, 4, 7, 7}, "GlobalAveragePool", {})).groups[0].schedule["template"],
+              "reduction");
+    // Elementwise-led: the simple schedule is its template (no "why"), with its parameters recorded.
+    json ew = fused_plan(unary_model({1, 4, 7, 9}, "Sigmoid", {})).groups[0].schedule;
+    EXPECT_EQ(
+        ew,
+        json({{"template", "simple"}, {"vector_width", vw}, {"parallel_threshold", 4096}, {"task_elements", 8192}}));
+    // A template that does not fit says why.
+    EXPECT_TRUE(fused_plan(conv_model(8, 5, 5, 8, 3, 1, 1, 1)).groups[0].schedule.contains("why"));
+}
+
+TEST(Composer, GemmTemplatesMatchTheUnfusedRun) {
+    // Odd M, N, K; every transposition; alpha and beta; a K below one vector.
+    for (const Graph &g : {gemm_model(3, 19, 37, false, true), gemm_model(3, 19, 37, true, false, "Tanh", 0.5, 2),
+                           gemm_model(5, 40, 17, true, true), gemm_model(2, 5, 11, false, false)}) {
+        Expected e = expected_for(g);
+        FusedGraph plan = fused_plan(g);
+        ASSERT_EQ(plan.groups.size(), 1u);
+        expect_matches(plan, g, e);
+        const int64_t n = g.type_of("gemm").shape[1], m = g.type_of("gemm").shape[0];
+        const int64_t k = g.type_of("a").shape[g.find_node("gemm")->attrs.value("transA", 0) ? 0 : 1];
+        // Both variants on every layout, edited tiles, reduction splits and parallel splits.
+        for (auto [vw, tx, ty, uk, tasks] : {std::tuple{8, 5, 1, 1, 1}, std::tuple{4, 1, 3, 3, 2},
+                                             std::tuple{8, 8, 2, 2, 3}, std::tuple{4, 11, 1, 1, 1}}) {
+            if (tx > n || ty > m || (uk - 1) * vw >= k) continue;
+            plan.groups[0].schedule = {{"template", "gemm_dot"}, {"vector_width", vw}, {"tile_x", tx},
+                                       {"tile_y", ty},           {"unroll_k", uk},     {"parallel_tasks", tasks},
+                                       {"compute", "tile"}};
+            expect_matches(plan, g, e);
+            if (vw * (tx % 3 + 1) > n) continue;
+            plan.groups[0].schedule = {{"template", "gemm_nv"},
+                                       {"vector_width", vw},
+                                       {"tile_x_vectors", tx % 3 + 1},
+                                       {"tile_y", ty},
+                                       {"unroll_k", uk},
+                                       {"parallel_tasks", tasks},
+                                       {"compute", tasks == 2 ? "root" : "tile"}};
+            expect_matches(plan, g, e);
+        }
+    }
+    // MatMul with batch dims (B broadcast over them), and with a vector B (x indexes A's rows).
+    for (const Graph &g : {matmul_model({2, 3, 19}, {19, 21}), matmul_model({13, 19}, {19})}) {
+        Expected e = expected_for(g);
+        expect_matches(fused_plan(g), g, e);
+    }
+}
+
+TEST(Composer, GemmCellsBecomeOneKernel) {
+    // The RNN cell with both products in one group: computed per tile of h_next, gates inlined.
+    Graph rnn = load_model(HFUSE_SOURCE_DIR "/models/rnn_cell.json");
+    Expected e = expected_for(rnn);
+    FusedGraph plan = one_group(rnn);
+    EXPECT_EQ(plan.groups[0].schedule["template"], "gemm_dot");
+    EXPECT_EQ(plan.groups[0].schedule["compute"], "tile");
+    EXPECT_EQ(Executor(plan).num_groups(), 1);
+    expect_matches(plan, rnn, e);
+    plan.groups[0].schedule["tile_x"] = 16;
+    plan.groups[0].schedule["unroll_k"] = 2;
+    expect_matches(plan, rnn, e);
+    // The LSTM cell in one group: both products at root, the gates and both outputs after them.
+    Graph lstm = load_model(HFUSE_SOURCE_DIR "/models/lstm_cell.json");
+    Expected le = expected_for(lstm);
+    FusedGraph lplan = one_group(lstm);
+    EXPECT_EQ(lplan.groups[0].schedule["compute"], "root");
+    expect_matches(lplan, lstm, le);
+    expect_matches(fused_plan(lstm), lstm, le);
+}
+
+TEST(Composer, PoolTemplateMatchesTheUnfusedRun) {
+    // Overlapping and strided windows, pads, ceil_mode, count_include_pad, outputs narrower than a
+    // vector, a 1-D pool.
+    const json cases[] = {
+        {{"shape", {1, 5, 17, 23}},
+         {"op", "MaxPool"},
+         {"attrs", {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}}}},
+        {{"shape", {2, 3, 15, 13}},
+         {"op", "AveragePool"},
+         {"attrs",
+          {{"kernel_shape", {2, 3}},
+           {"strides", {2, 2}},
+           {"pads", {0, 1, 1, 1}},
+           {"ceil_mode", 1},
+           {"count_include_pad", 1}}}},
+        {{"shape", {1, 4, 9, 6}}, {"op", "MaxPool"}, {"attrs", {{"kernel_shape", {2, 2}}}}},
+        {{"shape", {1, 4, 29}}, {"op", "AveragePool"}, {"attrs", {{"kernel_shape", {3}}, {"strides", {2}}}}},
+    };
+    for (const json &c : cases) {
+        Graph g = unary_model(c["shape"].get<Shape>(), c["op"], c["attrs"]);
+        Expected e = expected_for(g);
+        FusedGraph plan = fused_plan(g);
+        ASSERT_EQ(plan.groups[0].schedule["template"], "pool");
+        expect_matches(plan, g, e);
+        plan.groups[0].schedule["vector_width"] = std::min<int64_t>(3, g.type_of("op").shape.back());
+        plan.groups[0].schedule["rows_per_task"] = 2;
+        plan.groups[0].schedule["unroll_window"] = 0;
+        expect_matches(plan, g, e);
+    }
+}
+
+TEST(Composer, ReductionTemplateMatchesTheUnfusedRun) {
+    // Softmax on odd widths along the contiguous axis, along channels and along the outer axis;
+    // global pools over odd planes.
+    const json cases[] = {
+        {{"shape", {3, 37}}, {"op", "Softmax"}, {"attrs", json::object()}},
+        {{"shape", {2, 3, 5, 13}}, {"op", "Softmax"}, {"attrs", json::object()}},
+        {{"shape", {2, 5, 3, 11}}, {"op", "Softmax"}, {"attrs", {{"axis", 1}}}},
+        {{"shape", {7, 10}}, {"op", "Softmax"}, {"attrs", {{"axis", 0}}}},
+        {{"shape", {29}}, {"op", "Softmax"}, {"attrs", json::object()}},
+        {{"shape", {2, 5, 7, 9}}, {"op", "GlobalAveragePool"}, {"attrs", json::object()}},
+        {{"shape", {1, 3, 5, 5}}, {"op", "GlobalMaxPool"}, {"attrs", json::object()}},
+    };
+    for (const json &c : cases) {
+        Graph g = unary_model(c["shape"].get<Shape>(), c["op"], c["attrs"]);
+        Expected e = expected_for(g);
+        FusedGraph plan = fused_plan(g);
+        ASSERT_EQ(plan.groups[0].schedule["template"], "reduction");
+        expect_matches(plan, g, e);
+        plan.groups[0].schedule["vector_width"] = 4;
+        plan.groups[0].schedule["rows_per_task"] = 1;
+        expect_matches(plan, g, e);
+    }
+}
+
+TEST(Composer, PoolInsideAConvChain) {
+    // conv -> relu -> pool -> sigmoid: the pool is computed per tile of the sigmoid.
+    json attrs = {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}};
+    Graph g = json_model(model_json({{"x", {1, 6, 13, 35}}}, {{"w", uniform({10, 6, 3, 3}, 1)}},
+                                    {{{"name", "conv"}, {"op", "Conv"}, {"inputs", {"x", "w"}}, {"attrs", attrs}},
+                                     {{"name", "relu"}, {"op", "Relu"}, {"inputs", {"conv"}}},
+                                     {{"name", "pool"},
+                                      {"op", "MaxPool"},
+                                      {"inputs", {"relu"}},
+                                      {"attrs", {{"kernel_shape", {2, 2}}, {"strides", {2, 2}}}}},
+                                     {{"name", "act"}, {"op", "Sigmoid"}, {"inputs", {"pool"}}}},
+                                    "act"));
+    FusedGraph plan = one_group(g);
+    EXPECT_EQ(plan.groups[0].schedule["template"], "conv_xv");
+    expect_matches(plan, g, expected_for(g));
+    // A depthwise conv under a pool has no template: the simple schedule, saying why.
+    Graph dw = conv_model(8, 12, 20, 8, 3, 1, 1, 8, 2, 2);
+    FusedGraph dw_plan = fused_plan(dw);
+    EXPECT_EQ(dw_plan.groups[0].schedule["template"], "simple");
+    EXPECT_EQ(dw_plan.groups[0].schedule["why"], "depthwise + window");
+    expect_matches(dw_plan, dw, expected_for(dw));
+}
+
+TEST(Composer, SimpleScheduleParametersAreHonoured) {
+    Graph g = unary_model({1, 8, 33, 35}, "Sigmoid", {});
+    Expected e = expected_for(g);
+    FusedGraph plan = fused_plan(g);
+    plan.groups[0].schedule = {
+        {"template", "simple"}, {"vector_width", 4}, {"parallel_threshold", 0}, {"task_elements", 100}};
+    expect_matches(plan, g, e);
+    // "simple" forces the simple schedule on a group a template would take.
+    Graph gemm = gemm_model(3, 19, 37, false, true);
+    FusedGraph forced = fused_plan(gemm);
+    forced.groups[0].schedule = {{"template", "simple"}};
+    expect_matches(forced, gemm, expected_for(gemm));
+}
+
+TEST(Composer, BadTemplateParametersNameTheField) {
+    auto expect_error = [](FusedGraph plan, const std::string &master, json params, const std::string &field) {
+        group_of(plan, master).schedule = params;
+        try {
+            Executor ex(plan);
+            ADD_FAILURE() << "accepted " << params.dump();
+        } catch (const Error &e) {
+            EXPECT_EQ(e.field(), field) << e.what();
+            EXPECT_EQ(e.node(), master) << e.what();
+        }
+    };
+    auto with = [](json p, const char *key, json value) {
+        if (value.is_null()) {
+            p.erase(key);
+        } else {
+            p[key] = value;
+        }
+        return p;
+    };
+    FusedGraph gemm = fused_plan(gemm_model(3, 19, 37, false, true));
+    json d = gemm.groups[0].schedule;
+    expect_error(gemm, "gemm", with(d, "tile_x", 0), "schedule.tile_x");
+    expect_error(gemm, "gemm", with(d, "tile_x", 38), "schedule.tile_x");
+    expect_error(gemm, "gemm", with(d, "tile_y", 4), "schedule.tile_y");
+    expect_error(gemm, "gemm", with(d, "unroll_k", nullptr), "schedule.unroll_k");
+    expect_error(gemm, "gemm", with(d, "vector_width", "8"), "schedule.vector_width");
+    expect_error(gemm, "gemm", with(d, "tile_q", 3), "schedule.tile_q");
+    expect_error(gemm, "gemm", with(with(with(d, "template", "gemm_nv"), "tile_x", nullptr), "tile_x_vectors", 9),
+                 "schedule.tile_x_vectors");
+    expect_error(gemm, "gemm", with(d, "compute", "here"), "schedule.compute");
+    expect_error(gemm, "gemm", with(d, "template", "pool"), "schedule.template");
+    expect_error(gemm, "gemm", with(d, "template", nullptr), "schedule.template");
+    FusedGraph lstm = fused_plan(load_model(HFUSE_SOURCE_DIR "/models/lstm_cell.json"));
+    expect_error(lstm, "xw", with(group_of(lstm, "xw").schedule, "compute", "tile"), "schedule.compute");
+    FusedGraph pool = fused_plan(unary_model({1, 4, 9, 6}, "MaxPool", {{"kernel_shape", {2, 2}}}));
+    expect_error(pool, "op", with(pool.groups[0].schedule, "vector_width", 8), "schedule.vector_width");
+    expect_error(pool, "op", with(pool.groups[0].schedule, "rows_per_task", 0), "schedule.rows_per_task");
+    expect_error(pool, "op", with(pool.groups[0].schedule, "template", "reduction"), "schedule.template");
+    FusedGraph softmax = fused_plan(unary_model({3, 37}, "Softmax", {}));
+    expect_error(softmax, "op", with(softmax.groups[0].schedule, "rows_per_task", 4), "schedule.rows_per_task");
+    FusedGraph ew = fused_plan(unary_model({3, 37}, "Sigmoid", {}));
+    expect_error(ew, "op", with(ew.groups[0].schedule, "task_elements", 0), "schedule.task_elements");
+    expect_error(ew, "op", with(ew.groups[0].schedule, "tile_x", 4), "schedule.tile_x");
+    expect_error(ew, "op", with(ew.groups[0].schedule, "template", "gemm_dot"), "schedule.template");
+}
+
+TEST(Composer, Avx512DefaultsDifferAndCompile) {
+    const Halide::Target avx2("x86-64-linux-avx-avx2-f16c-fma-sse41"), avx512("x86-64-linux-avx512_skylake");
+    auto defaults = [](const Graph &g, const Halide::Target &t) {
+        return with_default_schedules(plan_fusion(g, {load_rules("x86")}), t).groups[0].schedule;
+    };
+    Graph cell = gemm_model(1, 128, 128, false, true), rows = gemm_model(12, 64, 64, false, false);
+    Graph conv = conv_model(16, 20, 40, 16, 3, 1, 1, 1),
+          pool = unary_model({1, 8, 33, 40}, "MaxPool", {{"kernel_shape", {2, 2}}});
+    Graph softmax = unary_model({4, 100}, "Softmax", {});
+    EXPECT_EQ(defaults(cell, avx2)["tile_x"], 8);
+    EXPECT_EQ(defaults(cell, avx512)["tile_x"], 16);
+    EXPECT_EQ(defaults(cell, avx512)["vector_width"], 16);
+    EXPECT_EQ(defaults(rows, avx2)["tile_y"], 6);     // 6 rows x 2 vectors: 12 of 16 ymm
+    EXPECT_EQ(defaults(rows, avx512)["tile_y"], 12);  // all 12 rows x 2 vectors (14 fit 32 zmm)
+    EXPECT_EQ(defaults(conv, avx2)["tile_c"], 4);
+    EXPECT_EQ(defaults(conv, avx512)["tile_c"], 8);
+    EXPECT_EQ(defaults(pool, avx512)["vector_width"], 16);
+    EXPECT_EQ(defaults(softmax, avx512)["vector_width"], 16);
+    // Each template compiles for AVX-512 (not run: this machine has none) and uses zmm registers.
+    int i = 0;
+    for (const Graph *g : {&cell, &rows, &conv, &pool, &softmax}) {
+        FusedGraph plan = with_default_schedules(plan_fusion(*g, {load_rules("x86")}), avx512);
+        const FusedGroup &grp = plan.groups[0];
+        std::vector<const Node *> nodes;
+        for (const std::string &n : grp.nodes) nodes.push_back(plan.graph.find_node(n));
+        exec::WeightBuffers weights = exec::make_weight_buffers(plan.graph);
+        exec::LoweredGroup lowered = exec::lower_group(plan.graph, nodes, handed_out_values(plan, grp), weights);
+        compose::compose_group(plan.graph, grp, lowered, avx512);
+        std::vector<Halide::Argument> args(lowered.params.begin(), lowered.params.end());
+        const std::string path = testing::TempDir() + "/composer_avx512_" + std::to_string(i++) + ".s";
+        Halide::Pipeline(lowered.output_funcs).compile_to_assembly(path, args, "group", avx512);
+        std::ifstream in(path);
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        EXPECT_NE(text.find("zmm"), std::string::npos) << grp.schedule.dump();
+        std::remove(path.c_str());
+    }
 }
 
 }  // namespace

@@ -1,0 +1,250 @@
+#include "schedules/gemm_template.h"
+
+#include "hfuse/error.h"
+#include "schedules/schedule_params.h"
+
+#include <algorithm>
+
+namespace hfuse::schedules {
+namespace {
+
+using Halide::Func;
+using Halide::RVar;
+using Halide::Stage;
+using Halide::TailStrategy;
+using Halide::Var;
+using Halide::VarOrRVar;
+
+// Below this many FLOPs a group runs serially: waking the thread pool costs about a microsecond, as
+// much as the RNN cell's 128x128 product computes (33 KFLOP, 0.8 us). Above, on the idle 2-core
+// Zen 3: LSTM 512x128 (131 KFLOP) 3.0 us serial, 2.4 us in 2 tasks; fc 784->256 (401 KFLOP) 10.8 us
+// serial, 6.1-6.9 us in 2 tasks, 5.9-6.3 us in 4 (but no gain while other jobs hold the cores).
+constexpr double kParallelFlops = 1e5;
+// FLOPs per parallel task (at least two tasks once parallel).
+constexpr double kTaskFlops = 1.28e5;
+// Register tiles above this many accumulators spill and take long to compile.
+constexpr int kMaxAccumulators = 64;
+
+struct Extents {
+    int rank;
+    int64_t n, m, batch;
+};
+
+Extents extents_of(const Shape &s) {
+    Extents e{static_cast<int>(s.size()), s.back(), s.size() >= 2 ? s[s.size() - 2] : 1, 1};
+    for (size_t i = 0; i + 2 < s.size(); i++) e.batch *= s[i];
+    return e;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+
+struct Params {
+    bool dot;
+    int vw, tx, ty, unroll_k, tasks;
+};
+
+Params read_params(const GemmGroupShape &s, const nlohmann::json &p, const Halide::Target &target) {
+    const Extents e = extents_of(s.output);
+    const std::string tmpl = p.value("template", "");
+    Params r;
+    r.dot = tmpl == "gemm_dot";
+    if (!r.dot && tmpl != "gemm_nv") {
+        fail_field("schedule.template", "unknown gemm template '" + tmpl + "' (expected gemm_nv or gemm_dot)");
+    }
+    check_param_keys(
+        p, {"vector_width", r.dot ? "tile_x" : "tile_x_vectors", "tile_y", "unroll_k", "parallel_tasks", "compute"});
+    r.vw = vector_width_param(p, target, true);
+    if (r.dot) {
+        r.tx = param_int(p, "tile_x", 1, e.n);
+    } else {
+        if (r.vw > e.n) fail_field("schedule.vector_width", "exceeds the output width " + std::to_string(e.n));
+        r.tx = r.vw * param_int(p, "tile_x_vectors", 1, e.n / r.vw);
+    }
+    r.ty = param_int(p, "tile_y", 1, e.m);
+    const int accumulators = (r.dot ? r.tx : r.tx / r.vw) * r.ty;
+    if (accumulators > kMaxAccumulators) {
+        fail_field("schedule.tile_y", "a register tile of " + std::to_string(accumulators) + " accumulators exceeds " +
+                                          std::to_string(kMaxAccumulators));
+    }
+    r.unroll_k = param_int(p, "unroll_k", 1, std::max<int64_t>(1, r.dot ? ceil_div(s.k, r.vw) : s.k));
+    r.tasks = param_int(p, "parallel_tasks", 1, 1 << 16);
+    return r;
+}
+
+// Splits `t` into tiles of tx x ty outputs (edge tiles shift inwards), vectorizes and unrolls the
+// tile, fuses the tile loops into one and, with tasks > 1, cuts it into parallel tasks. Returns the
+// loop the products are computed at.
+Var tile_loops(Func t, const Extents &e, const Params &p) {
+    std::vector<Var> a = t.args();
+    Var xo("xo"), xi("xi"), yo("yo"), yi("yi");
+    t.split(a[0], xo, xi, p.tx);
+    std::vector<VarOrRVar> order = {xi};
+    std::vector<Var> outer = {xo};
+    if (e.rank >= 2) {
+        t.split(a[1], yo, yi, p.ty);
+        order.push_back(yi);
+        outer.push_back(yo);
+    }
+    for (size_t i = 2; i < a.size(); i++) outer.push_back(a[i]);
+    order.insert(order.end(), outer.begin(), outer.end());
+    t.reorder(order);
+    if (p.vw > 1 && p.tx >= p.vw) {
+        t.vectorize(xi, p.vw).unroll(xi);
+    } else if (p.tx > 1) {
+        t.vectorize(xi);
+    }
+    if (e.rank >= 2) t.unroll(yi);
+    Var loop = outer[0];
+    for (size_t i = 1; i < outer.size(); i++) {
+        Var fused(loop.name() + "_" + outer[i].name());
+        t.fuse(loop, outer[i], fused);
+        loop = fused;
+    }
+    const int64_t tiles = ceil_div(e.n, p.tx) * ceil_div(e.m, p.ty) * e.batch;
+    if (p.tasks > 1 && tiles > 1) {
+        Var task("task"), in("tile");
+        t.split(loop, task, in, static_cast<int>(ceil_div(tiles, p.tasks)), TailStrategy::GuardWithIf).parallel(task);
+        loop = in;
+    }
+    return loop;
+}
+
+// x vectorized: vectors of B times broadcasts of A, the tile's accumulators in registers.
+void schedule_nv(Func t, Var loop, Func g, const Extents &e, const Params &p) {
+    std::vector<Var> a = g.args();
+    g.compute_at(t, loop).vectorize(a[0], p.vw).unroll(a[0]);
+    if (e.rank >= 2) g.unroll(a[1]);
+    Stage u = g.update();
+    RVar k = g.rvars(0)[0], ko("ko"), ki("ki");
+    std::vector<VarOrRVar> order = {a[0]};
+    if (e.rank >= 2) order.push_back(a[1]);
+    if (p.unroll_k > 1) {
+        u.split(k, ko, ki, p.unroll_k, TailStrategy::GuardWithIf);
+        order.push_back(ki);
+        order.push_back(ko);
+    } else {
+        order.push_back(k);
+    }
+    for (size_t i = 2; i < a.size(); i++) order.push_back(a[i]);
+    u.reorder(order).vectorize(a[0], p.vw).unroll(a[0]);
+    if (e.rank >= 2) u.unroll(a[1]);
+    if (p.unroll_k > 1) u.unroll(ki);
+}
+
+// k vectorized: vw partial sums per output (rfactor), added across lanes once per tile.
+void schedule_dot(Func t, Var loop, Func g, const Extents &e, const Params &p) {
+    std::vector<Var> a = g.args();
+    RVar k = g.rvars(0)[0], ko("ko"), ki("ki"), kou("kou"), koi("koi");
+    Var u("u");
+    g.update().split(k, ko, ki, p.vw, TailStrategy::GuardWithIf);
+    Func lanes = g.update().rfactor(ki, u);  // lanes(x, y, ..., u): partial sums over k = u mod vw
+    std::vector<Var> storage = {u};
+    storage.insert(storage.end(), a.begin(), a.end());
+    lanes.compute_at(t, loop).reorder_storage(storage).vectorize(u).unroll(a[0]);
+    if (e.rank >= 2) lanes.unroll(a[1]);
+    Stage lu = lanes.update();
+    std::vector<VarOrRVar> order = {u, a[0]};
+    if (e.rank >= 2) order.push_back(a[1]);
+    if (p.unroll_k > 1) {
+        lu.split(ko, kou, koi, p.unroll_k, TailStrategy::GuardWithIf);
+        order.push_back(koi);
+        order.push_back(kou);
+    } else {
+        order.push_back(ko);
+    }
+    for (size_t i = 2; i < a.size(); i++) order.push_back(a[i]);
+    lu.reorder(order).vectorize(u).unroll(a[0]);
+    if (e.rank >= 2) lu.unroll(a[1]);
+    if (p.unroll_k > 1) lu.unroll(koi);
+
+    g.compute_at(t, loop);
+    if (p.tx % p.vw == 0) {
+        g.vectorize(a[0], p.vw).unroll(a[0]);
+    } else if (p.tx < p.vw) {
+        g.vectorize(a[0]);
+    } else {
+        g.unroll(a[0]);
+    }
+    if (e.rank >= 2) g.unroll(a[1]);
+    std::vector<VarOrRVar> sum_order = {ki, a[0]};
+    if (e.rank >= 2) sum_order.push_back(a[1]);
+    for (size_t i = 2; i < a.size(); i++) sum_order.push_back(a[i]);
+    Stage su = g.update();
+    su.reorder(sum_order).atomic().vectorize(ki).unroll(a[0]);
+    if (e.rank >= 2) su.unroll(a[1]);
+}
+
+}  // namespace
+
+nlohmann::json gemm_default_params(const GemmGroupShape &s, const Halide::Target &target) {
+    const TargetTraits tt = target_traits(target);
+    const Extents e = extents_of(s.output);
+    const int vw = tt.vector_width, regs = tt.vector_registers;
+    const double flops = 2.0 * static_cast<double>(num_elements(s.output)) * s.k * s.products;
+    nlohmann::json p;
+    int64_t tx, ty;
+    // B contiguous along x but narrower than a vector: dot products (B gathered, but there is little of it).
+    const bool dot = s.k_contiguous || e.n < vw;
+    if (dot) {
+        // Accumulators tx * ty, ty vectors of A and one of B in the registers: batch 1 takes one
+        // vector's worth of columns (8 AVX2, 16 AVX-512), or all of them if they fit.
+        ty = std::min<int64_t>(e.m, 3);
+        if (ty == 1) {
+            tx = e.n <= regs - 4 ? e.n : std::min<int64_t>(e.n, vw);
+        } else {
+            int64_t fit = 1;  // the largest power of two of columns that fits, at most a vector's worth
+            while (fit * 2 <= std::min<int64_t>(vw, (regs - ty - 1) / ty)) fit *= 2;
+            tx = std::min<int64_t>(e.n, fit);
+        }
+        p = {{"template", "gemm_dot"}, {"vector_width", vw}, {"tile_x", tx}, {"tile_y", ty}, {"unroll_k", 1}};
+    } else {
+        // The classic 6x16 AVX2 micro-kernel (12 accumulators, 2 vectors of B, 1 broadcast of A), 14x32
+        // with AVX-512's 32 registers; batch 1 takes up to 8 vectors of one row.
+        int64_t nx;
+        if (e.m == 1) {
+            nx = std::min<int64_t>({8, e.n / vw, regs - 4});
+            ty = 1;
+        } else {
+            nx = std::min<int64_t>(2, e.n / vw);
+            ty = std::min<int64_t>(e.m, (regs - 4) / nx);
+        }
+        tx = nx * vw;
+        p = {{"template", "gemm_nv"}, {"vector_width", vw}, {"tile_x_vectors", nx}, {"tile_y", ty}, {"unroll_k", 1}};
+    }
+    const int64_t tiles = ceil_div(e.n, tx) * ceil_div(e.m, ty) * e.batch;
+    int64_t tasks = 1;
+    if (flops >= kParallelFlops) {
+        tasks = std::min<int64_t>(tiles, std::max<int64_t>(2, static_cast<int64_t>(flops / kTaskFlops)));
+    }
+    p["parallel_tasks"] = std::max<int64_t>(1, std::min<int64_t>(tasks, 1 << 16));
+    p["compute"] = s.chain ? "tile" : "root";
+    return p;
+}
+
+bool gemm_computed_per_tile(const GemmGroupShape &s, const nlohmann::json &p) {
+    const std::string c = param_choice(p, "compute", {"tile", "root"});
+    if (c == "tile" && !s.chain) {
+        fail_field("schedule.compute",
+                   "\"tile\" needs the product's consumers to be one elementwise chain to the group's only output; "
+                   "use \"root\"");
+    }
+    return c == "tile";
+}
+
+void schedule_gemm(Func tile, const std::vector<Func> &products, const GemmGroupShape &s, const nlohmann::json &params,
+                   const Halide::Target &target) {
+    const Params p = read_params(s, params, target);
+    const Extents e = extents_of(s.output);
+    Var loop = tile_loops(tile, e, p);
+    for (const Func &g : products) {
+        if (p.dot) {
+            schedule_dot(tile, loop, g, e, p);
+        } else {
+            schedule_nv(tile, loop, g, e, p);
+        }
+    }
+}
+
+}  // namespace hfuse::schedules

@@ -1,0 +1,35 @@
+// Schedule template for a group led by a MaxPool or AveragePool (no conv in the group; after a conv
+// the pool is the conv template's tile): the pool is computed per vector of the group's output T —
+// the pool itself, or the end of an elementwise chain after it — with x vectorized (a stride-2
+// window reads two vectors and deinterleaves), the window loops unrolled, and channels x rows fused
+// into one parallel loop cut into tasks of rows_per_task rows.
+//
+// Measured on the 2-core Zen 3 (AVX2, 2 threads), one pool per group (as the unfused models run them):
+//   MaxPool 2x2 s2, 64x56x56 (conv_bias_relu_maxpool):  simple 75 us,  pool 20.5 us (9.8 GFLOP/s)
+//   MaxPool 3x3 s2 pad 1, 64x112x112:                   simple 328 us, pool 190 us
+//   AveragePool 3x3 s1 pad 1, 32x28x28:                 simple 143 us, pool 52 us
+// The windows read the input (3 bytes per FLOP), so a pool runs at memory speed.
+//
+// Parameters: vector_width (at most the output width; 1: scalar), rows_per_task, unroll_window (0/1).
+#pragma once
+
+#include "hfuse/tensor.h"
+
+#include <Halide.h>
+#include <nlohmann/json.hpp>
+
+namespace hfuse::schedules {
+
+struct PoolGroupShape {
+    Shape output;             // the tile Func's (= the pool's) NCHW shape (rank >= 3)
+    int64_t window_taps = 1;  // kernel cells per output
+};
+
+nlohmann::json pool_default_params(const PoolGroupShape &shape, const Halide::Target &target);
+
+// Schedules `pool` (a Func with a pure init and window updates) per vector of `tile` (pure, the
+// group output, same shape). Throws an Error naming "schedule.<param>" for parameters that do not fit.
+void schedule_pool(Halide::Func tile, Halide::Func pool, const PoolGroupShape &shape, const nlohmann::json &params,
+                   const Halide::Target &target);
+
+}  // namespace hfuse::schedules

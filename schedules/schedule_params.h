@@ -1,0 +1,38 @@
+// What every schedule template shares: reading its parameters from a plan's "schedule" object (each
+// bad or unknown one reported as an Error on the field "schedule.<param>") and what the target
+// offers (vector width, vector registers), from which each template picks its defaults.
+#pragma once
+
+#include <Halide.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hfuse::schedules {
+
+// The vector unit of a target, for float32.
+struct TargetTraits {
+    int vector_width;      // lanes per vector: 8 with AVX2, 16 with AVX-512, 4 with SSE/NEON
+    int vector_registers;  // 16 ymm (AVX2), 32 zmm (AVX-512), 32 on AArch64
+};
+TargetTraits target_traits(const Halide::Target &target);
+
+// The integer parameter `key`, required, in [lo, hi]; an Error on "schedule.<key>" otherwise.
+int param_int(const nlohmann::json &params, const std::string &key, int64_t lo, int64_t hi);
+// As param_int, with `fallback` when `key` is absent.
+int param_int_or(const nlohmann::json &params, const std::string &key, int64_t lo, int64_t hi, int fallback);
+// The string parameter `key`, one of `allowed`.
+std::string param_choice(const nlohmann::json &params, const std::string &key, const std::vector<std::string> &allowed);
+
+// Throws an Error on "schedule.<key>" for the first key of `params` that is neither "template", "why"
+// nor in `allowed`: a misspelt parameter must not be silently ignored.
+void check_param_keys(const nlohmann::json &params, const std::vector<std::string> &allowed);
+
+// The vector width a template uses: "vector_width" if the plan gives one, else the target's. With
+// `power_of_two` other widths are rejected: a template whose loops guard their tails vectorizes them
+// with masked loads and stores, which LLVM 14 fails to legalize for odd widths (e.g. 9 = 8 + 1 lanes).
+int vector_width_param(const nlohmann::json &params, const Halide::Target &target, bool power_of_two);
+
+}  // namespace hfuse::schedules
