@@ -46,7 +46,7 @@ TEST(Cli, RunWritesOutputsThatMatchTheSummaryRun) {
     EXPECT_NE(r.out.find("ok"), std::string::npos) << r.out;
     std::vector<float> out = read_f32_file(tmp("out.f32"), 64 * 28 * 28, "output");
     // NAME=FILE form gives the same bytes.
-    r = hfuse_cli("run " + kCbrm + " --input input=" + tmp("in.f32") + " --output pool=" + tmp("out2.f32"));
+    r = hfuse_cli("run " + kCbrm + " --unfused --input input=" + tmp("in.f32") + " --output pool=" + tmp("out2.f32"));
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_EQ(read_f32_file(tmp("out2.f32"), 64 * 28 * 28, "output"), out);
 }
