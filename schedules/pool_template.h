@@ -8,7 +8,8 @@
 //   MaxPool 2x2 s2, 64x56x56 (conv_bias_relu_maxpool):  simple 75 us,  pool 20.5 us (9.8 GFLOP/s)
 //   MaxPool 3x3 s2 pad 1, 64x112x112:                   simple 328 us, pool 190 us
 //   AveragePool 3x3 s1 pad 1, 32x28x28:                 simple 143 us, pool 52 us
-// The windows read the input (3 bytes per FLOP), so a pool runs at memory speed.
+// A pool does one operation per 4-byte input it reads, so it runs at memory speed (the 2x2 pool:
+// 1 MB read and written in 20.5 us, ~49 GB/s).
 //
 // Parameters: vector_width (at most the output width; 1: scalar), rows_per_task, unroll_window (0/1).
 #pragma once

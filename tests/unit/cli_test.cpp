@@ -5,6 +5,7 @@
 #include "test_util.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -22,8 +23,9 @@ Result hfuse_cli(const std::string &args) {
 const std::string kModels = std::string(HFUSE_SOURCE_DIR) + "/models/";
 const std::string kCbrm = kModels + "conv_bias_relu_maxpool.json";
 
+// A per-process temp path: ctest runs tests in parallel processes that must not share files.
 std::string tmp(const std::string &name) {
-    return testing::TempDir() + "/" + name;
+    return testing::TempDir() + "/hfuse_cli_test_" + std::to_string(getpid()) + "_" + name;
 }
 
 TEST(Cli, InfoShowsShapesKindsAndFlops) {

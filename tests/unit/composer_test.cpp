@@ -16,6 +16,7 @@
 #include "test_util.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -49,7 +50,7 @@ Graph conv_model(int C, int H, int W, int K, int k, int s, int p, int g, int poo
                        pool + R"(],
       "outputs": [")" + std::string(pool_k ? "pool" : "relu") +
                        R"("]})";
-    std::string path = testing::TempDir() + "/composer_model.json";
+    std::string path = testing::TempDir() + "/composer_model_" + std::to_string(getpid()) + ".json";
     std::ofstream(path) << text;
     return load_model(path);
 }
@@ -145,7 +146,7 @@ using nlohmann::json;
 
 // A model from its JSON form, loaded as a model file is.
 Graph json_model(const json &m) {
-    std::string path = testing::TempDir() + "/composer_json_model.json";
+    std::string path = testing::TempDir() + "/composer_json_model_" + std::to_string(getpid()) + ".json";
     std::ofstream(path) << m.dump();
     return load_model(path);
 }
@@ -500,7 +501,7 @@ TEST(Composer, Avx512DefaultsDifferAndCompile) {
         exec::LoweredGroup lowered = exec::lower_group(plan.graph, nodes, handed_out_values(plan, grp), weights);
         compose::compose_group(plan.graph, grp, lowered, avx512);
         std::vector<Halide::Argument> args(lowered.params.begin(), lowered.params.end());
-        const std::string path = testing::TempDir() + "/composer_avx512_" + std::to_string(i++) + ".s";
+        const std::string path = testing::TempDir() + "/composer_avx512_" + std::to_string(getpid()) + "_" + std::to_string(i++) + ".s";
         Halide::Pipeline(lowered.output_funcs).compile_to_assembly(path, args, "group", avx512);
         std::ifstream in(path);
         std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
