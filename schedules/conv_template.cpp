@@ -159,7 +159,7 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
     } else if (tmpl == "conv_dw") {
         check_param_keys(p, {"vector_width", "tile_y", "channel_block"});
     }
-    const int vw = vector_width_param(p, target, false);
+    const int vw = vector_width_param(p, target, true);
     if (tmpl == "conv_xv") {
         schedule_xv(tile, conv, padded, per_tile, s, p, vw);
     } else if (tmpl == "conv_dw") {
