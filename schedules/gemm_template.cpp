@@ -112,6 +112,20 @@ Var tile_loops(Func t, const Extents &e, const Params &p) {
 }
 
 // x vectorized: vectors of B times broadcasts of A, the tile's accumulators in registers.
+// Appends to `order` the reduction loop `k` (split into outer, inner by unroll_k when unrolled, the
+// inner loop first) and then the output's outer dimensions (a[2..]).
+void push_reduction_loops(Stage s, RVar k, RVar outer, RVar inner, int unroll_k, const std::vector<Var> &a,
+                          std::vector<VarOrRVar> &order) {
+    if (unroll_k > 1) {
+        s.split(k, outer, inner, unroll_k, TailStrategy::GuardWithIf);
+        order.push_back(inner);
+        order.push_back(outer);
+    } else {
+        order.push_back(k);
+    }
+    for (size_t i = 2; i < a.size(); i++) order.push_back(a[i]);
+}
+
 void schedule_nv(Func t, Var loop, Func g, const Extents &e, const Params &p) {
     std::vector<Var> a = g.args();
     g.compute_at(t, loop).vectorize(a[0], p.vw).unroll(a[0]);
@@ -120,14 +134,7 @@ void schedule_nv(Func t, Var loop, Func g, const Extents &e, const Params &p) {
     RVar k = g.rvars(0)[0], ko("ko"), ki("ki");
     std::vector<VarOrRVar> order = {a[0]};
     if (e.rank >= 2) order.push_back(a[1]);
-    if (p.unroll_k > 1) {
-        u.split(k, ko, ki, p.unroll_k, TailStrategy::GuardWithIf);
-        order.push_back(ki);
-        order.push_back(ko);
-    } else {
-        order.push_back(k);
-    }
-    for (size_t i = 2; i < a.size(); i++) order.push_back(a[i]);
+    push_reduction_loops(u, k, ko, ki, p.unroll_k, a, order);
     u.reorder(order).vectorize(a[0], p.vw).unroll(a[0]);
     if (e.rank >= 2) u.unroll(a[1]);
     if (p.unroll_k > 1) u.unroll(ki);
@@ -147,14 +154,7 @@ void schedule_dot(Func t, Var loop, Func g, const Extents &e, const Params &p) {
     Stage lu = lanes.update();
     std::vector<VarOrRVar> order = {u, a[0]};
     if (e.rank >= 2) order.push_back(a[1]);
-    if (p.unroll_k > 1) {
-        lu.split(ko, kou, koi, p.unroll_k, TailStrategy::GuardWithIf);
-        order.push_back(koi);
-        order.push_back(kou);
-    } else {
-        order.push_back(ko);
-    }
-    for (size_t i = 2; i < a.size(); i++) order.push_back(a[i]);
+    push_reduction_loops(lu, ko, kou, koi, p.unroll_k, a, order);
     lu.reorder(order).vectorize(u).unroll(a[0]);
     if (e.rank >= 2) lu.unroll(a[1]);
     if (p.unroll_k > 1) lu.unroll(koi);

@@ -45,6 +45,9 @@ struct FusedGraph {
 // Every node its own group.
 FusedGraph singleton_groups(const Graph &graph);
 
+// Whether `group` holds `node` as a "recompute" copy (not as its own).
+bool is_recompute_copy(const FusedGroup &group, const std::string &node);
+
 // Pattern kind of a node as fusion sees it: a broadcasting op whose computed (non-weight) inputs all
 // have the output's shape is elementwise along the data flow (as in TVM).
 PatternKind effective_kind(const Graph &graph, const Node &node);

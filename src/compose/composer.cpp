@@ -176,9 +176,7 @@ void analyse_gemm(const Graph &g, const FusedGroup &grp, Analysis &a) {
     a.products = {a.master};
     for (const std::string &name : grp.nodes) {
         const Node *n = g.find_node(name);
-        auto p = grp.placement.find(name);
         if (n == a.master || (n->op != "Gemm" && n->op != "MatMul")) continue;
-        if (p != grp.placement.end() && p->second == Placement::Recompute) continue;
         if (g.type_of(n->outputs[0]).shape != shape) {
             a.why = "products '" + a.master->name + "' and '" + name + "' differ in shape";
             return;

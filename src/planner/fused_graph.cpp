@@ -85,6 +85,11 @@ PatternKind effective_kind(const Graph &g, const Node &n) {
     return PatternKind::Elementwise;
 }
 
+bool is_recompute_copy(const FusedGroup &grp, const std::string &node) {
+    auto it = grp.placement.find(node);
+    return it != grp.placement.end() && it->second == Placement::Recompute;
+}
+
 FusedGraph singleton_groups(const Graph &graph) {
     FusedGraph f;
     f.graph = graph;
@@ -103,10 +108,7 @@ FusedGraph check_plan(FusedGraph f) {
     try {
         const int num = static_cast<int>(f.groups.size());
         auto label = [&](int k) { return f.groups[k].name.empty() ? "#" + std::to_string(k) : f.groups[k].name; };
-        auto is_copy = [&](int k, const std::string &n) {
-            auto it = f.groups[k].placement.find(n);
-            return it != f.groups[k].placement.end() && it->second == Placement::Recompute;
-        };
+        auto is_copy = [&](int k, const std::string &n) { return is_recompute_copy(f.groups[k], n); };
 
         // Every node in exactly one group, or recomputed ("recompute") in several and owned by at most one.
         std::vector<std::set<int>> held(num);  // node indices each group computes
@@ -150,7 +152,7 @@ FusedGraph check_plan(FusedGraph f) {
                 if (!is_copy(i, node.name)) continue;
                 const std::string field = "groups." + label(i) + ".placement." + node.name;
                 PatternKind k = find_op(node.op)->kind;
-                if (k != PatternKind::Elementwise && k != PatternKind::Broadcast && k != PatternKind::Injective) {
+                if (!planner::is_cheap(k)) {
                     fail_field(field, "only elementwise, broadcast and injective ops can be recomputed; '" + node.name +
                                           "' is a " + node.op + " (" + to_string(k) + ")");
                 }
@@ -255,10 +257,7 @@ FusedGraph check_plan(FusedGraph f) {
             for (const Node &n : g.nodes) {
                 if (members.count(n.name)) grp.nodes.push_back(n.name);
             }
-            auto copy = [&](const std::string &n) {
-                auto it = grp.placement.find(n);
-                return it != grp.placement.end() && it->second == Placement::Recompute;
-            };
+            auto copy = [&](const std::string &n) { return is_recompute_copy(grp, n); };
 
             // The master: the owned member of the highest kind (earliest on a tie) unless the plan names one.
             auto rank = [&](const std::string &n) { return planner::kind_rank(find_op(g.find_node(n)->op)->kind); };
@@ -452,10 +451,7 @@ void write_plan(const std::string &path, const FusedGraph &fused) {
 
 std::set<std::string> handed_out_values(const FusedGraph &f, const FusedGroup &grp) {
     const Graph &g = f.graph;
-    auto owns = [&](const std::string &n) {
-        auto it = grp.placement.find(n);
-        return it == grp.placement.end() || it->second != Placement::Recompute;
-    };
+    auto owns = [&](const std::string &n) { return !is_recompute_copy(grp, n); };
     std::set<std::string> out;
     const std::set<std::string> returned(g.outputs.begin(), g.outputs.end());
     for (const std::string &n : grp.nodes) {

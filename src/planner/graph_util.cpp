@@ -43,6 +43,10 @@ int kind_rank(PatternKind kind) {
     return 6;
 }
 
+bool is_cheap(PatternKind kind) {
+    return kind == PatternKind::Elementwise || kind == PatternKind::Broadcast || kind == PatternKind::Injective;
+}
+
 bool is_live_out(const NodeGraph &ng, int node, const std::set<int> &group) {
     if (ng.is_model_output[node]) return true;
     for (int c : ng.consumers[node]) {

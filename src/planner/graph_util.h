@@ -25,6 +25,9 @@ struct NodeGraph {
 // elementwise (opaque ops never share a group, ranked highest so they always lead their own).
 int kind_rank(PatternKind kind);
 
+// Kinds cheap enough to recompute in every reader: elementwise, broadcast, injective.
+bool is_cheap(PatternKind kind);
+
 // Whether a value of `node` is needed outside `group` (by another node or as a model output).
 bool is_live_out(const NodeGraph &ng, int node, const std::set<int> &group);
 

@@ -36,8 +36,7 @@ std::string q(const std::string &s) {
 
 // A node's id in the drawing: its name, or name@group for a group's recomputed copy.
 std::string dot_id(const FusedGroup &grp, const std::string &node) {
-    auto it = grp.placement.find(node);
-    return it != grp.placement.end() && it->second == Placement::Recompute ? node + "@" + grp.name : node;
+    return is_recompute_copy(grp, node) ? node + "@" + grp.name : node;
 }
 
 }  // namespace

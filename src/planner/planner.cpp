@@ -24,6 +24,32 @@ namespace {
 
 using planner::NodeGraph;
 
+// Whether a node is named in `names`, by its own name or one a rewrite folded into it (so
+// "stop_after": ["bn1"] still works once bn1 lives inside conv1).
+bool named_in(const Node &n, const std::set<std::string> &names) {
+    return names.count(n.name) ||
+           std::any_of(n.absorbed.begin(), n.absorbed.end(), [&](const std::string &a) { return names.count(a); });
+}
+
+// Whether the rules (or the op itself) keep a node out of every fusion.
+bool is_opaque_node(const Node &n, const RuleSet &rules) {
+    return find_op(n.op)->kind == PatternKind::Opaque || rules.opaque_ops.count(n.op) ||
+           named_in(n, rules.opaque_nodes);
+}
+
+// Distinct activations the nodes read from outside themselves (weights not counted).
+int count_inputs(const Graph &g, const std::set<std::string> &nodes) {
+    std::set<std::string> inputs;
+    for (const std::string &name : nodes) {
+        for (const std::string &v : g.find_node(name)->inputs) {
+            if (v.empty() || g.is_weight(v)) continue;
+            const Node *p = g.producer(v);
+            if (!p || !nodes.count(p->name)) inputs.insert(v);
+        }
+    }
+    return static_cast<int>(inputs.size());
+}
+
 class RoundPlanner {
 public:
     RoundPlanner(const FusedGraph &in, const RuleSet &rules) : in_(in), rules_(rules), ng_(in.graph) {
@@ -78,20 +104,9 @@ private:
     // The kind a group shows to the rules: its master's (a same-shape broadcast counts as elementwise).
     PatternKind group_kind(int root) { return effective_kind(in_.graph, in_.graph.nodes[master_[root]]); }
 
-    // Whether a node is named in `names`, by its own name or one a rewrite folded into it (so
-    // "stop_after": ["bn1"] still works once bn1 lives inside conv1).
-    bool named_in(const Node &n, const std::set<std::string> &names) {
-        if (names.count(n.name)) return true;
-        return std::any_of(n.absorbed.begin(), n.absorbed.end(), [&](const std::string &a) { return names.count(a); });
-    }
-
     bool is_opaque(int v) {
         for (int node : members_[v]) {
-            const Node &nd = in_.graph.nodes[node];
-            if (find_op(nd.op)->kind == PatternKind::Opaque || rules_.opaque_ops.count(nd.op) ||
-                named_in(nd, rules_.opaque_nodes)) {
-                return true;
-            }
+            if (is_opaque_node(in_.graph.nodes[node], rules_)) return true;
         }
         return claimed_[v];  // a backend owns it as matched
     }
@@ -188,16 +203,9 @@ private:
                 }
             }
         }
-        std::set<std::string> inputs;
-        for (int node : nodes) {
-            const Node &nd = in_.graph.nodes[node];
-            for (const std::string &val : nd.inputs) {
-                if (val.empty() || in_.graph.is_weight(val)) continue;
-                const Node *p = in_.graph.producer(val);
-                if (!p || !nodes.count(ng_.index.at(p->name))) inputs.insert(val);
-            }
-        }
-        return (int)inputs.size() <= rules_.max_group_inputs;
+        std::set<std::string> names;
+        for (int node : nodes) names.insert(in_.graph.nodes[node].name);
+        return count_inputs(in_.graph, names) <= rules_.max_group_inputs;
     }
 
     // Whether the groups (union-find roots) depend on each other in a cycle.
@@ -281,15 +289,6 @@ private:
     std::map<std::string, Placement> hints_;
 };
 
-bool is_cheap(PatternKind k) {
-    return k == PatternKind::Elementwise || k == PatternKind::Broadcast || k == PatternKind::Injective;
-}
-
-bool is_copy(const FusedGroup &grp, const std::string &node) {
-    auto it = grp.placement.find(node);
-    return it != grp.placement.end() && it->second == Placement::Recompute;
-}
-
 // A round plans a partition: recompute copies of owned nodes are dropped, and a node every reader
 // recomputed becomes a group of its own again (the round's own recompute step may copy it again).
 FusedGraph without_copies(const FusedGraph &f) {
@@ -298,7 +297,7 @@ FusedGraph without_copies(const FusedGraph &f) {
     for (FusedGroup &grp : out.groups) {
         std::vector<std::string> kept;
         for (const std::string &n : grp.nodes) {
-            if (is_copy(grp, n)) {
+            if (is_recompute_copy(grp, n)) {
                 copied.insert(n);
                 grp.placement.erase(n);
             } else {
@@ -319,24 +318,6 @@ FusedGraph without_copies(const FusedGraph &f) {
     return check_plan(std::move(out));
 }
 
-// Distinct activations the nodes read from outside themselves (weights not counted).
-int count_inputs(const Graph &g, const std::set<std::string> &nodes) {
-    std::set<std::string> inputs;
-    for (const std::string &name : nodes) {
-        for (const std::string &v : g.find_node(name)->inputs) {
-            if (v.empty() || g.is_weight(v)) continue;
-            const Node *p = g.producer(v);
-            if (!p || !nodes.count(p->name)) inputs.insert(v);
-        }
-    }
-    return static_cast<int>(inputs.size());
-}
-
-bool named_in(const Node &n, const std::set<std::string> &names) {
-    return names.count(n.name) ||
-           std::any_of(n.absorbed.begin(), n.absorbed.end(), [&](const std::string &a) { return names.count(a); });
-}
-
 // Recomputes group `i` of `f` in every group that reads it, if the rules allow; returns whether it did
 // (`f` is then the new plan, checked and reordered).
 bool try_recompute(FusedGraph &f, int i, const RuleSet &rules) {
@@ -345,8 +326,7 @@ bool try_recompute(FusedGraph &f, int i, const RuleSet &rules) {
     if (!p.backend.empty()) return false;
     for (const std::string &name : p.nodes) {
         const Node &n = *g.find_node(name);
-        if (!is_cheap(find_op(n.op)->kind) || rules.opaque_ops.count(n.op) || named_in(n, rules.opaque_nodes) ||
-            named_in(n, rules.stop_after)) {
+        if (!planner::is_cheap(find_op(n.op)->kind) || is_opaque_node(n, rules) || named_in(n, rules.stop_after)) {
             return false;
         }
     }
@@ -370,9 +350,7 @@ bool try_recompute(FusedGraph &f, int i, const RuleSet &rules) {
         std::set<std::string> merged(c.nodes.begin(), c.nodes.end());
         merged.insert(p.nodes.begin(), p.nodes.end());
         bool opaque_reader = std::any_of(c.nodes.begin(), c.nodes.end(), [&](const std::string &name) {
-            const Node &n = *g.find_node(name);
-            return find_op(n.op)->kind == PatternKind::Opaque || rules.opaque_ops.count(n.op) ||
-                   named_in(n, rules.opaque_nodes);
+            return is_opaque_node(*g.find_node(name), rules);
         });
         if (opaque_reader || !c.backend.empty() || !rules.find(kind, effective_kind(g, *g.find_node(c.master))) ||
             (int)merged.size() > rules.max_group_ops || count_inputs(g, merged) > rules.max_group_inputs) {
