@@ -67,8 +67,8 @@ const std::vector<UnaryOp> &unary_ops() {
              return Halide::select(x < 0.0f, ctx.attrs.get_float("alpha", 0.01f) * x, x);
          }},
         {"Clip", {}, clip, 3, {1, 2}, check_clip},
-        {"Sigmoid", {}, [](const Expr &x, const LowerContext &) { return 1.0f / (1.0f + Halide::exp(-x)); }},
-        {"Tanh", {}, [](const Expr &x, const LowerContext &) { return Halide::tanh(x); }},
+        {"Sigmoid", {}, [](const Expr &x, const LowerContext &) { return 1.0f / (1.0f + vector_exp(-x)); }},
+        {"Tanh", {}, [](const Expr &x, const LowerContext &) { return vector_tanh(x); }},
         {"HardSigmoid",
          {"alpha", "beta"},
          [](const Expr &x, const LowerContext &ctx) {

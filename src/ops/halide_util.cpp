@@ -50,6 +50,18 @@ Halide::Func constant_func(const Halide::Buffer<float> &values, const std::strin
     return f;
 }
 
+Halide::Expr vector_exp(const Halide::Expr &x) {
+    // fast_exp is nonsense outside the float range; below -87 the true value is (nearly) denormal.
+    Halide::Expr e = Halide::fast_exp(Halide::clamp(x, -87.0f, 88.0f));
+    return Halide::select(x < -87.0f, 0.0f, e);
+}
+
+Halide::Expr vector_tanh(const Halide::Expr &x) {
+    // tanh(x) = 1 - 2 / (exp(2x) + 1): exact limits +-1, and no cancellation worse than 1e-7 absolute.
+    Halide::Expr c = Halide::clamp(x, -10.0f, 10.0f);
+    return 1.0f - 2.0f / (Halide::fast_exp(2.0f * c) + 1.0f);
+}
+
 int to_int(int64_t v, const std::string &field) {
     if (v > INT_MAX || v < INT_MIN) fail_field(field, "value " + std::to_string(v) + " does not fit in 32 bits");
     return static_cast<int>(v);

@@ -95,8 +95,8 @@ Lowered lower_softmax(const LowerContext &ctx) {
     max_f(outer) = Halide::Float(32).min();
     max_f(outer) = Halide::max(max_f(outer), x(along));
     sum_f(outer) = 0.0f;
-    sum_f(outer) += Halide::exp(x(along) - max_f(outer));
-    out(args) = Halide::exp(x(args) - max_f(outer)) / sum_f(outer);
+    sum_f(outer) += vector_exp(x(along) - max_f(outer));
+    out(args) = vector_exp(x(args) - max_f(outer)) / sum_f(outer);
     return {{out}, {max_f, sum_f}, {}};
 }
 
