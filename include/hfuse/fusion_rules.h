@@ -49,6 +49,7 @@ struct RuleSet {
     bool multi_output = true;            // a group may hand out an intermediate (a model output also used inside)
     bool defer_injective = true;         // fuse injective-led groups only after the others (TVM's phases)
     bool recompute = false;              // a cheap group read by several groups is recomputed in each of them
+    bool sibling_products = false;       // Gemm/MatMul groups whose outputs meet in an elementwise op join
     std::set<std::string> opaque_ops;    // op types never fused
     std::set<std::string> opaque_nodes;  // node names never fused
     std::set<std::string> stop_after;    // node names no consumer may fuse with

@@ -97,7 +97,7 @@ RuleSet parse_rules(const json &j, const std::string &source) {
             static const std::set<std::string> known = {
                 "format",        "version",          "name",          "doc",          "fuse",
                 "max_group_ops", "max_group_inputs", "window_fusion", "multi_output", "defer_injective",
-                "recompute",     "opaque_ops",       "opaque_nodes",  "stop_after"};
+                "recompute",     "sibling_products", "opaque_ops",    "opaque_nodes", "stop_after"};
             if (!known.count(kv.key())) fail_field(kv.key(), "unknown key in a rule set");
         }
         if (!j.contains("format") || j["format"] != "hfuse-rules") fail_field("format", "expected \"hfuse-rules\"");
@@ -152,6 +152,7 @@ RuleSet parse_rules(const json &j, const std::string &source) {
         r.multi_output = get_bool(j, "multi_output", r.multi_output);
         r.defer_injective = get_bool(j, "defer_injective", r.defer_injective);
         r.recompute = get_bool(j, "recompute", r.recompute);
+        r.sibling_products = get_bool(j, "sibling_products", r.sibling_products);
         r.opaque_ops = get_names(j, "opaque_ops");
         r.opaque_nodes = get_names(j, "opaque_nodes");
         r.stop_after = get_names(j, "stop_after");
@@ -193,6 +194,7 @@ json to_json(const RuleSet &r) {
     j["multi_output"] = r.multi_output;
     j["defer_injective"] = r.defer_injective;
     j["recompute"] = r.recompute;
+    j["sibling_products"] = r.sibling_products;
     j["opaque_ops"] = r.opaque_ops;
     j["opaque_nodes"] = r.opaque_nodes;
     j["stop_after"] = r.stop_after;

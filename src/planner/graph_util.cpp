@@ -55,4 +55,19 @@ bool is_live_out(const NodeGraph &ng, int node, const std::set<int> &group) {
     return false;
 }
 
+bool reaches(const NodeGraph &ng, int from, int to) {
+    // Nodes are topologically sorted: a path only climbs in index, so stop above `to`.
+    std::vector<bool> seen(ng.consumers.size(), false);
+    std::vector<int> stack = {from};
+    while (!stack.empty()) {
+        int u = stack.back();
+        stack.pop_back();
+        if (u == to) return true;
+        if (u > to || seen[u]) continue;
+        seen[u] = true;
+        stack.insert(stack.end(), ng.consumers[u].begin(), ng.consumers[u].end());
+    }
+    return false;
+}
+
 }  // namespace hfuse::planner

@@ -31,4 +31,7 @@ bool is_cheap(PatternKind kind);
 // Whether a value of `node` is needed outside `group` (by another node or as a model output).
 bool is_live_out(const NodeGraph &ng, int node, const std::set<int> &group);
 
+// Whether a path of producer -> consumer edges leads from node `from` to node `to`.
+bool reaches(const NodeGraph &ng, int from, int to);
+
 }  // namespace hfuse::planner

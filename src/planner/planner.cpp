@@ -149,6 +149,9 @@ private:
             PatternKind uk = group_kind(find(u));
             if (find(u) == g) continue;
             const FusionRule *r = rules_.find(kind, uk);
+            if (!r && u == d && path.size() == 1 && joins_sibling(g, find(d))) {
+                r = rules_.find(kind, PatternKind::Elementwise);
+            }
             if (!r) return;
             if (uk == PatternKind::Window && kind == PatternKind::ComplexOutFusable && !rules_.window_fusion) return;
             if (!edge_rule) edge_rule = r;
@@ -178,6 +181,48 @@ private:
         master_[g] = best;
     }
 
+    static bool is_product(const Node &n) { return n.op == "Gemm" || n.op == "MatMul"; }
+
+    // sibling_products: group g (led by a Gemm/MatMul) feeds group d, led by a Gemm/MatMul of the
+    // same output shape, only through d's elementwise or broadcast ops — the two products meet in
+    // an epilogue (x W + h U) and can be computed together per output tile.
+    bool joins_sibling(int g, int d) {
+        if (!rules_.sibling_products) return false;
+        const Node &mg = in_.graph.nodes[master_[g]], &md = in_.graph.nodes[master_[d]];
+        if (!is_product(mg) || !is_product(md) || in_.graph.type_of(mg.outputs[0]) != in_.graph.type_of(md.outputs[0]))
+            return false;
+        for (size_t v = 0; v < members_.size(); v++) {
+            if (find(static_cast<int>(v)) != g) continue;
+            for (int node : members_[v]) {
+                for (int c : ng_.consumers[node]) {
+                    if (find(vertex_of_node_.at(c)) != d) continue;
+                    PatternKind k = effective_kind(in_.graph, in_.graph.nodes[c]);
+                    if (k != PatternKind::Elementwise && k != PatternKind::Broadcast) return false;
+                }
+            }
+        }
+        return true;
+    }
+
+    // Whether the complex-out-fusable nodes of a group are sibling products: Gemm/MatMul of one
+    // output shape, none reading another (through the group or outside it).
+    bool are_siblings(const std::set<int> &nodes) {
+        std::vector<int> products;
+        for (int node : nodes) {
+            if (find_op(in_.graph.nodes[node].op)->kind == PatternKind::ComplexOutFusable) products.push_back(node);
+        }
+        for (int p : products) {
+            const Node &n = in_.graph.nodes[p];
+            if (!is_product(n) ||
+                in_.graph.type_of(n.outputs[0]) != in_.graph.type_of(in_.graph.nodes[products[0]].outputs[0]))
+                return false;
+            for (int q : products) {
+                if (q != p && planner::reaches(ng_, p, q)) return false;
+            }
+        }
+        return true;
+    }
+
     bool within_limits(int root) {
         std::set<int> nodes;
         for (size_t v = 0; v < members_.size(); v++) {
@@ -192,7 +237,7 @@ private:
             has_window = has_window || k == PatternKind::Window;
         }
         const bool complex_pairs = rules_.find(PatternKind::ComplexOutFusable, PatternKind::ComplexOutFusable);
-        if (complex > 1 && !complex_pairs) return false;
+        if (complex > 1 && !complex_pairs && !(rules_.sibling_products && are_siblings(nodes))) return false;
         // A window op joins a complex-led group as its output (the conv computed per pool tile):
         // nothing in the group may read it.
         if (complex > 0 && has_window) {

@@ -257,11 +257,14 @@ TEST(Composer, ChoosesTheTemplateOfTheMasterKind) {
     EXPECT_EQ(nv["tile_x_vectors"], std::min(2, 64 / vw));
     // Large enough to run in parallel.
     EXPECT_GT(fused_plan(gemm_model(64, 256, 256, false, false)).groups[0].schedule["parallel_tasks"], 1);
-    // The LSTM cell: the gates read the product at four offsets, so it is computed at root.
+    // The LSTM cell: the gates read the products at four offsets, so they are computed at root.
     FusedGraph lstm = fused_plan(load_model(HFUSE_SOURCE_DIR "/models/lstm_cell.json"));
     EXPECT_EQ(group_of(lstm, "xw").schedule["template"], "gemm_dot");
     EXPECT_EQ(group_of(lstm, "xw").schedule["compute"], "root");
-    EXPECT_EQ(group_of(lstm, "hr").schedule["compute"], "tile");
+    // The RNN cell: both products per tile of the tanh's output.
+    FusedGraph rnn = fused_plan(load_model(HFUSE_SOURCE_DIR "/models/rnn_cell.json"));
+    ASSERT_EQ(rnn.groups.size(), 1u);
+    EXPECT_EQ(rnn.groups[0].schedule["compute"], "tile");
     EXPECT_EQ(
         fused_plan(unary_model({1, 3, 9, 17}, "MaxPool", {{"kernel_shape", {3, 3}}})).groups[0].schedule["template"],
         "pool");
@@ -501,7 +504,8 @@ TEST(Composer, Avx512DefaultsDifferAndCompile) {
         exec::LoweredGroup lowered = exec::lower_group(plan.graph, nodes, handed_out_values(plan, grp), weights);
         compose::compose_group(plan.graph, grp, lowered, avx512);
         std::vector<Halide::Argument> args(lowered.params.begin(), lowered.params.end());
-        const std::string path = testing::TempDir() + "/composer_avx512_" + std::to_string(getpid()) + "_" + std::to_string(i++) + ".s";
+        const std::string path =
+            testing::TempDir() + "/composer_avx512_" + std::to_string(getpid()) + "_" + std::to_string(i++) + ".s";
         Halide::Pipeline(lowered.output_funcs).compile_to_assembly(path, args, "group", avx512);
         std::ifstream in(path);
         std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

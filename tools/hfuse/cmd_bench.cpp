@@ -63,7 +63,7 @@ int bench(const BenchOptions &o) {
             std::printf("%s\n", j.dump().c_str());
         } else {
             std::printf(
-                "%s, plan %s (%d groups), schedule %s: median %.3f ms, min %.3f ms over %d runs; JIT compile %.0f ms\n",
+                "%s, plan %s (%d groups), schedule %s: median %.4f ms, min %.4f ms over %d runs; JIT compile %.0f ms\n",
                 g.name.c_str(), o.plan.describe().c_str(), t.executor.num_groups(), o.plan.schedule().c_str(), med,
                 best, o.runs, t.compile_ms);
         }
@@ -100,7 +100,7 @@ int bench(const BenchOptions &o) {
         std::printf("%s\n", j.dump().c_str());
     } else {
         std::printf(
-            "%s: fused (%s, %d groups, schedule %s) %.3f ms, unfused (%d groups) %.3f ms: speedup %.2fx (medians of "
+            "%s: fused (%s, %d groups, schedule %s) %.4f ms, unfused (%d groups) %.4f ms: speedup %.2fx (medians of "
             "%d runs)\n",
             g.name.c_str(), o.plan.describe().c_str(), fused.executor.num_groups(), o.plan.schedule().c_str(), f,
             base.executor.num_groups(), u, u / f, o.runs);

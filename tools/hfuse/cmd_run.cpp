@@ -25,12 +25,12 @@ void print_profile(const Profile &p) {
     }
     double sum = 0;
     for (const GroupProfile &g : p.groups) sum += g.ms;
-    std::printf("profile: median of %d runs: %.3f ms a run, %.3f ms in its %zu groups\n", p.runs, p.total_ms, sum,
+    std::printf("profile: median of %d runs: %.4f ms a run, %.4f ms in its %zu groups\n", p.runs, p.total_ms, sum,
                 p.groups.size());
     std::printf("  %-*s  %-*s  %7s  %10s  %6s\n", int(name_width), "group", int(master_width), "master", "members",
                 "ms", "share");
     for (const GroupProfile &g : p.groups) {
-        std::printf("  %-*s  %-*s  %7d  %10.3f  %5.1f%%\n", int(name_width), g.name.c_str(), int(master_width),
+        std::printf("  %-*s  %-*s  %7d  %10.4f  %5.1f%%\n", int(name_width), g.name.c_str(), int(master_width),
                     g.master.c_str(), g.members, g.ms, p.total_ms > 0 ? 100.0 * g.ms / p.total_ms : 0.0);
     }
 }
