@@ -13,6 +13,10 @@ namespace hfuse {
 // front-end passes (validate, infer_shapes). Every problem throws an Error naming file, node, field.
 Graph load_model(const std::string &path);
 
+// The files a model is made of: the model file and the weight files it names (for build systems
+// that rebuild when any of them changes).
+std::vector<std::string> model_files(const std::string &path);
+
 // Parses without running passes. `base_dir` resolves weight files; `source` names the model in errors.
 Graph parse_model(const nlohmann::json &model, const std::string &base_dir, const std::string &source);
 

@@ -32,13 +32,15 @@ void pin_dense_shape(Dims dim, const Shape &shape) {
 // The Funcs a group reads from outside: ImageParams for activations, constant Funcs for weights.
 class Boundary {
 public:
-    Boundary(const Graph &g, const WeightBuffers &w, LoweredGroup &group) : g_(g), weights_(w), group_(group) {}
+    Boundary(const Graph &g, const WeightBuffers &w, LoweredGroup &group, const BoundValues &bound = {})
+        : g_(g), weights_(w), group_(group), bound_(bound) {}
 
     // A Func for `value`: defined inside the group if it is, otherwise a boundary Func (an undefined
     // Func for int64 weights, which ops read as Constants).
     Halide::Func func_for(const std::string &value) {
         if (auto it = group_.values.find(value); it != group_.values.end()) return it->second;
         if (auto it = funcs_.find(value); it != funcs_.end()) return it->second;
+        if (auto it = bound_.find(value); it != bound_.end()) return it->second;
         Halide::Func f;
         if (g_.is_weight(value)) {
             auto w = weights_.find(value);
@@ -77,6 +79,7 @@ private:
     const Graph &g_;
     const WeightBuffers &weights_;
     LoweredGroup &group_;
+    const BoundValues &bound_;
     std::map<std::string, Halide::Func> funcs_;
     std::set<std::string> output_names_;
 };
@@ -85,6 +88,10 @@ private:
 
 void pin_output_shape(Halide::Func f, const Shape &shape) {
     pin_dense_shape([&](int k) { return f.output_buffer().dim(k); }, shape);
+}
+
+void pin_input_shape(Halide::ImageParam p, const Shape &shape) {
+    pin_dense_shape([&](int k) { return p.dim(k); }, shape);
 }
 
 WeightBuffers make_weight_buffers(const Graph &graph) {
@@ -97,9 +104,10 @@ WeightBuffers make_weight_buffers(const Graph &graph) {
 }
 
 LoweredGroup lower_group(const Graph &graph, const std::vector<const Node *> &nodes,
-                         const std::set<std::string> &live_out, const WeightBuffers &weights) {
+                         const std::set<std::string> &live_out, const WeightBuffers &weights,
+                         const BoundValues &bound) {
     LoweredGroup group;
-    Boundary boundary(graph, weights, group);
+    Boundary boundary(graph, weights, group, bound);
     for (const Node *n : nodes) {
         const OpSchema *op = find_op(n->op);
         LowerContext ctx{*n, Attributes(n->attrs), {}, {}, {}, {}};

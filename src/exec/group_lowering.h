@@ -21,6 +21,8 @@ namespace hfuse::exec {
 // Pins every dim of `f`'s output buffer to `shape`, dense row-major: the compiled pipeline then refuses
 // any other buffer, and addresses fold to constants.
 void pin_output_shape(Halide::Func f, const Shape &shape);
+// The same for an input.
+void pin_input_shape(Halide::ImageParam p, const Shape &shape);
 
 // Weights as Halide buffers (ONNX dims reversed), converted once per graph and shared by all groups.
 using WeightBuffers = std::map<std::string, TensorBuffer>;
@@ -41,9 +43,15 @@ struct LoweredGroup {
     std::map<std::string, Halide::JITExtern> jit_externs;  // extern functions a backend's Funcs call
 };
 
-// `nodes` are in topological order. `live_out` names the values needed after the group.
+// Values already defined as Funcs outside the group (earlier groups of one whole-model pipeline):
+// the group reads them directly instead of through ImageParams.
+using BoundValues = std::map<std::string, Halide::Func>;
+
+// `nodes` are in topological order. `live_out` names the values needed after the group. Values in
+// `bound` are read as those Funcs; every other activation entering the group becomes an ImageParam.
 LoweredGroup lower_group(const Graph &graph, const std::vector<const Node *> &nodes,
-                         const std::set<std::string> &live_out, const WeightBuffers &weights);
+                         const std::set<std::string> &live_out, const WeightBuffers &weights,
+                         const BoundValues &bound = {});
 
 // A group a backend pattern claimed: the backend builds its single output from the group's inputs.
 LoweredGroup lower_backend_group(const Graph &graph, const std::vector<const Node *> &nodes,

@@ -257,4 +257,17 @@ Graph load_model(const std::string &path) {
     }
 }
 
+std::vector<std::string> model_files(const std::string &path) {
+    json model = read_json_file(path, "model file");
+    std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+    std::vector<std::string> files = {path};
+    if (model.contains("weights") && model["weights"].is_object()) {
+        for (const auto &kv : model["weights"].items()) {
+            if (kv.value().is_object() && kv.value().contains("file") && kv.value()["file"].is_string())
+                files.push_back(join_path(dir, kv.value()["file"].get<std::string>()));
+        }
+    }
+    return files;
+}
+
 }  // namespace hfuse

@@ -123,6 +123,10 @@ void PlanChoice::add_schedule_flags(CLI::App *cmd) {
 }
 
 FusedGraph PlanChoice::make(const Graph &g) const {
+    return make(g, Halide::get_jit_target_from_environment());
+}
+
+FusedGraph PlanChoice::make(const Graph &g, const Halide::Target &target) const {
     FusedGraph f;
     if (whole) {
         f = whole_model_plan(g);
@@ -139,7 +143,7 @@ FusedGraph PlanChoice::make(const Graph &g) const {
         f = plan_fusion(g, rounds);
     }
     // Record the schedule parameters (a plan file's own are kept), so `plan -o` pins them.
-    return with_default_schedules(std::move(f), Halide::get_jit_target_from_environment());
+    return with_default_schedules(std::move(f), target);
 }
 
 ExecutorOptions PlanChoice::options() const {

@@ -30,6 +30,7 @@ Command add_plan(CLI::App &app);
 Command add_run(CLI::App &app);
 Command add_bench(CLI::App &app);
 Command add_demo(CLI::App &app);
+Command add_compile(CLI::App &app);
 
 // Seed of the generated data for the i-th model input when no --input is given (documented in README).
 inline uint64_t default_input_seed(size_t index) {
@@ -59,7 +60,9 @@ struct PlanChoice {
 
     void add_flags(CLI::App *cmd);           // --plan, --rules, --unfused, --whole
     void add_schedule_flags(CLI::App *cmd);  // --autoschedule
+    // The plan, its schedule parameters chosen for `target` (default: the JIT target).
     FusedGraph make(const Graph &g) const;
+    FusedGraph make(const Graph &g, const Halide::Target &target) const;
     ExecutorOptions options() const;
     std::string describe() const;  // "x86", "tvm+x86", "plan.json", "unfused", "whole"
     std::string schedule() const;  // "templates" or the autoscheduler's name

@@ -1,0 +1,87 @@
+// lower_model(): a plan's groups as one pipeline's Funcs (see model_lowering.h).
+#include "exec/model_lowering.h"
+
+#include "compose/composer.h"
+#include "hfuse/error.h"
+#include "ops/halide_util.h"
+
+#include <set>
+
+namespace hfuse::exec {
+namespace {
+
+// A pure copy of `f`: pipeline outputs must be distinct Funcs and not an input's wrapper.
+Halide::Func copy_of(const Halide::Func &f, int rank, const std::string &value) {
+    std::string name = "out_" + value;
+    for (char &c : name) {
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+    }
+    Halide::Func copy(Halide::Internal::unique_name(name));
+    std::vector<Halide::Var> vars = ops::make_vars(rank);
+    copy(vars) = f(ops::as_exprs(vars));
+    return copy;
+}
+
+}  // namespace
+
+LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, const WeightBuffers &weights,
+                         const Halide::Target &target, bool templates) {
+    const Graph &g = plan.graph;
+    BoundValues bound = inputs;
+    for (const GraphInput &in : g.inputs) {
+        if (!bound.count(in.name)) throw Error("internal: no Func for model input '" + in.name + "'");
+    }
+    std::set<std::string> handed_between;  // values one group hands to another (or returns)
+    for (const FusedGroup &grp : plan.groups) {
+        std::set<std::string> live_out = handed_out_values(plan, grp);
+        if (live_out.empty()) continue;  // nobody reads it (as in the Executor)
+        const Node *master = g.find_node(grp.master);
+        if (!grp.backend.empty()) {
+            throw Error("group " + grp.name + " is lowered by backend pattern '" + grp.backend +
+                        "', whose extern functions exist only in the process that registered them: it cannot "
+                        "be part of a compiled model; plan without that backend")
+                .at_node(master->name, master->op)
+                .in_file(g.source);
+        }
+        std::vector<const Node *> nodes;
+        for (const std::string &name : grp.nodes) nodes.push_back(g.find_node(name));
+        LoweredGroup lowered = lower_group(g, nodes, live_out, weights, bound);
+        if (!lowered.params.empty()) {
+            throw Error("internal: group " + grp.name + " reads '" + lowered.input_values[0] +
+                        "', which no earlier group computes")
+                .in_file(g.source);
+        }
+        if (templates) {
+            try {
+                compose::compose_group(g, grp, lowered, target);
+            } catch (Error &e) {
+                throw e.at_node(master->name, master->op).in_file(g.source);
+            }
+        }
+        for (size_t i = 0; i < lowered.output_values.size(); i++) {
+            bound[lowered.output_values[i]] = lowered.output_funcs[i];
+            handed_between.insert(lowered.output_values[i]);
+        }
+    }
+
+    LoweredModel model;
+    std::set<std::string> output_names;
+    for (const std::string &v : g.outputs) {
+        const Shape &shape = g.type_of(v).shape;
+        Halide::Func f = bound.at(v);
+        if (g.is_input(v) || !output_names.insert(f.name()).second) {
+            f = copy_of(f, static_cast<int>(shape.size()), v);
+            output_names.insert(f.name());
+        }
+        pin_output_shape(f, shape);
+        model.outputs.push_back(f);
+    }
+    if (templates) {
+        // Each group keeps its own loop nests: what it hands out is materialised.
+        for (const std::string &v : handed_between) bound.at(v).compute_root();
+        for (Halide::Func &f : model.outputs) f.compute_root();
+    }
+    return model;
+}
+
+}  // namespace hfuse::exec

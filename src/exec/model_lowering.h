@@ -1,0 +1,33 @@
+// Lowering a whole plan into Funcs of one pipeline: each group lowered as the executor lowers it
+// (exec::lower_group), reading earlier groups' values as their Funcs, and scheduled by the composer;
+// values handed from one group to another are computed at root, so the groups keep their boundaries.
+// ModelPipeline (AOT, `hfuse compile`) and the Halide generators in generators/ both build on it:
+//
+//   exec::BoundValues inputs = {{"x", x_func}};           // one Func per model input
+//   exec::LoweredModel m = exec::lower_model(plan, inputs, weights, target, /*templates=*/true);
+//   Halide::Pipeline p(m.outputs);                        // the model's outputs, in model order
+#pragma once
+
+#include "exec/group_lowering.h"
+#include "hfuse/fused_graph.h"
+
+#include <Halide.h>
+
+#include <vector>
+
+namespace hfuse::exec {
+
+struct LoweredModel {
+    // One Func per model output, in model order: distinct Funcs (a copy where two outputs are the same
+    // value or an output is a model input), each with its output buffer pinned to the static shape.
+    std::vector<Halide::Func> outputs;
+};
+
+// `inputs` holds a Func for every model input. With `templates`, every group is scheduled by the
+// composer (its template parameters from the plan, else the defaults for `target`); without, the
+// Funcs stay unscheduled for an autoscheduler. Throws an Error naming the group for a group claimed
+// by a backend (its extern functions exist only in the process that registered them).
+LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, const WeightBuffers &weights,
+                         const Halide::Target &target, bool templates);
+
+}  // namespace hfuse::exec

@@ -1,0 +1,201 @@
+// ModelPipeline: the groups of a plan lowered into one Halide pipeline (see hfuse/model_pipeline.h).
+#include "hfuse/model_pipeline.h"
+
+#include "exec/autoschedule.h"
+#include "exec/group_lowering.h"
+#include "exec/model_lowering.h"
+#include "hfuse/error.h"
+#include "ops/halide_util.h"
+
+#include <cctype>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace hfuse {
+
+bool is_c_identifier(const std::string &name) {
+    static const std::set<std::string> keywords = {
+        "auto",     "break",     "case",   "char",     "const",    "continue", "default",   "do",
+        "double",   "else",      "enum",   "extern",   "float",    "for",      "goto",      "if",
+        "inline",   "int",       "long",   "register", "restrict", "return",   "short",     "signed",
+        "sizeof",   "static",    "struct", "switch",   "typedef",  "union",    "unsigned",  "void",
+        "volatile", "while",     "bool",   "class",    "delete",   "new",      "namespace", "operator",
+        "private",  "protected", "public", "template", "this",     "throw",    "try",       "typename",
+        "using",    "virtual",   "catch",  "friend",   "mutable",  "true",     "false",     "nullptr"};
+    if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+    for (char c : name) {
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+    }
+    return !keywords.count(name);
+}
+
+namespace {
+
+// A readable C identifier for a model value, distinct from those already `taken`.
+std::string c_name_for(const std::string &value, std::set<std::string> &taken) {
+    std::string s = value;
+    for (char &c : s) {
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+    }
+    if (!is_c_identifier(s)) s = "v_" + s;
+    std::string name = s;
+    for (int k = 2; !taken.insert(name).second; k++) name = s + "_" + std::to_string(k);
+    return name;
+}
+
+std::string read_text(const std::string &path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+}  // namespace
+
+struct ModelPipeline::Impl {
+    Graph graph;
+    ModelPipelineOptions options;
+    exec::WeightBuffers weights;
+    std::vector<ModelArgument> arguments;
+    std::vector<Halide::ImageParam> params;  // one per model input, in model order
+    std::vector<Halide::Func> outputs;       // one per model output, in model order
+    Halide::Pipeline pipeline;
+    bool jit_compiled = false;
+
+    void build(const FusedGraph &plan);
+};
+
+void ModelPipeline::Impl::build(const FusedGraph &plan) {
+    const Graph &g = graph;
+    std::set<std::string> taken;
+    exec::BoundValues inputs;
+    for (const GraphInput &in : g.inputs) {
+        ModelArgument arg{in.name, c_name_for(in.name, taken), in.shape, false};
+        Halide::ImageParam p(Halide::Float(32), static_cast<int>(in.shape.size()), arg.c_name);
+        exec::pin_input_shape(p, in.shape);
+        Halide::Func f(Halide::Internal::unique_name(arg.c_name + "_in"));
+        std::vector<Halide::Var> vars = ops::make_vars(static_cast<int>(in.shape.size()));
+        f(vars) = p(ops::as_exprs(vars));
+        inputs[in.name] = f;
+        params.push_back(p);
+        arguments.push_back(arg);
+    }
+    for (const std::string &v : g.outputs) arguments.push_back({v, c_name_for(v, taken), g.type_of(v).shape, true});
+
+    const bool templates = options.schedule == ScheduleSource::Templates;
+    outputs = exec::lower_model(plan, inputs, weights, options.target, templates).outputs;
+    pipeline = Halide::Pipeline(outputs);
+    if (!templates) {
+        // The autoscheduler sees the whole model: inputs and outputs with their static shapes.
+        exec::LoweredGroup whole;
+        for (const GraphInput &in : g.inputs) whole.input_values.push_back(in.name);
+        whole.params = params;
+        whole.output_values = g.outputs;
+        whole.output_funcs = outputs;
+        exec::autoschedule_group(g, whole, pipeline, options.schedule, options.target, options.parallelism);
+    }
+}
+
+ModelPipeline::ModelPipeline(const FusedGraph &plan, ModelPipelineOptions options) : impl_(new Impl) {
+    impl_->graph = plan.graph;
+    impl_->options = options;
+    impl_->weights = exec::make_weight_buffers(impl_->graph);
+    try {
+        impl_->build(plan);
+    } catch (const Halide::Error &e) {
+        throw Error(std::string("Halide rejected the model pipeline: ") + e.what()).in_file(plan.graph.source);
+    }
+}
+
+ModelPipeline::~ModelPipeline() = default;
+ModelPipeline::ModelPipeline(ModelPipeline &&) noexcept = default;
+ModelPipeline &ModelPipeline::operator=(ModelPipeline &&) noexcept = default;
+
+const Graph &ModelPipeline::graph() const {
+    return impl_->graph;
+}
+const ModelPipelineOptions &ModelPipeline::options() const {
+    return impl_->options;
+}
+const std::vector<ModelArgument> &ModelPipeline::arguments() const {
+    return impl_->arguments;
+}
+Halide::Pipeline ModelPipeline::pipeline() const {
+    return impl_->pipeline;
+}
+std::vector<Halide::Argument> ModelPipeline::halide_arguments() const {
+    return std::vector<Halide::Argument>(impl_->params.begin(), impl_->params.end());
+}
+
+void ModelPipeline::compile_to_static_library(const std::string &dir, const std::string &name) const {
+    const Graph &g = impl_->graph;
+    if (!is_c_identifier(name)) {
+        throw Error("--name '" + name + "' must be a C identifier (letters, digits, '_'; not a keyword)");
+    }
+    const std::string prefix = dir + "/" + name;
+    try {
+        impl_->pipeline.compile_to_static_library(prefix, halide_arguments(), name, impl_->options.target);
+    } catch (const Halide::Error &e) {
+        throw Error(std::string("Halide failed to compile the model: ") + e.what()).in_file(g.source);
+    }
+    // Halide names the parameters after its Funcs; give them the model's names and say what they
+    // hold. Parameter names in a declaration do not change the ABI.
+    std::string header = read_text(prefix + ".h");
+    const std::string decl = "int " + name + "(";
+    size_t at = header.find(decl);
+    size_t end = at == std::string::npos ? at : header.find(')', at);
+    if (end == std::string::npos) throw Error("Halide wrote no declaration of " + name).in_file(prefix + ".h");
+    std::string params;
+    std::ostringstream doc;
+    doc << "// " << name << ": model '" << g.name << "' compiled by hfuse for " << impl_->options.target.to_string()
+        << ".\n//\n// int " << name << "(inputs..., outputs...) returns 0 on success, else a Halide error code\n"
+        << "// (a buffer of the wrong shape is refused before anything is read or written). Each tensor is\n"
+        << "// a dense float buffer whose extents are its ONNX shape reversed: NCHW (N, C, H, W) is a\n"
+        << "// Halide::Runtime::Buffer<float> of extents (W, H, C, N), the memory of a row-major array.\n//\n";
+    for (const ModelArgument &a : impl_->arguments) {
+        params += std::string(params.empty() ? "" : ", ") + "struct halide_buffer_t *" + a.c_name;
+        doc << "//   " << (a.is_output ? "output " : "input  ") << a.c_name << " ['" << a.value << "'] shape ["
+            << to_string(a.shape) << "]\n";
+    }
+    header = doc.str() + "\n" + header.substr(0, at + decl.size()) + params + header.substr(end);
+    std::ofstream(prefix + ".h") << header;
+}
+
+std::map<std::string, TensorBuffer> ModelPipeline::run(const std::map<std::string, TensorBuffer> &inputs) {
+    Impl &m = *impl_;
+    if (!m.jit_compiled) {
+        m.pipeline.compile_jit(m.options.target);
+        m.jit_compiled = true;
+    }
+    for (const auto &kv : inputs) {
+        if (!m.graph.is_input(kv.first)) throw Error("'" + kv.first + "' is not an input of the model");
+    }
+    std::vector<Halide::Buffer<void>> results;
+    std::map<std::string, TensorBuffer> outputs;
+    size_t param = 0;
+    for (const ModelArgument &a : m.arguments) {
+        if (a.is_output) {
+            TensorBuffer b = make_tensor_buffer(a.shape);
+            outputs[a.value] = b;
+            results.push_back(b);
+            continue;
+        }
+        auto it = inputs.find(a.value);
+        if (it == inputs.end()) throw Error("no data given for model input '" + a.value + "'");
+        if (shape_of(it->second) != a.shape) {
+            throw Error("model input '" + a.value + "' must be of shape [" + to_string(a.shape) + "], got [" +
+                        to_string(shape_of(it->second)) + "]");
+        }
+        m.params[param++].set(it->second);
+    }
+    Halide::Realization realization(results);
+    try {
+        m.pipeline.realize(realization, m.options.target);
+    } catch (const Halide::Error &e) {
+        throw Error(std::string("Halide runtime error in the model pipeline: ") + e.what()).in_file(m.graph.source);
+    }
+    return outputs;
+}
+
+}  // namespace hfuse

@@ -1,0 +1,111 @@
+// hfuse compile MODEL -o DIR --name NAME: the model under a plan as one Halide pipeline, compiled ahead
+// of time into DIR/NAME.a (Halide runtime included) and DIR/NAME.h, plus Halide's HalideBuffer.h and
+// HalideRuntime.h so that DIR alone is enough to build a caller:
+//
+//   g++ -I DIR caller.cpp DIR/NAME.a -ldl -lpthread
+#include "cli_common.h"
+#include "hfuse/error.h"
+#include "hfuse/model_io.h"
+#include "hfuse/model_pipeline.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+namespace hfuse::cli {
+namespace {
+
+struct CompileOptions {
+    std::string model, dir, name, target = "host", depfile;
+    PlanChoice plan;
+};
+
+// Halide's runtime headers, for callers on machines without Halide (HFUSE_HALIDE_INCLUDE_DIR: where
+// the build found Halide.h).
+void copy_runtime_headers(const std::string &dir) {
+    namespace fs = std::filesystem;
+    for (const char *h : {"HalideBuffer.h", "HalideRuntime.h"}) {
+        fs::path from = fs::path(HFUSE_HALIDE_INCLUDE_DIR) / h;
+        std::error_code ec;
+        fs::copy_file(from, fs::path(dir) / h, fs::copy_options::overwrite_existing, ec);
+        if (ec) throw Error("cannot copy " + from.string() + " into " + dir + ": " + ec.message());
+    }
+}
+
+// Makefile syntax, as CMake's DEPFILE and Ninja read it: the library depends on the model's files,
+// the plan and rule files.
+void write_depfile(const CompileOptions &o, const std::string &library) {
+    std::vector<std::string> deps = model_files(o.model);
+    if (!o.plan.plan_file.empty()) deps.push_back(o.plan.plan_file);
+    for (const std::string &r : o.plan.rules) {
+        if (std::filesystem::exists(r)) deps.push_back(r);  // a file, not a built-in name
+    }
+    auto escape = [](const std::string &p) {
+        std::string s;
+        for (char c : p) s += (c == ' ' ? "\\ " : std::string(1, c));
+        return s;
+    };
+    std::ofstream out(o.depfile);
+    if (!out) throw Error("cannot write the depfile").in_file(o.depfile);
+    out << escape(library) << ":";
+    for (const std::string &d : deps) out << " \\\n  " << escape(std::filesystem::absolute(d).string());
+    out << "\n";
+}
+
+int compile(const CompileOptions &o) {
+    if (!Halide::Target::validate_target_string(o.target)) {
+        throw UsageError("--target '" + o.target +
+                         "' is not a Halide target string (e.g. host, x86-64-linux-avx2, "
+                         "x86-64-linux-avx512_skylake, arm-64-linux)");
+    }
+    if (!is_c_identifier(o.name)) {
+        throw UsageError("--name '" + o.name + "' must be a C identifier (letters, digits, '_'; not a keyword)");
+    }
+    Halide::Target target(o.target);
+    Graph g = load_model(o.model);
+    FusedGraph plan = o.plan.make(g, target);
+    std::error_code ec;
+    std::filesystem::create_directories(o.dir, ec);
+    if (ec) throw Error("cannot create the output directory: " + ec.message()).in_file(o.dir);
+
+    ModelPipelineOptions mo;
+    mo.target = target;
+    mo.schedule = o.plan.options().schedule;
+    ModelPipeline mp(plan, mo);
+    mp.compile_to_static_library(o.dir, o.name);
+    copy_runtime_headers(o.dir);
+    const std::string library = o.dir + "/" + o.name + ".a";
+    if (!o.depfile.empty()) write_depfile(o, library);
+
+    int groups = 0;
+    for (const FusedGroup &grp : plan.groups) groups += !handed_out_values(plan, grp).empty();
+    std::printf("compiled '%s' (plan %s, %d group%s, schedule %s) for %s:\n  %s (%.0f KiB)\n  %s/%s.h\n",
+                g.name.c_str(), o.plan.describe().c_str(), groups, groups == 1 ? "" : "s", o.plan.schedule().c_str(),
+                target.to_string().c_str(), library.c_str(), std::filesystem::file_size(library) / 1024.0,
+                o.dir.c_str(), o.name.c_str());
+    std::printf("  int %s(", o.name.c_str());
+    const auto &args = mp.arguments();
+    for (size_t i = 0; i < args.size(); i++) {
+        std::printf("%shalide_buffer_t *%s", i ? ", " : "", args[i].c_name.c_str());
+    }
+    std::printf(");\n");
+    return 0;
+}
+
+}  // namespace
+
+Command add_compile(CLI::App &app) {
+    auto *cmd = app.add_subcommand(
+        "compile", "compile the model under a plan ahead of time: DIR/NAME.a (self-contained) and DIR/NAME.h");
+    auto o = std::make_shared<CompileOptions>();
+    cmd->add_option("MODEL", o->model, "model file (.json)")->required();
+    o->plan.add_flags(cmd);
+    o->plan.add_schedule_flags(cmd);
+    cmd->add_option("-o,--output-dir", o->dir, "directory for NAME.a and NAME.h (created if missing)")->required();
+    cmd->add_option("--name", o->name, "name of the library and of its function (a C identifier)")->required();
+    cmd->add_option("--target", o->target, "Halide target string, e.g. host (default), x86-64-linux-avx2");
+    cmd->add_option("--depfile", o->depfile, "also write the files the library depends on (Makefile syntax)");
+    return {cmd, [o] { return compile(*o); }};
+}
+
+}  // namespace hfuse::cli
