@@ -133,32 +133,63 @@ void ModelPipeline::compile_to_static_library(const std::string &dir, const std:
     if (!is_c_identifier(name)) {
         throw Error("--name '" + name + "' must be a C identifier (letters, digits, '_'; not a keyword)");
     }
-    const std::string prefix = dir + "/" + name;
+    // Halide's function is NAME_pipeline; NAME itself is an inline wrapper in the header (below).
+    const std::string prefix = dir + "/" + name, pipeline_fn = name + "_pipeline";
     try {
-        impl_->pipeline.compile_to_static_library(prefix, halide_arguments(), name, impl_->options.target);
+        impl_->pipeline.compile_to_static_library(prefix, halide_arguments(), pipeline_fn, impl_->options.target);
     } catch (const Halide::Error &e) {
         throw Error(std::string("Halide failed to compile the model: ") + e.what()).in_file(g.source);
     }
-    // Halide names the parameters after its Funcs; give them the model's names and say what they
-    // hold. Parameter names in a declaration do not change the ABI.
+    // Halide names the parameters after its Funcs; give them the model's names (parameter names in a
+    // declaration do not change the ABI) and say what they hold.
     std::string header = read_text(prefix + ".h");
-    const std::string decl = "int " + name + "(";
+    const std::string decl = "int " + pipeline_fn + "(";
     size_t at = header.find(decl);
     size_t end = at == std::string::npos ? at : header.find(')', at);
-    if (end == std::string::npos) throw Error("Halide wrote no declaration of " + name).in_file(prefix + ".h");
-    std::string params;
+    size_t guard_end = header.rfind("#endif");
+    if (end == std::string::npos || guard_end == std::string::npos || guard_end < end) {
+        throw Error("Halide wrote no declaration of " + pipeline_fn).in_file(prefix + ".h");
+    }
+    std::string params, args;
     std::ostringstream doc;
     doc << "// " << name << ": model '" << g.name << "' compiled by hfuse for " << impl_->options.target.to_string()
         << ".\n//\n// int " << name << "(inputs..., outputs...) returns 0 on success, else a Halide error code\n"
-        << "// (a buffer of the wrong shape is refused before anything is read or written). Each tensor is\n"
-        << "// a dense float buffer whose extents are its ONNX shape reversed: NCHW (N, C, H, W) is a\n"
-        << "// Halide::Runtime::Buffer<float> of extents (W, H, C, N), the memory of a row-major array.\n//\n";
+        << "// (a buffer of the wrong shape is refused before anything is read or written, and the error\n"
+        << "// printed). Each tensor is a dense float buffer whose extents are its ONNX shape reversed: NCHW\n"
+        << "// (N, C, H, W) is a Halide::Runtime::Buffer<float> of extents (W, H, C, N), the memory of a\n"
+        << "// row-major array.\n//\n";
     for (const ModelArgument &a : impl_->arguments) {
         params += std::string(params.empty() ? "" : ", ") + "struct halide_buffer_t *" + a.c_name;
+        args += std::string(args.empty() ? "" : ", ") + a.c_name;
         doc << "//   " << (a.is_output ? "output " : "input  ") << a.c_name << " ['" << a.value << "'] shape ["
             << to_string(a.shape) << "]\n";
     }
-    header = doc.str() + "\n" + header.substr(0, at + decl.size()) + params + header.substr(end);
+    // Halide's default error handler aborts the process; the wrappers make an error a return code
+    // (unless the program installed its own handler with halide_set_error_handler, which is kept).
+    std::ostringstream wrappers;
+    wrappers << "\n// hfuse: the model's entry points. They call " << pipeline_fn << " (and " << pipeline_fn
+             << "_argv)\n// after making sure an error is printed and returned rather than aborting the process.\n"
+             << "static inline void " << name << "_report_error(void *user_context, const char *msg) {\n"
+             << "    halide_print(user_context, \"" << name << ": \");\n"
+             << "    halide_print(user_context, msg);\n"
+             << "    halide_print(user_context, \"\\n\");\n"
+             << "}\n\n"
+             << "static inline void " << name << "_return_errors(void) {\n"
+             << "    halide_error_handler_t previous = halide_set_error_handler(" << name << "_report_error);\n"
+             << "    if (previous != halide_default_error && previous != " << name << "_report_error) {\n"
+             << "        halide_set_error_handler(previous);\n"
+             << "    }\n"
+             << "}\n\n"
+             << "HALIDE_MUST_USE_RESULT static inline int " << name << "(" << params << ") {\n"
+             << "    " << name << "_return_errors();\n"
+             << "    return " << pipeline_fn << "(" << args << ");\n"
+             << "}\n\n"
+             << "HALIDE_MUST_USE_RESULT static inline int " << name << "_argv(void **args) {\n"
+             << "    " << name << "_return_errors();\n"
+             << "    return " << pipeline_fn << "_argv(args);\n"
+             << "}\n\n";
+    header = doc.str() + "\n" + header.substr(0, at + decl.size()) + params + header.substr(end, guard_end - end) +
+             wrappers.str() + header.substr(guard_end);
     std::ofstream(prefix + ".h") << header;
 }
 

@@ -1,0 +1,101 @@
+// A plain C++ caller of a model compiled by `hfuse compile`: no hfuse, no Halide library, only the
+// generated header, the static library and Halide's HalideBuffer.h (copied beside them):
+//
+//   hfuse compile models/rnn_cell.json -o out --name rnn_cell
+//   g++ -std=c++17 -O2 -I out -DMODEL_HEADER='"rnn_cell.h"' -DMODEL_ARGV=rnn_cell_argv
+//       tests/aot/caller.cpp out/rnn_cell.a -ldl -lpthread -o caller
+//   ./caller [--runs N] in:128,1:x.f32 in:128,1:h.f32 out:128,1:h_next.f32
+//
+// Each argument is one buffer of the compiled function, in its order: in/out, the extents (Halide
+// order: the ONNX shape reversed), and a raw float32 file to read (in) or write (out). It calls the
+// function through its _argv entry point, prints the return code, and with --runs N the median time
+// of N further calls. Exit code: 0 if the call succeeded, 1 if it returned an error, 2 on bad usage.
+#include MODEL_HEADER
+
+#include "HalideBuffer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Arg {
+    bool output = false;
+    std::vector<int> extents;
+    std::string file;
+};
+
+bool parse_arg(const std::string &s, Arg &a) {
+    size_t c1 = s.find(':'), c2 = s.find(':', c1 + 1);
+    if (c1 == std::string::npos || c2 == std::string::npos) return false;
+    std::string kind = s.substr(0, c1);
+    if (kind != "in" && kind != "out") return false;
+    a.output = kind == "out";
+    std::stringstream extents(s.substr(c1 + 1, c2 - c1 - 1));
+    for (std::string e; std::getline(extents, e, ',');) a.extents.push_back(std::atoi(e.c_str()));
+    a.file = s.substr(c2 + 1);
+    return !a.extents.empty() && !a.file.empty();
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    int runs = 0;
+    std::vector<Arg> args;
+    for (int i = 1; i < argc; i++) {
+        std::string s = argv[i];
+        if (s == "--runs" && i + 1 < argc) {
+            runs = std::atoi(argv[++i]);
+            continue;
+        }
+        Arg a;
+        if (!parse_arg(s, a)) {
+            std::fprintf(stderr, "caller: bad argument '%s' (expected in|out:EXTENTS:FILE)\n", s.c_str());
+            return 2;
+        }
+        args.push_back(a);
+    }
+    std::vector<Halide::Runtime::Buffer<float>> buffers;
+    for (const Arg &a : args) {
+        Halide::Runtime::Buffer<float> b(a.extents);
+        if (!a.output) {
+            std::ifstream in(a.file, std::ios::binary);
+            in.read(reinterpret_cast<char *>(b.data()), sizeof(float) * b.number_of_elements());
+            if (!in) {
+                std::fprintf(stderr, "caller: cannot read %zu floats from %s\n", b.number_of_elements(),
+                             a.file.c_str());
+                return 2;
+            }
+        } else {
+            b.fill(0.0f);
+        }
+        buffers.push_back(std::move(b));
+    }
+    std::vector<void *> argv_ptrs;
+    for (auto &b : buffers) argv_ptrs.push_back(b.raw_buffer());
+    int rc = MODEL_ARGV(argv_ptrs.data());
+    std::printf("rc %d\n", rc);
+    if (rc != 0) return 1;
+    for (size_t i = 0; i < args.size(); i++) {
+        if (!args[i].output) continue;
+        std::ofstream out(args[i].file, std::ios::binary);
+        out.write(reinterpret_cast<const char *>(buffers[i].data()), sizeof(float) * buffers[i].number_of_elements());
+    }
+    if (runs > 0) {
+        std::vector<double> ms;
+        for (int r = 0; r < runs; r++) {
+            auto t0 = std::chrono::steady_clock::now();
+            if (MODEL_ARGV(argv_ptrs.data()) != 0) return 1;
+            ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        }
+        std::sort(ms.begin(), ms.end());
+        std::printf("median_ms %.6f min_ms %.6f runs %d\n", ms[ms.size() / 2], ms[0], runs);
+    }
+    return 0;
+}
