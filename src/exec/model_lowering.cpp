@@ -78,7 +78,18 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
     }
     if (templates) {
         // Each group keeps its own loop nests: what it hands out is materialised.
-        for (const std::string &v : handed_between) bound.at(v).compute_root();
+        // A handed value is computed over its whole shape, as in its own group's pipeline: a
+        // consumer that reads part of it (a Slice) must not shrink the region the template tiles, or
+        // shifted tiles read before their input.
+        for (const std::string &v : handed_between) {
+            Halide::Func f = bound.at(v);
+            f.compute_root();
+            const Shape &shape = g.type_of(v).shape;
+            const std::vector<Halide::Var> args = f.args();
+            for (size_t k = 0; k < args.size(); k++) {
+                f.bound(args[k], 0, static_cast<int>(shape[shape.size() - 1 - k]));
+            }
+        }
         for (Halide::Func &f : model.outputs) f.compute_root();
     }
     return model;

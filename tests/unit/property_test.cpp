@@ -57,6 +57,7 @@
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
 #include "hfuse/executor.h"
+#include "hfuse/model_pipeline.h"
 #include "hfuse/fused_graph.h"
 #include "hfuse/fusion_rules.h"
 #include "hfuse/model_io.h"
@@ -1333,6 +1334,16 @@ CaseResult run_case(const Model &m, Case &c, bool corrupt = false) {
         }
         for (auto &p : compare_outputs(m.graph, actual, as_ref(m.unfused), "the unfused run")) r.problems.push_back(p);
         for (auto &p : compare_outputs(m.graph, actual, m.reference, "the reference")) r.problems.push_back(p);
+    }
+    // Every fourth case also as one pipeline (the form `hfuse compile` writes), run by JIT.
+    if (r.problems.empty() && !corrupt && c.index % 4 == 0) {
+        try {
+            Outputs one = ModelPipeline(c.plan).run(m.inputs.buffers);
+            for (auto &p : compare_outputs(m.graph, one, m.reference, "the reference (one pipeline)"))
+                r.problems.push_back(p);
+        } catch (const std::exception &e) {
+            r.problems.push_back(std::string("the one-pipeline form failed: ") + e.what());
+        }
     }
     if (!r.problems.empty()) std::tie(r.dir, r.command) = save_case(m, c.plan, c.index);
     return r;
