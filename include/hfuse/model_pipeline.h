@@ -22,6 +22,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -75,5 +76,12 @@ private:
 
 // Whether `name` can name the compiled function: a C identifier that is not a C/C++ keyword.
 bool is_c_identifier(const std::string &name);
+
+// The C parameter names of a compiled model (ModelPipeline, the generators): the graph's inputs then
+// its outputs, each value's name with every character outside [A-Za-z0-9_] replaced by '_' and runs
+// of '_' collapsed (Halide rejects "__"), prefixed "v_" unless it starts with a letter and is no
+// keyword, and suffixed "_2", "_3", ... where it would clash with an earlier one or with `reserved`.
+//   inputs "x.0", "int"; outputs "a", "a"  ->  x_0, v_int, a, a_2
+std::vector<std::string> c_argument_names(const Graph &graph, std::set<std::string> reserved = {});
 
 }  // namespace hfuse

@@ -32,7 +32,8 @@ void pin_dense_shape(Dims dim, const Shape &shape) {
 // The Funcs a group reads from outside: ImageParams for activations, constant Funcs for weights.
 class Boundary {
 public:
-    Boundary(const Graph &g, const WeightBuffers &w, LoweredGroup &group, const BoundValues &bound = {})
+    // `bound` (may be null) must outlive the Boundary.
+    Boundary(const Graph &g, const WeightBuffers &w, LoweredGroup &group, const BoundValues *bound = nullptr)
         : g_(g), weights_(w), group_(group), bound_(bound) {}
 
     // A Func for `value`: defined inside the group if it is, otherwise a boundary Func (an undefined
@@ -40,7 +41,9 @@ public:
     Halide::Func func_for(const std::string &value) {
         if (auto it = group_.values.find(value); it != group_.values.end()) return it->second;
         if (auto it = funcs_.find(value); it != funcs_.end()) return it->second;
-        if (auto it = bound_.find(value); it != bound_.end()) return it->second;
+        if (bound_) {
+            if (auto it = bound_->find(value); it != bound_->end()) return it->second;
+        }
         Halide::Func f;
         if (g_.is_weight(value)) {
             auto w = weights_.find(value);
@@ -79,7 +82,7 @@ private:
     const Graph &g_;
     const WeightBuffers &weights_;
     LoweredGroup &group_;
-    const BoundValues &bound_;
+    const BoundValues *bound_;
     std::map<std::string, Halide::Func> funcs_;
     std::set<std::string> output_names_;
 };
@@ -107,7 +110,7 @@ LoweredGroup lower_group(const Graph &graph, const std::vector<const Node *> &no
                          const std::set<std::string> &live_out, const WeightBuffers &weights,
                          const BoundValues &bound) {
     LoweredGroup group;
-    Boundary boundary(graph, weights, group, bound);
+    Boundary boundary(graph, weights, group, &bound);
     for (const Node *n : nodes) {
         const OpSchema *op = find_op(n->op);
         LowerContext ctx{*n, Attributes(n->attrs), {}, {}, {}, {}};

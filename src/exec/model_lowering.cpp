@@ -24,6 +24,20 @@ Halide::Func copy_of(const Halide::Func &f, int rank, const std::string &value) 
 
 }  // namespace
 
+BoundValues bind_inputs(const Graph &graph, const std::vector<Halide::ImageParam> &params) {
+    if (params.size() != graph.inputs.size()) throw Error("internal: one ImageParam per model input expected");
+    BoundValues bound;
+    for (size_t i = 0; i < params.size(); i++) {
+        const Shape &shape = graph.inputs[i].shape;
+        pin_input_shape(params[i], shape);
+        Halide::Func f(Halide::Internal::unique_name(params[i].name() + "_in"));
+        std::vector<Halide::Var> vars = ops::make_vars(static_cast<int>(shape.size()));
+        f(vars) = params[i](ops::as_exprs(vars));
+        bound[graph.inputs[i].name] = f;
+    }
+    return bound;
+}
+
 LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, const WeightBuffers &weights,
                          const Halide::Target &target, bool templates) {
     const Graph &g = plan.graph;

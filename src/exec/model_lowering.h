@@ -23,6 +23,10 @@ struct LoweredModel {
     std::vector<Halide::Func> outputs;
 };
 
+// The model's inputs read from `params` (one per graph input, in order): each pinned to its static
+// shape (dense, row-major) and wrapped in a pure Func of its own, as lower_model wants them.
+BoundValues bind_inputs(const Graph &graph, const std::vector<Halide::ImageParam> &params);
+
 // `inputs` holds a Func for every model input. With `templates`, every group is scheduled by the
 // composer (its template parameters from the plan, else the defaults for `target`); without, the
 // Funcs stay unscheduled for an autoscheduler. Throws an Error naming the group for a group claimed

@@ -32,18 +32,6 @@ bool is_c_identifier(const std::string &name) {
 
 namespace {
 
-// A readable C identifier for a model value, distinct from those already `taken`.
-std::string c_name_for(const std::string &value, std::set<std::string> &taken) {
-    std::string s = value;
-    for (char &c : s) {
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
-    }
-    if (!is_c_identifier(s)) s = "v_" + s;
-    std::string name = s;
-    for (int k = 2; !taken.insert(name).second; k++) name = s + "_" + std::to_string(k);
-    return name;
-}
-
 std::string read_text(const std::string &path) {
     std::ifstream in(path);
     std::stringstream ss;
@@ -52,6 +40,27 @@ std::string read_text(const std::string &path) {
 }
 
 }  // namespace
+
+std::vector<std::string> c_argument_names(const Graph &graph, std::set<std::string> reserved) {
+    auto name_for = [&](const std::string &value) {
+        std::string s;
+        for (char c : value) {
+            if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+            if (c == '_' && !s.empty() && s.back() == '_') continue;
+            s += c;
+        }
+        if (s.empty() || !std::isalpha(static_cast<unsigned char>(s[0])) || !is_c_identifier(s)) {
+            s = (s.empty() || s[0] != '_') ? "v_" + s : "v" + s;
+        }
+        std::string name = s;
+        for (int k = 2; !reserved.insert(name).second; k++) name = s + "_" + std::to_string(k);
+        return name;
+    };
+    std::vector<std::string> names;
+    for (const GraphInput &in : graph.inputs) names.push_back(name_for(in.name));
+    for (const std::string &v : graph.outputs) names.push_back(name_for(v));
+    return names;
+}
 
 struct ModelPipeline::Impl {
     Graph graph;
@@ -68,20 +77,14 @@ struct ModelPipeline::Impl {
 
 void ModelPipeline::Impl::build(const FusedGraph &plan) {
     const Graph &g = graph;
-    std::set<std::string> taken;
-    exec::BoundValues inputs;
+    const std::vector<std::string> names = c_argument_names(g);
+    size_t k = 0;
     for (const GraphInput &in : g.inputs) {
-        ModelArgument arg{in.name, c_name_for(in.name, taken), in.shape, false};
-        Halide::ImageParam p(Halide::Float(32), static_cast<int>(in.shape.size()), arg.c_name);
-        exec::pin_input_shape(p, in.shape);
-        Halide::Func f(Halide::Internal::unique_name(arg.c_name + "_in"));
-        std::vector<Halide::Var> vars = ops::make_vars(static_cast<int>(in.shape.size()));
-        f(vars) = p(ops::as_exprs(vars));
-        inputs[in.name] = f;
-        params.push_back(p);
-        arguments.push_back(arg);
+        arguments.push_back({in.name, names[k++], in.shape, false});
+        params.emplace_back(Halide::Float(32), static_cast<int>(in.shape.size()), arguments.back().c_name);
     }
-    for (const std::string &v : g.outputs) arguments.push_back({v, c_name_for(v, taken), g.type_of(v).shape, true});
+    for (const std::string &v : g.outputs) arguments.push_back({v, names[k++], g.type_of(v).shape, true});
+    const exec::BoundValues inputs = exec::bind_inputs(g, params);
 
     const bool templates = options.schedule == ScheduleSource::Templates;
     outputs = exec::lower_model(plan, inputs, weights, options.target, templates).outputs;
@@ -168,9 +171,11 @@ void ModelPipeline::compile_to_static_library(const std::string &dir, const std:
     // (unless the program installed its own handler with halide_set_error_handler, which is kept).
     std::ostringstream wrappers;
     wrappers << "\n// hfuse: the model's entry points. They call " << pipeline_fn << " (and " << pipeline_fn
-             << "_argv)\n// after making sure an error is printed and returned rather than aborting the process.\n"
+             << "_argv)\n// after making sure an error is printed and returned rather than aborting the process. The\n"
+             << "// handler is process-wide (the first compiled model called installs its own; each prints the\n"
+             << "// same), and one the program installed with halide_set_error_handler() is kept.\n"
              << "static inline void " << name << "_report_error(void *user_context, const char *msg) {\n"
-             << "    halide_print(user_context, \"" << name << ": \");\n"
+             << "    halide_print(user_context, \"Error: \");\n"
              << "    halide_print(user_context, msg);\n"
              << "    halide_print(user_context, \"\\n\");\n"
              << "}\n\n"

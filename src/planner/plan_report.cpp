@@ -1,6 +1,8 @@
 #include "hfuse/plan_report.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <iomanip>
 #include <set>
 #include <sstream>
 
@@ -48,9 +50,19 @@ std::string plan_table(const FusedGraph &f) {
     os << "plan for '" << f.graph.name << "' (rules: " << (rules.empty() ? "none given" : rules)
        << "): " << f.groups.size() << (f.groups.size() == 1 ? " group, " : " groups, ") << f.graph.nodes.size()
        << " ops\n\n";
-    char line[256];
-    std::snprintf(line, sizeof line, "%-6s %-14s %-10s %s\n", "group", "master", "saved", "members (placement)");
-    os << line;
+    // Columns as wide as their longest entry (group and node names are the user's).
+    int name_w = 6, master_w = 14;
+    for (const FusedGroup &grp : f.groups) {
+        name_w = std::max(name_w, static_cast<int>(grp.name.size()));
+        master_w = std::max(master_w, static_cast<int>(grp.master.size()));
+    }
+    auto row = [&](const std::string &name, const std::string &master, const std::string &saved) {
+        std::ostringstream r;
+        r << std::left << std::setw(name_w) << name << " " << std::setw(master_w) << master << " " << std::setw(10)
+          << saved << " ";
+        return r.str();
+    };
+    os << row("group", "master", "saved") << "members (placement)\n";
     int64_t total = 0;
     for (const FusedGroup &grp : f.groups) {
         int64_t saved = intermediate_bytes_saved(f, grp);
@@ -61,9 +73,7 @@ std::string plan_table(const FusedGraph &f) {
             for (const std::string &a : f.graph.find_node(n)->absorbed) members += ", " + a + " folded";
         }
         if (!grp.backend.empty()) members += "   [backend " + grp.backend + "]";
-        std::snprintf(line, sizeof line, "%-6s %-14s %-10s ", grp.name.c_str(), grp.master.c_str(),
-                      saved ? human_bytes(saved).c_str() : "-");
-        os << line << members << "\n";
+        os << row(grp.name, grp.master, saved ? human_bytes(saved) : "-") << members << "\n";
     }
     os << "\nintermediates kept out of memory: " << human_bytes(total) << "\n";
     return os.str();

@@ -110,7 +110,7 @@ TEST_P(AotModel, PlainCallerMatchesReferenceAndJit) {
                      " in:" + extents(wrong));
     test::CommandResult bad = test::run_command(c.caller + bad_args);
     EXPECT_EQ(bad.code, 1) << bad.out;
-    EXPECT_NE(bad.out.find(model + ": Input buffer"), std::string::npos) << bad.out;
+    EXPECT_NE(bad.out.find("Error: Input buffer " + g.inputs[0].name), std::string::npos) << bad.out;
     EXPECT_EQ(bad.out.find("rc 0"), std::string::npos) << bad.out;
 }
 
