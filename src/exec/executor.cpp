@@ -55,8 +55,9 @@ struct GroupRun {
     std::string name, master;
     int members = 0;
     std::shared_ptr<CompiledPipeline> compiled;
-    std::vector<std::string> input_values;   // in the order of compiled->params
-    std::vector<std::string> output_values;  // in the order of the pipeline's outputs
+    std::vector<std::string> input_values;       // in the order of compiled->params
+    std::vector<std::string> output_values;      // in the order of the pipeline's outputs
+    std::vector<int> input_slots, output_slots;  // the same values' places in Executor::Impl::slots
 };
 
 bool is_dense(const TensorBuffer &b) {
@@ -128,9 +129,15 @@ struct Executor::Impl {
     std::unique_ptr<float, decltype(&std::free)> arena{nullptr, &std::free};
     std::map<std::string, TensorBuffer> intermediates;
     int64_t intermediate_bytes = 0, unshared_bytes = 0;
+    // Every value a run passes between groups, by index, so that a run looks nothing up by name
+    // (at a few microseconds a model, maps of strings showed): model inputs first, then the values
+    // groups write. Intermediates stay bound to their arena views; inputs and outputs are bound per run.
+    std::vector<TensorBuffer> slots;
+    std::vector<int> output_slots;  // per model output (g.outputs order); -1 for an input returned as is
 
     void compile(const FusedGraph &plan);
     void allocate_intermediates();
+    void assign_slots();
 };
 
 Partition Executor::unfused_partition(const Graph &graph) {
@@ -163,6 +170,7 @@ Executor::Executor(const FusedGraph &plan, ExecutorOptions options) : impl_(new 
     impl_->weights = exec::make_weight_buffers(impl_->graph);
     impl_->compile(plan);
     impl_->allocate_intermediates();
+    impl_->assign_slots();
 }
 
 namespace {
@@ -286,6 +294,21 @@ void Executor::Impl::allocate_intermediates() {
     }
 }
 
+void Executor::Impl::assign_slots() {
+    std::map<std::string, int> slot_of;
+    auto slot = [&](const std::string &v) {
+        auto [it, added] = slot_of.emplace(v, static_cast<int>(slots.size()));
+        if (added) slots.push_back(intermediates.count(v) ? intermediates.at(v) : TensorBuffer());
+        return it->second;
+    };
+    for (const GraphInput &in : graph.inputs) slot(in.name);
+    for (GroupRun &gr : groups) {
+        for (const std::string &v : gr.input_values) gr.input_slots.push_back(slot(v));
+        for (const std::string &v : gr.output_values) gr.output_slots.push_back(slot(v));
+    }
+    for (const std::string &v : graph.outputs) output_slots.push_back(graph.is_input(v) ? -1 : slot(v));
+}
+
 Executor::~Executor() = default;
 Executor::Executor(Executor &&) noexcept = default;
 Executor &Executor::operator=(Executor &&) noexcept = default;
@@ -320,11 +343,12 @@ std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, Te
                                                   std::vector<double> *group_ms) {
     using clock = std::chrono::steady_clock;
     const Graph &g = impl_->graph;
-    std::map<std::string, TensorBuffer> values;  // what this run reads: inputs, then group outputs
+    std::vector<TensorBuffer> &slots = impl_->slots;
     for (const auto &kv : inputs) {
         if (!g.is_input(kv.first)) throw Error("'" + kv.first + "' is not an input of the model").in_file(g.source);
     }
-    for (const GraphInput &in : g.inputs) {
+    for (size_t i = 0; i < g.inputs.size(); i++) {
+        const GraphInput &in = g.inputs[i];
         auto it = inputs.find(in.name);
         if (it == inputs.end()) throw Error("no data given for model input '" + in.name + "'").in_file(g.source);
         if (shape_of(it->second) != in.shape || !is_dense(it->second)) {
@@ -332,25 +356,24 @@ std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, Te
                         "], got [" + to_string(shape_of(it->second)) + "]" + (is_dense(it->second) ? "" : " (strided)"))
                 .in_file(g.source);
         }
-        values[in.name] = it->second;
+        slots[i] = it->second;
     }
     // Model outputs get fresh buffers each run, so results stay valid after the next run.
     std::map<std::string, TensorBuffer> outputs;
-    for (const std::string &v : g.outputs) {
-        if (!outputs.count(v))
-            outputs[v] = g.is_input(v) ? values.at(v).copy() : make_tensor_buffer(g.type_of(v).shape);
+    for (size_t i = 0; i < g.outputs.size(); i++) {
+        const std::string &v = g.outputs[i];
+        if (outputs.count(v)) continue;
+        const int s = impl_->output_slots[i];
+        outputs[v] = s < 0 ? inputs.at(v).copy() : (slots[s] = make_tensor_buffer(g.type_of(v).shape));
     }
     if (group_ms) group_ms->clear();
+    std::vector<Halide::Buffer<void>> results;
     for (GroupRun &gr : impl_->groups) {
         auto start = clock::now();
         CompiledPipeline &cp = *gr.compiled;
-        for (size_t i = 0; i < cp.params.size(); i++) cp.params[i].set(values.at(gr.input_values[i]));
-        std::vector<Halide::Buffer<void>> results;
-        for (const std::string &v : gr.output_values) {
-            TensorBuffer b = outputs.count(v) ? outputs.at(v) : impl_->intermediates.at(v);
-            values[v] = b;
-            results.push_back(b);
-        }
+        for (size_t i = 0; i < cp.params.size(); i++) cp.params[i].set(slots[gr.input_slots[i]]);
+        results.clear();
+        for (int s : gr.output_slots) results.push_back(slots[s]);
         Halide::Realization realization(results);
         try {
             cp.pipeline.realize(realization, impl_->options.target);
@@ -358,6 +381,11 @@ std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, Te
             throw Error(std::string("Halide runtime error in group ") + gr.name + ": " + e.what()).in_file(g.source);
         }
         if (group_ms) group_ms->push_back(std::chrono::duration<double, std::milli>(clock::now() - start).count());
+    }
+    // Do not keep the caller's buffers alive (or writable through the slots) past the run.
+    for (size_t i = 0; i < g.inputs.size(); i++) slots[i] = TensorBuffer();
+    for (int s : impl_->output_slots) {
+        if (s >= 0) slots[s] = TensorBuffer();
     }
     return outputs;
 }
