@@ -10,6 +10,7 @@ PACKAGES=(
   libcli11-dev        # command-line parsing
   libgtest-dev        # tests
   libbenchmark-dev    # bench/
+  libdnnl-dev         # bench/: oneDNN, the peer on convolutions
 )
 
 missing=()

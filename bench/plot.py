@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Renders hfuse_bench results (Google Benchmark JSON) as a Markdown table and an SVG bar chart.
+
+    build/bin/hfuse_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \\
+        --benchmark_out=results.json --benchmark_out_format=json
+    python3 bench/plot.py results.json -o results.svg     # table on stdout, chart in results.svg
+
+Each benchmark WORKLOAD/IMPL contributes its median (the "median" aggregate when the run had
+repetitions, else the median of its runs). The chart shows GFLOP/s per workload, one bar per
+implementation, with the measured FMA peak as a dashed line. Standard library only.
+"""
+import argparse
+import json
+import math
+import statistics
+import sys
+from xml.sax.saxutils import escape
+
+UNIT_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+PEERS = ("onednn", "eigen")
+COLORS = ["#1f77b4", "#aec7e8", "#2ca02c", "#98df8a", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
+
+
+def load(path):
+    """{(workload, impl): {"ms", "gflops", "share", "groups", "error"}} and the run's context."""
+    with open(path) as f:
+        doc = json.load(f)
+    runs = {}
+    for b in doc["benchmarks"]:
+        # UseRealTime() appends "/real_time" to every name.
+        name = b.get("run_name", b["name"]).replace("/real_time", "")
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        runs.setdefault(name, {"aggregate": [], "iteration": []})
+        runs[name][b.get("run_type", "iteration")].append(b)
+    results = {}
+    for name, kinds in runs.items():
+        if "/" not in name or name.startswith("peak/"):
+            continue
+        workload, impl = name.split("/", 1)
+        rows = kinds["aggregate"] or kinds["iteration"]
+        errors = [r.get("error_message", "error") for r in rows if r.get("error_occurred")]
+        rows = [r for r in rows if not r.get("error_occurred")]
+        if not rows:
+            results[(workload, impl)] = {"error": errors[0] if errors else "no result"}
+            continue
+        med = lambda key: statistics.median(r[key] for r in rows if key in r) if any(key in r for r in rows) else None
+        results[(workload, impl)] = {
+            "ms": statistics.median(r["real_time"] * UNIT_MS[r.get("time_unit", "ns")] for r in rows),
+            "gflops": med("GFLOP/s"),
+            "share": med("peak_share"),
+            "groups": med("groups"),
+        }
+    return results, doc.get("context", {})
+
+
+# hfuse_bench's registration order; --benchmark_enable_random_interleaving shuffles the JSON.
+WORKLOAD_ORDER = ["conv_bn_relu", "conv3x3_bn_relu", "conv_bias_relu_maxpool", "resnet_block", "dwconv_bn_relu",
+                  "rnn_cell", "lstm_cell", "mlp_softmax"]
+
+
+def impl_rank(impl):
+    if impl in PEERS:
+        return (4, impl)
+    order = {"hfuse_fused": 0, "hfuse_unfused": 1}
+    return (order.get(impl, 2 if impl.endswith("_groups") else 3), impl)
+
+
+def workloads_of(results):
+    names = set(w for w, _ in results)
+    return [w for w in WORKLOAD_ORDER if w in names] + sorted(names - set(WORKLOAD_ORDER))
+
+
+def impls_of(results):
+    return sorted(set(i for _, i in results), key=impl_rank)
+
+
+def fmt_time(ms):
+    return f"{ms:#.3g} ms" if ms >= 0.1 else f"{ms * 1e3:#.3g} us"
+
+
+def table(results, context):
+    workloads = workloads_of(results)
+    impls = impls_of(results)
+    hfuse = [i for i in impls if i.startswith("hfuse_")]
+    lines = []
+    peak = context.get("fma_peak_gflops")
+    if peak:
+        lines.append(f"Measured FMA peak: {float(peak):.1f} GFLOP/s with {context.get('threads', '?')} threads "
+                     f"({float(context.get('fma_peak_gflops_1_thread', 0)):.1f} on one).")
+        lines.append("")
+    head = ["workload"] + [i.replace("hfuse_", "") for i in hfuse] + ["peer", "fused GFLOP/s (peak)",
+                                                                         "peer GFLOP/s (peak)", "peer / fused time"]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("| --- |" + " ---: |" * (len(head) - 1))
+    for w in workloads:
+        row = [w]
+        for i in hfuse:
+            r = results.get((w, i), {})
+            cell = fmt_time(r["ms"]) if "ms" in r else ("error" if "error" in r else "")
+            if r.get("groups"):
+                cell += f" ({r['groups']:.0f}g)"
+            row.append(cell)
+        peer = next((p for p in PEERS if (w, p) in results), None)
+        p = results.get((w, peer), {})
+        f = results.get((w, "hfuse_fused"), {})
+        row.append(f"{peer} {fmt_time(p['ms'])}" if "ms" in p else (peer or ""))
+        for r in (f, p):
+            row.append(f"{r['gflops']:.1f} ({100 * r['share']:.0f}%)" if r.get("gflops") and r.get("share") else "")
+        # > 1: hfuse fused is faster than the peer.
+        row.append(f"{p['ms'] / f['ms']:.2f}x" if "ms" in p and "ms" in f else "")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def nice_step(top, ticks=5):
+    """A round grid step (1, 2, 2.5 or 5 times a power of ten) giving about `ticks` lines up to `top`."""
+    raw = top / ticks
+    mag = 10 ** math.floor(math.log10(raw))
+    return next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+
+
+def svg(results, context):
+    workloads = workloads_of(results)
+    impls = impls_of(results)
+    peak = float(context.get("fma_peak_gflops", 0) or 0)
+    step = nice_step(max([r.get("gflops") or 0 for r in results.values()] + [peak, 1]))
+    top = step * math.ceil(max([r.get("gflops") or 0 for r in results.values()] + [peak, 1]) * 1.05 / step)
+    bar, gap, left, height, plot_top = 11, 18, 60, 320, 40
+    group_w = bar * len(impls) + gap
+    plot_right = left + group_w * len(workloads)
+    width = plot_right + 130  # room for the last workload's slanted name
+    y = lambda v: plot_top + height * (1 - v / top)
+    legend_y = plot_top + height + 110
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{legend_y + 16 * ((len(impls) + 3) // 4) + 10}" '
+           'font-family="sans-serif" font-size="11">',
+           '<rect width="100%" height="100%" fill="#fff"/>',
+           f'<text x="{left}" y="20" font-size="14">GFLOP/s per workload, {escape(context.get("threads", "?"))} '
+           'threads (higher is better)</text>']
+    v = 0.0
+    while v <= top + 1e-9:  # grid
+        out.append(f'<line x1="{left}" x2="{plot_right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:g}</text>')
+        v += step
+    if peak:
+        out.append(f'<line x1="{left}" x2="{plot_right}" y1="{y(peak):.1f}" y2="{y(peak):.1f}" stroke="#000" '
+                   'stroke-dasharray="5,4"/>')
+        out.append(f'<text x="{plot_right}" y="{y(peak) - 4:.1f}" text-anchor="end">measured FMA peak '
+                   f'{peak:.0f}</text>')
+    for wi, w in enumerate(workloads):
+        x0 = left + gap / 2 + wi * group_w
+        for ii, i in enumerate(impls):
+            r = results.get((w, i), {})
+            if not r.get("gflops"):
+                continue
+            x = x0 + ii * bar
+            out.append(f'<rect x="{x:.1f}" y="{y(r["gflops"]):.1f}" width="{bar - 1}" '
+                       f'height="{y(0) - y(r["gflops"]):.1f}" fill="{COLORS[ii % len(COLORS)]}">'
+                       f'<title>{escape(w)}/{escape(i)}: {r["gflops"]:.1f} GFLOP/s, {fmt_time(r["ms"])}</title></rect>')
+        lx, ly = x0 + 4, y(0) + 14
+        out.append(f'<text x="{lx:.1f}" y="{ly:.1f}" transform="rotate(30 {lx:.1f} {ly:.1f})">{escape(w)}</text>')
+    for ii, i in enumerate(impls):  # legend
+        lx, ly = left + (ii % 4) * 190, legend_y + (ii // 4) * 16
+        out.append(f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" fill="{COLORS[ii % len(COLORS)]}"/>')
+        out.append(f'<text x="{lx + 14}" y="{ly}">{escape(i)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("results", help="Google Benchmark JSON (--benchmark_out_format=json)")
+    ap.add_argument("-o", "--output", help="write the SVG chart here")
+    args = ap.parse_args()
+    results, context = load(args.results)
+    if not results:
+        sys.exit(f"{args.results}: no WORKLOAD/IMPL benchmarks")
+    print(table(results, context))
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(svg(results, context))
+
+
+if __name__ == "__main__":
+    main()
