@@ -71,6 +71,22 @@ EpilogueDescriptor describe_epilogue(const Graph &graph, const std::vector<std::
 // Makes every match of the enabled backends' patterns one group (before any rule-based round).
 FusedGraph claim_backend_patterns(const FusedGraph &fused, const std::vector<std::string> &backends);
 
+// --- Enumerating plans (for experiments over fusion choices) --------------------------------------
+
+struct PlanEnumeration {
+    size_t limit = 1000;     // stop after this many plans
+    int max_group_ops = 64;  // no group larger than this
+};
+
+// The legal plans of `graph` (already rewritten: simplify() it first): every partition of its nodes
+// into groups that check_plan accepts (convex, executable in some order), each once, from the unfused
+// plan (first) through merges of two groups at a time, breadth first, so smaller merges come first.
+// No recompute copies. A plan here may still fail to compile or be slow: that is for the caller to
+// measure.
+//
+//   for (const FusedGraph &p : enumerate_plans(simplify(g), {})) { ... time p ... }
+std::vector<FusedGraph> enumerate_plans(const Graph &graph, const PlanEnumeration &options);
+
 // The whole planner: simplify, claim backend patterns, then one round per rule set.
 FusedGraph plan_fusion(const Graph &graph, const std::vector<RuleSet> &rounds,
                        const std::vector<std::string> &backends = {});
