@@ -116,9 +116,9 @@ void PlanChoice::add_flags(CLI::App *cmd) {
     u->excludes(w);
 }
 
-void PlanChoice::add_schedule_flags(CLI::App *cmd) {
+void PlanChoice::add_schedule_flags(CLI::App *cmd, const std::string &what) {
     cmd->add_option("--autoschedule", autoschedule,
-                    "schedule each group with a Halide autoscheduler instead of hfuse's templates")
+                    "schedule " + what + " with a Halide autoscheduler instead of hfuse's templates")
         ->check(CLI::IsMember({"mullapudi2016", "adams2019", "li2018"}));
 }
 

@@ -58,8 +58,9 @@ struct PlanChoice {
     bool whole = false;              // --whole: the rewritten model as one group (whole_model_plan)
     std::string autoschedule;        // --autoschedule: a Halide autoscheduler; "" = hfuse's templates
 
-    void add_flags(CLI::App *cmd);           // --plan, --rules, --unfused, --whole
-    void add_schedule_flags(CLI::App *cmd);  // --autoschedule
+    void add_flags(CLI::App *cmd);  // --plan, --rules, --unfused, --whole
+    // --autoschedule; `what` says what the autoscheduler schedules (each group, or the whole pipeline).
+    void add_schedule_flags(CLI::App *cmd, const std::string &what = "each group");
     // The plan, its schedule parameters chosen for `target` (default: the JIT target).
     FusedGraph make(const Graph &g) const;
     FusedGraph make(const Graph &g, const Halide::Target &target) const;

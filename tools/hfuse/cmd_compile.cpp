@@ -100,7 +100,7 @@ Command add_compile(CLI::App &app) {
     auto o = std::make_shared<CompileOptions>();
     cmd->add_option("MODEL", o->model, "model file (.json)")->required();
     o->plan.add_flags(cmd);
-    o->plan.add_schedule_flags(cmd);
+    o->plan.add_schedule_flags(cmd, "the whole compiled pipeline");
     cmd->add_option("-o,--output-dir", o->dir, "directory for NAME.a and NAME.h (created if missing)")->required();
     cmd->add_option("--name", o->name, "name of the library and of its function (a C identifier)")->required();
     cmd->add_option("--target", o->target, "Halide target string, e.g. host (default), x86-64-linux-avx2");
