@@ -8,14 +8,6 @@
 namespace hfuse::exec {
 namespace {
 
-std::string halide_name(const std::string &value) {
-    std::string s = "v_" + value;
-    for (char &c : s) {
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
-    }
-    return Halide::Internal::unique_name(s);
-}
-
 // Pins every dim of a buffer (input or output) to the value's static shape, dense row-major, so the
 // compiled pipeline refuses anything else and addresses fold to constants.
 template <typename Dims>
@@ -68,10 +60,7 @@ public:
         // Pipeline outputs must be distinct Funcs: an op that passes its input through (Identity)
         // shares a Func with its producer, so such a value gets a copy stage of its own.
         if (!output_names_.insert(f.name()).second) {
-            Halide::Func copy(halide_name(value));
-            std::vector<Halide::Var> vars = ops::make_vars(g_.type_of(value).rank());
-            copy(vars) = f(ops::as_exprs(vars));
-            f = copy;
+            f = pure_copy(f, g_.type_of(value).rank(), halide_name(value));
         }
         pin_output_shape(f, g_.type_of(value).shape);
         group_.output_values.push_back(value);
@@ -88,6 +77,21 @@ private:
 };
 
 }  // namespace
+
+std::string halide_name(const std::string &value, const std::string &prefix) {
+    std::string s = prefix + value;
+    for (char &c : s) {
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+    }
+    return Halide::Internal::unique_name(s);
+}
+
+Halide::Func pure_copy(const Halide::Func &f, int rank, const std::string &name) {
+    Halide::Func copy(name);
+    std::vector<Halide::Var> vars = ops::make_vars(rank);
+    copy(vars) = f(ops::as_exprs(vars));
+    return copy;
+}
 
 void pin_output_shape(Halide::Func f, const Shape &shape) {
     pin_dense_shape([&](int k) { return f.output_buffer().dim(k); }, shape);

@@ -18,6 +18,13 @@
 
 namespace hfuse::exec {
 
+// A unique Halide name for a model value: `prefix` + the value with every character outside
+// [A-Za-z0-9_] made '_' (ONNX names often hold '/', '.', ':', which Halide reserves or rejects).
+std::string halide_name(const std::string &value, const std::string &prefix = "v_");
+
+// A pure Func named `name` that copies `f` (of `rank` dims): pipeline outputs must be distinct Funcs.
+Halide::Func pure_copy(const Halide::Func &f, int rank, const std::string &name);
+
 // Pins every dim of `f`'s output buffer to `shape`, dense row-major: the compiled pipeline then refuses
 // any other buffer, and addresses fold to constants.
 void pin_output_shape(Halide::Func f, const Shape &shape);

@@ -8,21 +8,6 @@
 #include <set>
 
 namespace hfuse::exec {
-namespace {
-
-// A pure copy of `f`: pipeline outputs must be distinct Funcs and not an input's wrapper.
-Halide::Func copy_of(const Halide::Func &f, int rank, const std::string &value) {
-    std::string name = "out_" + value;
-    for (char &c : name) {
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
-    }
-    Halide::Func copy(Halide::Internal::unique_name(name));
-    std::vector<Halide::Var> vars = ops::make_vars(rank);
-    copy(vars) = f(ops::as_exprs(vars));
-    return copy;
-}
-
-}  // namespace
 
 BoundValues bind_inputs(const Graph &graph, const std::vector<Halide::ImageParam> &params) {
     if (params.size() != graph.inputs.size()) throw Error("internal: one ImageParam per model input expected");
@@ -84,7 +69,8 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
         const Shape &shape = g.type_of(v).shape;
         Halide::Func f = bound.at(v);
         if (g.is_input(v) || !output_names.insert(f.name()).second) {
-            f = copy_of(f, static_cast<int>(shape.size()), v);
+            // Pipeline outputs must be distinct Funcs, and not an input's wrapper.
+            f = pure_copy(f, static_cast<int>(shape.size()), halide_name(v, "out_"));
             output_names.insert(f.name());
         }
         pin_output_shape(f, shape);
