@@ -224,8 +224,14 @@ void Executor::Impl::compile(const FusedGraph &plan) {
         // reader recomputes) has nothing to compute.
         if (live_out.empty()) continue;
         exec::LoweredGroup lowered = lower(g, grp, live_out, weights);
-        GroupRun run{grp.name, grp.master,           static_cast<int>(grp.nodes.size()),
-                     nullptr,  lowered.input_values, lowered.output_values};
+        GroupRun run{grp.name,
+                     grp.master,
+                     static_cast<int>(grp.nodes.size()),
+                     nullptr,
+                     lowered.input_values,
+                     lowered.output_values,
+                     {},
+                     {}};
         std::shared_ptr<CompiledPipeline> &compiled = cache[group_key(g, grp, live_out, options)];
         if (!compiled) {
             const Node *master = g.find_node(grp.master);
