@@ -11,7 +11,11 @@ PACKAGES=(
   libgtest-dev        # tests
   libbenchmark-dev    # bench/
   libdnnl-dev         # bench/: oneDNN, the peer on convolutions
+  libonnx-dev         # ONNX import: onnx/onnx_pb.h, libonnx_proto (its CMake package)
+  libprotobuf-dev     # ONNX import: the protobuf runtime ONNX's messages use
 )
+# Only to regenerate tests/data/onnx (tools/make_onnx_models.py) and for tools/onnx_acceptance.py, not
+# to build or test: python3-torch python3-torchvision python3-onnx.
 
 missing=()
 for p in "${PACKAGES[@]}"; do

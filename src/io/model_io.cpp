@@ -3,7 +3,10 @@
 #include "hfuse/error.h"
 #include "hfuse/passes.h"
 #include "hfuse/random.h"
+#include "io/onnx_import.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -247,17 +250,44 @@ json read_json_file(const std::string &path, const std::string &what) {
     }
 }
 
-Graph load_model(const std::string &path) {
+bool is_onnx_path(const std::string &path) {
+    std::string ext = path.size() >= 5 ? path.substr(path.size() - 5) : "";
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+    return ext == ".onnx";
+}
+
+Graph load_model(const std::string &path, const LoadOptions &options) {
+    if (is_onnx_path(path)) {
+        Graph g = import_onnx(path, options);
+        try {
+            return prepare(std::move(g));
+        } catch (Error &e) {
+            throw e.in_file(path);
+        }
+    }
     json model = read_json_file(path, "model file");
     std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
     try {
-        return prepare(parse_model(model, dir, path));
+        Graph g = parse_model(model, dir, path);
+        // JSON inputs have fixed shapes: a --shape must name an input and agree with it.
+        for (const auto &kv : options.input_shapes) {
+            auto in =
+                std::find_if(g.inputs.begin(), g.inputs.end(), [&](const GraphInput &i) { return i.name == kv.first; });
+            if (in == g.inputs.end())
+                fail_field("--shape " + kv.first, "the model has no input named '" + kv.first + "'");
+            if (in->shape != kv.second) {
+                fail_field("--shape " + kv.first,
+                           "the model fixes the shape at " + to_string(in->shape) + ", got " + to_string(kv.second));
+            }
+        }
+        return prepare(std::move(g));
     } catch (Error &e) {
         throw e.in_file(path);
     }
 }
 
 std::vector<std::string> model_files(const std::string &path) {
+    if (is_onnx_path(path)) return onnx_model_files(path);
     json model = read_json_file(path, "model file");
     std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
     std::vector<std::string> files = {path};
@@ -268,6 +298,78 @@ std::vector<std::string> model_files(const std::string &path) {
         }
     }
     return files;
+}
+
+namespace {
+
+// A weight name as part of a file name: letters, digits, '.', '-' and '_' kept, the rest '_'.
+std::string file_part(const std::string &name) {
+    std::string s;
+    for (char c : name) s += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ? c : '_';
+    return s.empty() ? "w" : s;
+}
+
+}  // namespace
+
+std::vector<std::string> save_model(const Graph &g, const std::string &path) {
+    const std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+    std::string stem = path.substr(path.find('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+    if (stem.size() > 5 && stem.substr(stem.size() - 5) == ".json") stem.resize(stem.size() - 5);
+
+    // One line per input, weight and node (in the README's key order), for reading and diffing.
+    using ordered = nlohmann::ordered_json;
+    std::vector<std::string> input_lines, weight_lines, node_lines;
+    for (const GraphInput &in : g.inputs) input_lines.push_back(ordered{{"name", in.name}, {"shape", in.shape}}.dump());
+
+    std::vector<std::string> written;
+    std::set<std::string> files;
+    for (const auto &kv : g.weights) {
+        const Constant &c = kv.second;
+        const bool ints = c.type.dtype == DType::Int64;
+        ordered w = {{"shape", c.type.shape}};
+        if (ints) w["dtype"] = "int64";
+        const int64_t n = num_elements(c.type.shape);
+        if (n <= 16) {
+            w["values"] = ints ? ordered(c.i64) : ordered(c.f32);
+        } else {
+            std::string file = stem + "." + file_part(kv.first);
+            for (int i = 2; files.count(file); i++) file = stem + "." + file_part(kv.first) + "_" + std::to_string(i);
+            files.insert(file);
+            file += ints ? ".i64" : ".f32";
+            const std::string full = dir + "/" + file;
+            std::ofstream out(full, std::ios::binary | std::ios::trunc);
+            if (!out) throw Error("cannot write '" + full + "'");
+            if (ints) {
+                out.write(reinterpret_cast<const char *>(c.i64.data()), n * 8);
+            } else {
+                out.write(reinterpret_cast<const char *>(c.f32.data()), n * 4);
+            }
+            if (!out) throw Error("failed writing '" + full + "'");
+            w["file"] = file;
+            written.push_back(full);
+        }
+        weight_lines.push_back(json(kv.first).dump() + ": " + w.dump());
+    }
+    for (const Node &n : g.nodes) {
+        ordered j = {{"name", n.name}, {"op", n.op}, {"inputs", n.inputs}};
+        if (n.outputs != std::vector<std::string>{n.name}) j["outputs"] = n.outputs;
+        if (!n.attrs.empty()) j["attrs"] = ordered::parse(n.attrs.dump());
+        node_lines.push_back(j.dump());
+    }
+    auto block = [](const std::vector<std::string> &lines, const char *open, const char *close) {
+        std::string s = open;
+        for (size_t i = 0; i < lines.size(); i++) s += "\n    " + lines[i] + (i + 1 < lines.size() ? "," : "");
+        return s + "\n  " + close;
+    };
+    std::ofstream out(path, std::ios::trunc);
+    if (!out) throw Error("cannot write the model file").in_file(path);
+    out << "{\n  \"format\": \"hfuse-model\", \"version\": 1, \"name\": " << json(g.name).dump() << ",\n"
+        << "  \"inputs\": " << block(input_lines, "[", "]") << ",\n"
+        << "  \"weights\": " << block(weight_lines, "{", "}") << ",\n"
+        << "  \"nodes\": " << block(node_lines, "[", "]") << ",\n"
+        << "  \"outputs\": " << json(g.outputs).dump() << "\n}\n";
+    if (!out) throw Error("failed writing the model file").in_file(path);
+    return written;
 }
 
 }  // namespace hfuse

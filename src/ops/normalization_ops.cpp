@@ -1,4 +1,5 @@
-// BatchNormalization (inference) and Softmax (opset 13: along one axis).
+// BatchNormalization (inference), Softmax (opset 13: along one axis) and ReduceMean (opset 13: axes
+// as an attribute).
 #include "halide_util.h"
 #include "hfuse/error.h"
 #include "op_families.h"
@@ -100,6 +101,69 @@ Lowered lower_softmax(const LowerContext &ctx) {
     return {{out}, {max_f, sum_f}, {}};
 }
 
+// ReduceMean's reduced dims (ONNX order; all of them when `axes` is absent) and output shape.
+struct ReducePlan {
+    std::vector<bool> reduced;
+    Shape out;
+};
+
+ReducePlan reduce_plan(const Attributes &attrs, const Shape &in) {
+    const int rank = static_cast<int>(in.size());
+    ReducePlan p;
+    p.reduced.assign(rank, !attrs.has("axes"));
+    for (int64_t a : attrs.get_ints("axes", {})) {
+        int k = normalize_axis(a, rank, "axes");
+        if (p.reduced[k]) fail_field("axes", "axis " + std::to_string(a) + " is given twice");
+        p.reduced[k] = true;
+    }
+    const int64_t keepdims = attrs.get_int("keepdims", 1);
+    if (keepdims != 0 && keepdims != 1) fail_field("keepdims", "must be 0 or 1, got " + std::to_string(keepdims));
+    for (int i = 0; i < rank; i++) {
+        if (!p.reduced[i]) {
+            p.out.push_back(in[i]);
+        } else if (keepdims) {
+            p.out.push_back(1);
+        }
+    }
+    return p;
+}
+
+// The sum over an RDom of the reduced dims, divided by their count.
+Lowered lower_reduce_mean(const LowerContext &ctx) {
+    const Shape &in = ctx.input_types[0]->shape;
+    const int rank = static_cast<int>(in.size());
+    const ReducePlan p = reduce_plan(ctx.attrs, in);
+    const int out_rank = ctx.output_types[0].rank();
+    std::vector<Halide::Var> vars = make_vars(out_rank);
+    Halide::Region region;
+    int64_t count = 1;
+    for (int i = rank - 1; i >= 0; i--) {  // innermost reduced dim first: r.x walks contiguous memory
+        if (!p.reduced[i]) continue;
+        region.push_back({0, to_int(in[i], "axes")});
+        count *= in[i];
+    }
+    Halide::RDom r(region, func_name(ctx, "r"));
+    // Input coords in ONNX order: kept dims read the output's Var, reduced dims the RDom.
+    std::vector<Expr> coords(rank);
+    const bool keep = out_rank == rank;
+    int next_r = static_cast<int>(region.size()) - 1, next_out = 0;
+    for (int i = 0; i < rank; i++) {
+        if (p.reduced[i]) {
+            coords[i] = r[next_r--];
+            if (keep) next_out++;
+        } else {
+            coords[i] = vars[halide_arg(next_out++, out_rank)];
+        }
+    }
+    std::vector<Expr> args(coords.rbegin(), coords.rend());
+    Func out(func_name(ctx));
+    std::vector<Expr> out_args = as_exprs(vars);
+    out(out_args) = 0.0f;
+    out(out_args) += ctx.inputs[0](args);
+    out(out_args) = out(out_args) / static_cast<float>(count);
+    return {{out}, {}, {}};
+}
+
 }  // namespace
 
 void register_normalization_ops(std::vector<OpSchema> &ops) {
@@ -126,6 +190,20 @@ void register_normalization_ops(std::vector<OpSchema> &ops) {
         return 4.0 * static_cast<double>(num_elements(outputs[0].shape));
     };
     ops.push_back(std::move(softmax));
+
+    OpSchema mean;
+    mean.name = "ReduceMean";
+    mean.kind = PatternKind::Reduction;
+    mean.attributes = {"axes", "keepdims"};
+    mean.infer = [](const InferContext &ctx) {
+        return std::vector<TensorType>{{DType::Float32, reduce_plan(ctx.attrs, ctx.inputs[0]->shape).out}};
+    };
+    mean.lower = lower_reduce_mean;
+    // One add per input element.
+    mean.flops = [](const InferContext &ctx, const std::vector<TensorType> &) {
+        return static_cast<double>(num_elements(ctx.inputs[0]->shape));
+    };
+    ops.push_back(std::move(mean));
 }
 
 }  // namespace hfuse::ops

@@ -11,8 +11,8 @@ namespace hfuse::ops {
 void register_conv_ops(std::vector<OpSchema> &ops);           // Conv
 void register_pool_ops(std::vector<OpSchema> &ops);           // MaxPool, AveragePool, Global*Pool
 void register_elementwise_ops(std::vector<OpSchema> &ops);    // activations, Add/Sub/Mul/Div
-void register_normalization_ops(std::vector<OpSchema> &ops);  // BatchNormalization, Softmax
+void register_normalization_ops(std::vector<OpSchema> &ops);  // BatchNormalization, Softmax, ReduceMean
 void register_linalg_ops(std::vector<OpSchema> &ops);         // Gemm, MatMul
-void register_shape_ops(std::vector<OpSchema> &ops);          // Reshape, Transpose, Concat, ...
+void register_shape_ops(std::vector<OpSchema> &ops);          // Reshape, Transpose, Concat, Resize, ...
 
 }  // namespace hfuse::ops

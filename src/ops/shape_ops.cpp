@@ -1,5 +1,5 @@
 // Data-movement ops (ONNX opset 13): Flatten, Reshape, Transpose, Concat, Split, Slice, Identity,
-// Dropout (inference) and Pad. Every output element reads at most one input element, so all of them
+// Dropout (inference), Pad and Resize (nearest). Every output element reads at most one input element, so all of them
 // are Injective with no FLOPs; each Halide definition maps output coordinates to input coordinates
 // using the static shapes.
 //
@@ -10,6 +10,7 @@
 #include "op_families.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <numeric>
@@ -578,6 +579,136 @@ Lowered lower_pad(const LowerContext &ctx) {
     return single_output(define(ctx, c, value));
 }
 
+// ---- Resize (mode nearest): output index -> input index per dim, computed once from static shapes.
+
+struct ResizePlan {
+    Shape out;
+    std::vector<std::vector<int32_t>> source;  // per dim: the input index each output index reads
+};
+
+// ONNX's get_original_coordinate and get_nearest_pixel for one dim, in float as onnxruntime computes.
+ResizePlan resize_plan(const Operands &op) {
+    const Shape &in = op.shape(0);
+    const int rank = static_cast<int>(in.size());
+    const std::string mode = op.attrs.get_string("mode", "nearest");
+    if (mode != "nearest") fail_field("mode", "only 'nearest' is supported, got '" + mode + "'");
+    const std::string transform = op.attrs.get_string("coordinate_transformation_mode", "half_pixel");
+    const std::string nearest = op.attrs.get_string("nearest_mode", "round_prefer_floor");
+    static const std::vector<std::string> transforms = {"half_pixel", "pytorch_half_pixel", "align_corners",
+                                                        "asymmetric", "tf_half_pixel_for_nn"};
+    if (std::find(transforms.begin(), transforms.end(), transform) == transforms.end()) {
+        fail_field("coordinate_transformation_mode",
+                   "'" + transform +
+                       "' is not supported (half_pixel, pytorch_half_pixel, align_corners, asymmetric, "
+                       "tf_half_pixel_for_nn)");
+    }
+    if (nearest != "round_prefer_floor" && nearest != "round_prefer_ceil" && nearest != "floor" && nearest != "ceil") {
+        fail_field("nearest_mode",
+                   "must be round_prefer_floor, round_prefer_ceil, floor or ceil, got '" + nearest + "'");
+    }
+    op.attrs.get_float("cubic_coeff_a", -0.75f);  // type-checks; only cubic and crop modes use these
+    op.attrs.get_int("exclude_outside", 0);
+    op.attrs.get_float("extrapolation_value", 0.0f);
+
+    const Constant *roi = op.num_inputs() > 1 ? op.constant(1, "roi", DType::Float32) : nullptr;
+    const Constant *scales = op.num_inputs() > 2 ? op.constant(2, "scales", DType::Float32) : nullptr;
+    std::optional<std::vector<int64_t>> sizes = op.num_inputs() > 3 ? op.ints(3, "sizes") : std::nullopt;
+    (void)roi;  // only tf_crop_and_resize reads it
+    if ((scales != nullptr) == sizes.has_value()) {
+        fail_field(input_field(2, "scales"), "exactly one of scales and sizes must be given");
+    }
+    std::vector<float> scale(rank);
+    ResizePlan p;
+    p.out = in;
+    if (scales) {
+        if ((int)scales->f32.size() != rank || scales->type.rank() != 1) {
+            fail_field(input_field(2, "scales"), "needs one value per input dim (" + std::to_string(rank) +
+                                                     "), got shape [" + to_string(scales->type.shape) + "]");
+        }
+        for (int a = 0; a < rank; a++) {
+            scale[a] = scales->f32[a];
+            if (!(scale[a] > 0)) fail_field(input_field(2, "scales"), "scales must be positive");
+            p.out[a] = static_cast<int64_t>(std::floor(static_cast<double>(in[a]) * scale[a]));
+            if (p.out[a] < 1) {
+                fail_field(input_field(2, "scales"), "scale " + std::to_string(scale[a]) + " leaves dim " +
+                                                         std::to_string(a) + " (" + std::to_string(in[a]) + ") empty");
+            }
+        }
+    } else {
+        if ((int)sizes->size() != rank) {
+            fail_field(input_field(3, "sizes"),
+                       "needs one value per input dim (" + std::to_string(rank) + "), got " + list(*sizes));
+        }
+        for (int a = 0; a < rank; a++) {
+            if ((*sizes)[a] < 1 || (*sizes)[a] > kMaxTensorElements) {
+                fail_field(input_field(3, "sizes"), "sizes must be positive, got " + list(*sizes));
+            }
+            p.out[a] = (*sizes)[a];
+            scale[a] = static_cast<float>(p.out[a]) / static_cast<float>(in[a]);
+        }
+    }
+    if (num_elements(p.out) > kMaxTensorElements) fail_field("output", "the resized tensor is too large");
+    for (int a = 0; a < rank; a++) {
+        const float length_in = static_cast<float>(in[a]), length_out = static_cast<float>(p.out[a]);
+        std::vector<int32_t> src(p.out[a]);
+        for (int64_t o = 0; o < p.out[a]; o++) {
+            const float x = static_cast<float>(o);
+            float orig;
+            if (transform == "half_pixel") {
+                orig = (x + 0.5f) / scale[a] - 0.5f;
+            } else if (transform == "pytorch_half_pixel") {
+                orig = length_out > 1 ? (x + 0.5f) / scale[a] - 0.5f : 0.0f;
+            } else if (transform == "align_corners") {
+                orig = length_out == 1 ? 0.0f : x * (length_in - 1) / (length_out - 1);
+            } else if (transform == "asymmetric") {
+                orig = x / scale[a];
+            } else {  // tf_half_pixel_for_nn
+                orig = (x + 0.5f) / scale[a];
+            }
+            float r;
+            if (nearest == "floor") {
+                r = std::floor(orig);
+            } else if (nearest == "ceil") {
+                r = std::ceil(orig);
+            } else if (orig == std::floor(orig) + 0.5f) {  // a tie
+                r = nearest == "round_prefer_floor" ? std::floor(orig) : std::ceil(orig);
+            } else {
+                r = std::round(orig);
+            }
+            src[o] = static_cast<int32_t>(std::clamp<float>(r, 0.0f, length_in - 1));
+        }
+        p.source.push_back(std::move(src));
+    }
+    return p;
+}
+
+Lowered lower_resize(const LowerContext &ctx) {
+    const ResizePlan p = resize_plan(Operands(ctx));
+    const Shape &in = ctx.input_types[0]->shape;
+    OutputCoords c = output_coords(static_cast<int>(in.size()));
+    std::vector<Expr> coords(in.size());
+    for (size_t a = 0; a < in.size(); a++) {
+        const std::vector<int32_t> &src = p.source[a];
+        const int64_t n = static_cast<int64_t>(src.size());
+        // Integer upsampling (src[o] = o / k) and the identity are arithmetic; anything else a table.
+        int64_t k = n / in[a];
+        bool divides = k >= 1 && n == k * in[a];
+        for (int64_t o = 0; divides && o < n; o++) divides = src[o] == o / k;
+        if (divides) {
+            coords[a] = k == 1 ? c.onnx[a] : c.onnx[a] / int_expr(k);
+            continue;
+        }
+        Halide::Buffer<int32_t> table(static_cast<int>(n));
+        for (int64_t o = 0; o < n; o++) table(static_cast<int>(o)) = src[o];
+        Func lookup(func_name(ctx, "index" + std::to_string(a)));
+        Var x("x");
+        lookup(x) = table(x);
+        // The clamp tells bounds inference what the table holds.
+        coords[a] = Halide::clamp(lookup(c.onnx[a]), 0, int_expr(in[a] - 1));
+    }
+    return single_output(define(ctx, c, call(ctx.inputs[0], coords)));
+}
+
 }  // namespace
 
 void register_shape_ops(std::vector<OpSchema> &ops) {
@@ -640,6 +771,15 @@ void register_shape_ops(std::vector<OpSchema> &ops) {
     pad.infer = [](const InferContext &ctx) { return float_output(pad_plan(Operands(ctx)).out); };
     pad.lower = lower_pad;
     ops.push_back(std::move(pad));
+
+    // Inputs: X, roi (unused by the supported modes), scales, sizes; mode nearest only.
+    OpSchema resize = injective_op("Resize", 1, 4,
+                                   {"coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
+                                    "extrapolation_value", "mode", "nearest_mode"},
+                                   {1, 2, 3});
+    resize.infer = [](const InferContext &ctx) { return float_output(resize_plan(Operands(ctx)).out); };
+    resize.lower = lower_resize;
+    ops.push_back(std::move(resize));
 }
 
 }  // namespace hfuse::ops

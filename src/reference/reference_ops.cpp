@@ -643,6 +643,89 @@ std::vector<RefTensor> pad(const OpArgs &a) {
     return {out};
 }
 
+// ReduceMean (opset 13): the mean over `axes` (every axis when absent), reduced dims kept as 1 or dropped.
+std::vector<RefTensor> reduce_mean(const OpArgs &a) {
+    const RefTensor &x = a.in(0);
+    const int r = rank(x);
+    std::vector<bool> reduced(r, !a.attrs.has("axes"));
+    for (int64_t axis : a.attrs.get_ints("axes", {})) reduced[normalize_axis(axis, r, "axes")] = true;
+    const bool keep = a.attrs.get_int("keepdims", 1) != 0;
+    Shape kept_shape = x.shape;  // the output with every reduced dim 1
+    int64_t n = 1;
+    for (int d = 0; d < r; d++) {
+        if (reduced[d]) {
+            kept_shape[d] = 1;
+            n *= x.shape[d];
+        }
+    }
+    std::vector<double> sum(num_elements(kept_shape), 0.0);
+    const Strides out_strides = strides_of(kept_shape);
+    std::vector<int64_t> idx(r, 0);
+    for (size_t i = 0; i < x.data.size(); i++) {
+        int64_t o = 0;
+        for (int d = 0; d < r; d++) o += reduced[d] ? 0 : idx[d] * out_strides[d];
+        sum[o] += x.data[i];
+        for (int d = r - 1; d >= 0 && ++idx[d] == x.shape[d]; d--) idx[d] = 0;
+    }
+    Shape shape;
+    for (int d = 0; d < r; d++) {
+        if (!reduced[d] || keep) shape.push_back(kept_shape[d]);
+    }
+    RefTensor out = zeros(shape);
+    for (size_t i = 0; i < sum.size(); i++) out.data[i] = static_cast<float>(sum[i] / n);
+    return {out};
+}
+
+// Resize (opset 13), mode nearest: each output cell copies the input cell nearest to where it maps
+// back to, per the spec's coordinate transformation and nearest rounding (in float, as onnxruntime).
+std::vector<RefTensor> resize(const OpArgs &a) {
+    const RefTensor &x = a.in(0);
+    const int r = rank(x);
+    if (a.attrs.get_string("mode", "nearest") != "nearest") fail_field("mode", "only nearest");
+    const std::string ctm = a.attrs.get_string("coordinate_transformation_mode", "half_pixel");
+    const std::string rounding = a.attrs.get_string("nearest_mode", "round_prefer_floor");
+    std::vector<float> scale(r);
+    Shape shape(r);
+    if (a.has(3)) {
+        const std::vector<int64_t> &sizes = a.ints(3, "input 3 (sizes)");
+        for (int d = 0; d < r; d++) {
+            shape[d] = sizes.at(d);
+            scale[d] = float(shape[d]) / float(x.shape[d]);
+        }
+    } else {
+        const RefTensor &s = a.in(2);
+        for (int d = 0; d < r; d++) {
+            scale[d] = s.data.at(d);
+            shape[d] = static_cast<int64_t>(std::floor(double(x.shape[d]) * scale[d]));
+        }
+    }
+    auto source = [&](int d, int64_t o) {
+        const float xo = float(o), in_len = float(x.shape[d]), out_len = float(shape[d]);
+        float c = 0;
+        if (ctm == "asymmetric") c = xo / scale[d];
+        if (ctm == "half_pixel") c = (xo + 0.5f) / scale[d] - 0.5f;
+        if (ctm == "pytorch_half_pixel") c = out_len > 1 ? (xo + 0.5f) / scale[d] - 0.5f : 0.0f;
+        if (ctm == "tf_half_pixel_for_nn") c = (xo + 0.5f) / scale[d];
+        if (ctm == "align_corners") c = out_len == 1 ? 0.0f : xo * (in_len - 1) / (out_len - 1);
+        float f = std::floor(c);
+        float v = rounding == "floor"  ? f
+                  : rounding == "ceil" ? std::ceil(c)
+                  : c - f == 0.5f      ? (rounding == "round_prefer_floor" ? f : f + 1)
+                                       : std::round(c);
+        return static_cast<int64_t>(std::min(std::max(v, 0.0f), in_len - 1));
+    };
+    RefTensor out = zeros(shape);
+    const Strides in_strides = strides_of(x.shape);
+    std::vector<int64_t> idx(r, 0);
+    for (size_t i = 0; i < out.data.size(); i++) {
+        int64_t offset = 0;
+        for (int d = 0; d < r; d++) offset += source(d, idx[d]) * in_strides[d];
+        out.data[i] = x.data[offset];
+        for (int d = r - 1; d >= 0 && ++idx[d] == shape[d]; d--) idx[d] = 0;
+    }
+    return {out};
+}
+
 std::vector<RefTensor> identity(const OpArgs &a) {
     if (a.num_outputs > 1) fail_field("outputs", "the mask output is not supported");
     return {a.in(0)};
@@ -720,6 +803,8 @@ const std::map<std::string, OpFn> &op_table() {
         {"Pad", pad},
         {"Identity", identity},
         {"Dropout", identity},
+        {"ReduceMean", reduce_mean},
+        {"Resize", resize},
     };
     return table;
 }

@@ -1,8 +1,10 @@
-// BatchNormalization (inference) and Softmax, checked against the reference evaluator.
+// BatchNormalization (inference), Softmax and ReduceMean, checked against the reference evaluator.
 #include "op_test_util.h"
 
 namespace hfuse::test {
 namespace {
+
+using nlohmann::json;
 
 // Relative to the output scale: BN is a few float32 operations per element; Softmax sums at most a
 // few dozen exp() terms (each within a few ulp), so errors stay near 1e-6; 1e-4 leaves ample margin.
@@ -48,6 +50,29 @@ TEST(NormalizationOps, SoftmaxDefaultAxis) {
     check_op({"Softmax", {}, {weight({5, 17}, -300, 300)}}, kTol);
 }
 
+TEST(NormalizationOps, ReduceMeanAxesAndKeepdims) {
+    const Shape s = {3, 5, 7, 4};
+    // Single axes (negative too), pairs, the spatial dims, every axis (axes absent); kept and dropped.
+    const std::vector<std::vector<int64_t>> axes = {{0}, {1}, {-1}, {2}, {1, 3}, {-2, -1}, {0, 1, 2, 3}};
+    for (int keep = 0; keep <= 1; keep++) {
+        for (const auto &a : axes) check_op({"ReduceMean", {{"axes", a}, {"keepdims", keep}}, {activation(s)}}, kTol);
+        check_op({"ReduceMean", {{"keepdims", keep}}, {activation(s)}}, kTol);
+    }
+    check_op({"ReduceMean", json::object(), {activation({2, 9, 1})}}, kTol);  // default: every axis, kept
+    Rng rng(41);
+    for (int t = 0; t < 4; t++) {
+        const int rank = rng.uniform_int(1, 4);
+        Shape shape;
+        std::vector<int64_t> reduce;
+        for (int i = 0; i < rank; i++) {
+            shape.push_back(rng.uniform_int(1, 6));
+            if (rng.coin()) reduce.push_back(rng.coin() ? i : i - rank);
+        }
+        if (reduce.empty()) reduce.push_back(0);
+        check_op({"ReduceMean", {{"axes", reduce}, {"keepdims", rng.uniform_int(0, 1)}}, {activation(shape)}}, kTol);
+    }
+}
+
 TEST(NormalizationOps, Errors) {
     expect_op_error({"BatchNormalization", {}, bn_inputs(activation({2, 3, 4}), 4)}, "must have shape [3]");
     expect_op_error(
@@ -57,6 +82,9 @@ TEST(NormalizationOps, Errors) {
     expect_op_error({"BatchNormalization", {{"training_mode", 1}}, bn_inputs(activation({2, 3}), 3)}, "training_mode");
     expect_op_error({"Softmax", {{"axis", 4}}, {activation({2, 3, 4, 5})}}, "axis 4 is out of range for rank 4");
     expect_op_error({"Softmax", {{"axis", -3}}, {activation({2, 3})}}, "out of range");
+    expect_op_error({"ReduceMean", {{"axes", {0, 2}}}, {activation({2, 3})}}, "out of range");
+    expect_op_error({"ReduceMean", {{"axes", {1, -1}}}, {activation({2, 3})}}, "given twice");
+    expect_op_error({"ReduceMean", {{"keepdims", 2}}, {activation({2, 3})}}, "must be 0 or 1");
 }
 
 }  // namespace

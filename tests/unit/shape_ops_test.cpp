@@ -301,7 +301,64 @@ TEST(ShapeOpsPad, RandomPads) {
     }
 }
 
+// ---- Resize (nearest)
+
+OpCase resize_scales(const Shape &in, std::vector<float> scales, json attrs = json::object()) {
+    const int64_t n = static_cast<int64_t>(scales.size());
+    return {"Resize", std::move(attrs), {activation(in), missing(), weight_values({n}, std::move(scales))}};
+}
+
+OpCase resize_sizes(const Shape &in, std::vector<int64_t> sizes, json attrs = json::object()) {
+    return {"Resize", std::move(attrs), {activation(in), missing(), missing(), ints(std::move(sizes))}};
+}
+
+TEST(ShapeOpsResize, IntegerUpsamplingAsPyTorchExportsIt) {
+    const json torch = {
+        {"mode", "nearest"}, {"coordinate_transformation_mode", "asymmetric"}, {"nearest_mode", "floor"}};
+    check_op(resize_scales({1, 3, 5, 7}, {1, 1, 2, 2}, torch));
+    check_op(resize_scales({2, 2, 3, 4}, {1, 1, 3, 2}, torch));
+    check_op(resize_sizes({1, 2, 4, 4}, {1, 2, 8, 12}, torch));
+}
+
+TEST(ShapeOpsResize, EveryCoordinateTransformAndRounding) {
+    // Non-integer ratios up and down, by scales and by sizes, so ties and clamping at both ends occur;
+    // each (transform, rounding) pair takes one of the three cases in turn (each case costs a JIT).
+    int k = 0;
+    for (const char *transform :
+         {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn"}) {
+        for (const char *rounding : {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}) {
+            const json attrs = {{"coordinate_transformation_mode", transform}, {"nearest_mode", rounding}};
+            switch (k++ % 3) {
+            case 0: check_op(resize_sizes({1, 2, 5, 7}, {1, 2, 8, 3}, attrs)); break;
+            case 1: check_op(resize_scales({1, 1, 6, 4}, {1, 1, 0.5f, 2.5f}, attrs)); break;
+            default: check_op(resize_sizes({1, 1, 4, 3}, {1, 1, 1, 7}, attrs)); break;  // an output dim of 1
+            }
+        }
+    }
+    check_op(resize_scales({2, 3, 4}, {1, 1, 1.5f}));  // defaults: half_pixel, round_prefer_floor; rank 3
+    check_op(resize_scales({4, 5}, {2, 0.6f}));        // rank 2, both dims resized
+}
+
 // ---- errors
+
+TEST(ShapeOpsErrors, Resize) {
+    expect_op_error(resize_scales({1, 1, 4, 4}, {1, 1, 2, 2}, {{"mode", "linear"}}), "only 'nearest'");
+    expect_op_error(
+        resize_scales({1, 1, 4, 4}, {1, 1, 2, 2}, {{"coordinate_transformation_mode", "tf_crop_and_resize"}}),
+        "not supported");
+    expect_op_error(resize_scales({1, 1, 4, 4}, {1, 1, 2, 2}, {{"nearest_mode", "round"}}), "nearest_mode");
+    expect_op_error(resize_scales({1, 1, 4, 4}, {1, 2, 2}), "one value per input dim");
+    expect_op_error(resize_scales({1, 1, 4, 4}, {1, 1, 0.1f, 1}), "empty");
+    expect_op_error(resize_scales({1, 1, 4, 4}, {1, 1, -2, 1}), "positive");
+    expect_op_error(resize_sizes({1, 1, 4, 4}, {1, 1, 0, 4}), "positive");
+    expect_op_error({"Resize", json::object(), {activation({1, 1, 4, 4})}}, "exactly one of scales and sizes");
+    expect_op_error({"Resize",
+                     json::object(),
+                     {activation({1, 1, 4, 4}), missing(), weight_values({4}, {1, 1, 2, 2}), ints({1, 1, 8, 8})}},
+                    "exactly one of scales and sizes");
+    expect_op_error({"Resize", json::object(), {activation({1, 1, 4, 4}), missing(), activation({4})}},
+                    "must be a weight");
+}
 
 TEST(ShapeOpsErrors, Flatten) {
     expect_op_error({"Flatten", {{"axis", 4}}, {activation({2, 3, 4})}}, "out of range");

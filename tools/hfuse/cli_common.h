@@ -4,6 +4,7 @@
 #include "hfuse/executor.h"
 #include "hfuse/fused_graph.h"
 #include "hfuse/graph.h"
+#include "hfuse/model_io.h"
 
 #include <CLI/CLI.hpp>
 
@@ -31,6 +32,18 @@ Command add_run(CLI::App &app);
 Command add_bench(CLI::App &app);
 Command add_demo(CLI::App &app);
 Command add_compile(CLI::App &app);
+Command add_import(CLI::App &app);
+
+// The MODEL argument (.json or .onnx) and --shape NAME=DIMS (repeatable), which fixes the shape of a
+// model input with dynamic dims (ONNX); shared by the commands that load a model.
+struct ModelArg {
+    std::string path;
+    std::vector<std::string> shapes;
+
+    void add(CLI::App *cmd);
+    LoadOptions options() const;  // a malformed --shape is a UsageError
+    Graph load() const { return load_model(path, options()); }
+};
 
 // Seed of the generated data for the i-th model input when no --input is given (documented in README).
 inline uint64_t default_input_seed(size_t index) {

@@ -13,7 +13,7 @@ namespace hfuse::cli {
 namespace {
 
 struct BenchOptions {
-    std::string model;
+    ModelArg model;
     PlanChoice plan;
     int runs = 20;
     bool json = false, compare = false;
@@ -39,7 +39,7 @@ Timed build(const FusedGraph &plan, const ExecutorOptions &options) {
 }
 
 int bench(const BenchOptions &o) {
-    Graph g = load_model(o.model);
+    Graph g = o.model.load();
     auto inputs = load_inputs(g, {}, true);
     if (!o.compare) {
         Timed t = build(o.plan.make(g), o.plan.options());
@@ -113,7 +113,7 @@ int bench(const BenchOptions &o) {
 Command add_bench(CLI::App &app) {
     auto *cmd = app.add_subcommand("bench", "time whole-model runs (generated inputs) under a plan");
     auto o = std::make_shared<BenchOptions>();
-    cmd->add_option("MODEL", o->model, "model file (.json)")->required();
+    o->model.add(cmd);
     o->plan.add_flags(cmd);
     o->plan.add_schedule_flags(cmd);
     cmd->add_option("--runs", o->runs, "timed runs after one warm-up run")->check(CLI::Range(1, 100000));

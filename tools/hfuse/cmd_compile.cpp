@@ -16,7 +16,8 @@ namespace hfuse::cli {
 namespace {
 
 struct CompileOptions {
-    std::string model, dir, name, target = "host", depfile;
+    ModelArg model;
+    std::string dir, name, target = "host", depfile;
     PlanChoice plan;
 };
 
@@ -35,7 +36,7 @@ void copy_runtime_headers(const std::string &dir) {
 // Makefile syntax, as CMake's DEPFILE and Ninja read it: the library depends on the model's files,
 // the plan and rule files.
 void write_depfile(const CompileOptions &o, const std::string &library) {
-    std::vector<std::string> deps = model_files(o.model);
+    std::vector<std::string> deps = model_files(o.model.path);
     if (!o.plan.plan_file.empty()) deps.push_back(o.plan.plan_file);
     for (const std::string &r : o.plan.rules) {
         if (std::filesystem::exists(r)) deps.push_back(r);  // a file, not a built-in name
@@ -62,7 +63,7 @@ int compile(const CompileOptions &o) {
         throw UsageError("--name '" + o.name + "' must be a C identifier (letters, digits, '_'; not a keyword)");
     }
     Halide::Target target(o.target);
-    Graph g = load_model(o.model);
+    Graph g = o.model.load();
     FusedGraph plan = o.plan.make(g, target);
     std::error_code ec;
     std::filesystem::create_directories(o.dir, ec);
@@ -98,7 +99,7 @@ Command add_compile(CLI::App &app) {
     auto *cmd = app.add_subcommand(
         "compile", "compile the model under a plan ahead of time: DIR/NAME.a (self-contained) and DIR/NAME.h");
     auto o = std::make_shared<CompileOptions>();
-    cmd->add_option("MODEL", o->model, "model file (.json)")->required();
+    o->model.add(cmd);
     o->plan.add_flags(cmd);
     o->plan.add_schedule_flags(cmd, "the whole compiled pipeline");
     cmd->add_option("-o,--output-dir", o->dir, "directory for NAME.a and NAME.h (created if missing)")->required();

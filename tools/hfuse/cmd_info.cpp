@@ -7,8 +7,9 @@
 
 namespace hfuse::cli {
 
-int print_info(const std::string &path) {
-    Graph g = load_model(path);
+int print_info(const ModelArg &model) {
+    const std::string &path = model.path;
+    Graph g = model.load();
     std::printf("model '%s' (%s): %zu nodes\n", g.name.c_str(), path.c_str(), g.nodes.size());
     for (const auto &in : g.inputs) std::printf("  input  %-20s [%s]\n", in.name.c_str(), to_string(in.shape).c_str());
     for (const auto &o : g.outputs)
@@ -31,10 +32,17 @@ int print_info(const std::string &path) {
     return 0;
 }
 
+// For `hfuse demo` (cmd_demo.cpp).
+int print_info(const std::string &path) {
+    ModelArg model;
+    model.path = path;
+    return print_info(model);
+}
+
 Command add_info(CLI::App &app) {
     auto *cmd = app.add_subcommand("info", "print the graph with inferred shapes, pattern kinds and FLOPs");
-    auto model = std::make_shared<std::string>();
-    cmd->add_option("MODEL", *model, "model file (.json)")->required();
+    auto model = std::make_shared<ModelArg>();
+    model->add(cmd);
     return {cmd, [model] { return print_info(*model); }};
 }
 

@@ -11,12 +11,13 @@ namespace hfuse::cli {
 namespace {
 
 struct PlanOptions {
-    std::string model, out, dot;
+    ModelArg model;
+    std::string out, dot;
     PlanChoice choice;
 };
 
 int plan(const PlanOptions &o) {
-    Graph g = load_model(o.model);
+    Graph g = o.model.load();
     FusedGraph plan = o.choice.make(g);
     std::printf("%s", plan_table(plan).c_str());
     if (!o.out.empty()) {
@@ -36,7 +37,7 @@ int plan(const PlanOptions &o) {
 Command add_plan(CLI::App &app) {
     auto *cmd = app.add_subcommand("plan", "plan fusion: print the groups, write the plan and a drawing");
     auto o = std::make_shared<PlanOptions>();
-    cmd->add_option("MODEL", o->model, "model file (.json)")->required();
+    o->model.add(cmd);
     o->choice.add_flags(cmd);
     cmd->add_option("-o,--output", o->out, "write the plan as JSON (feed it back with run --plan)");
     cmd->add_option("--dot", o->dot, "write a Graphviz drawing: groups as clusters, masters marked");

@@ -9,7 +9,7 @@ namespace hfuse::cli {
 namespace {
 
 struct RunOptions {
-    std::string model;
+    ModelArg model;
     std::vector<std::string> inputs, outputs;
     PlanChoice plan;
     bool check = false, profile = false;
@@ -36,7 +36,7 @@ void print_profile(const Profile &p) {
 }
 
 int run(const RunOptions &o) {
-    Graph g = load_model(o.model);
+    Graph g = o.model.load();
     std::map<std::string, std::string> out_files = bind_files(o.outputs, g.outputs, "--output");
     std::map<std::string, TensorBuffer> inputs = load_inputs(g, o.inputs, !out_files.empty());
     Executor ex(o.plan.make(g), o.plan.options());
@@ -59,7 +59,7 @@ int run(const RunOptions &o) {
 Command add_run(CLI::App &app) {
     auto *cmd = app.add_subcommand("run", "run a model and print or write its outputs");
     auto o = std::make_shared<RunOptions>();
-    cmd->add_option("MODEL", o->model, "model file (.json)")->required();
+    o->model.add(cmd);
     o->plan.add_flags(cmd);
     o->plan.add_schedule_flags(cmd);
     cmd->add_option("--input", o->inputs, "FILE or NAME=FILE: raw little-endian float32, NCHW order")

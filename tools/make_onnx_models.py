@@ -1,0 +1,300 @@
+#!/usr/bin/python3
+"""Regenerates the small ONNX test models in tests/data/onnx/ and PyTorch's outputs for them.
+
+Each model is a PyTorch module with seeded random weights (BatchNorm statistics randomized too, so
+folding them matters), exported by torch.onnx.export; its input (seeded uniform [-1, 1]) and PyTorch's
+output are saved as raw little-endian float32 next to it, and tests/data/onnx/models.json lists them
+for tests/unit/onnx_import_test.cpp, which runs each through hfuse and compares.
+
+Needs Debian's PyTorch (torchvision for the building blocks it takes from it) and onnx:
+
+    apt-get install python3-torch python3-torchvision python3-onnx
+    /usr/bin/python3 tools/make_onnx_models.py            # writes tests/data/onnx/
+
+The models are small on purpose (reduced widths and inputs: a few MB in all); the full-size
+torchvision networks are exported and checked by tools/onnx_acceptance.py instead.
+"""
+import json
+import os
+import sys
+import warnings
+
+import onnx
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+from torchvision.models.resnet import BasicBlock
+from torchvision.models.squeezenet import Fire
+
+warnings.filterwarnings("ignore")
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "onnx")
+
+
+def randomize_batchnorm(model, gen):
+    """BatchNorm with non-trivial statistics and affine parameters (defaults would fold to identity)."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            c = m.num_features
+            m.running_mean.copy_(torch.rand(c, generator=gen) - 0.5)
+            m.running_var.copy_(torch.rand(c, generator=gen) + 0.5)
+            m.weight.data.copy_(torch.rand(c, generator=gen) + 0.5)
+            m.bias.data.copy_(torch.rand(c, generator=gen) - 0.5)
+
+
+class SmallResNet(nn.Module):
+    """ResNet with torchvision's BasicBlock at reduced widths: stem, three stages (two downsampling
+    with a 1x1 conv + BN shortcut), global pooling and a linear classifier."""
+
+    def __init__(self, widths=(8, 16, 32), classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, widths[0], 3, padding=1, bias=False), nn.BatchNorm2d(widths[0]),
+                                  nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1))
+        layers, c = [], widths[0]
+        for i, w in enumerate(widths):
+            stride = 1 if i == 0 else 2
+            down = None
+            if stride != 1 or c != w:
+                down = nn.Sequential(nn.Conv2d(c, w, 1, stride, bias=False), nn.BatchNorm2d(w))
+            layers += [BasicBlock(c, w, stride, down), BasicBlock(w, w)]
+            c = w
+        self.layers = nn.Sequential(*layers)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(c, classes)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.pool(self.layers(self.stem(x))), 1))
+
+
+class SmallSqueezeNet(nn.Module):
+    """SqueezeNet 1.1's structure with torchvision's Fire modules at reduced widths; max pools with
+    ceil_mode on an odd input so the ceil windows matter."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 3, stride=2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, ceil_mode=True),
+            Fire(16, 4, 8, 8), Fire(16, 4, 8, 8), nn.MaxPool2d(3, 2, ceil_mode=True),
+            Fire(16, 8, 16, 16), Fire(32, 8, 16, 16))
+        self.classifier = nn.Sequential(nn.Dropout(0.5), nn.Conv2d(32, classes, 1), nn.ReLU(inplace=True),
+                                        nn.AdaptiveAvgPool2d(1))
+
+    def forward(self, x):
+        return torch.flatten(self.classifier(self.features(x)), 1)
+
+
+class SmallVGG(nn.Module):
+    """A VGG-style stack (conv3x3 + ReLU, max pools), adaptive average pooling to 2x2 and a classifier
+    with dropout; flattened with x.view(x.size(0), -1), which exports Shape -> Gather -> Unsqueeze ->
+    Concat -> Reshape (exported with a dynamic batch dim: hfuse needs --shape)."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        cfg = [8, "M", 16, 16, "M", 32, 32, "M"]
+        layers, c = [], 3
+        for v in cfg:
+            if v == "M":
+                layers.append(nn.MaxPool2d(2, 2))
+            else:
+                layers += [nn.Conv2d(c, v, 3, padding=1), nn.ReLU(inplace=True)]
+                c = v
+        self.features = nn.Sequential(*layers)
+        self.avgpool = nn.AdaptiveAvgPool2d((2, 2))
+        self.classifier = nn.Sequential(nn.Linear(c * 4, 64), nn.ReLU(True), nn.Dropout(), nn.Linear(64, classes))
+
+    def forward(self, x):
+        x = self.avgpool(self.features(x))
+        return self.classifier(x.view(x.size(0), -1))
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 64), nn.Tanh(), nn.Linear(64, 32),
+                                 nn.Sigmoid(), nn.Linear(32, 10))
+
+    def forward(self, x):
+        return torch.softmax(self.net(x), dim=1)
+
+
+class OpsMix(nn.Module):
+    """The ops the importer rewrites or folds, in one model: constant Pad (ConstantOfShape, Concat,
+    Slice, Cast... on shapes), depthwise conv, nearest upsampling (Resize, or Upsample at opset 9),
+    ReduceMean over channels and over the spatial dims, Gather/Unsqueeze/Squeeze of activations,
+    arithmetic with constants, HardSwish, LeakyReLU, Sigmoid, Softmax; two outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8)
+        self.fc = nn.Linear(9 + 7 * 8, 10)
+
+    def forward(self, x):  # 1 x 3 x 12 x 12
+        y = F.leaky_relu(self.conv1(x), 0.1)
+        y = F.pad(y, (1, 2, 0, 1))  # 13 x 15
+        y = self.conv2(y)  # 7 x 8
+        y = F.interpolate(y, scale_factor=2.0, mode="nearest")  # 14 x 16
+        m = y.mean(1, keepdim=True)
+        y = torch.cat([y, torch.sigmoid(m)], 1)  # 9 channels
+        y = F.hardswish(y) * 0.5 - 0.1
+        g = y.mean((2, 3))  # N x 9
+        first = y[:, 1].unsqueeze(1)  # N x 1 x 14 x 16
+        p = F.max_pool2d(first, 2, ceil_mode=True).squeeze(1)  # N x 7 x 8
+        h = torch.cat([g, p.flatten(1)], 1) / 2.0
+        return torch.softmax(self.fc(h), dim=-1), m
+
+
+def models():
+    """(name, module factory, input shape, opset, export options)."""
+    dyn = {"input": {0: "batch"}, "output": {0: "batch"}}
+    preserve = {"training": torch.onnx.TrainingMode.PRESERVE}
+    return [
+        ("resnet_small", SmallResNet, [1, 3, 32, 32], 13, {}),
+        ("resnet_small_bn", SmallResNet, [1, 3, 32, 32], 13, preserve),
+        ("mobilenet_v2_small", lambda: torchvision.models.mobilenet_v2(width_mult=0.25, num_classes=10),
+         [1, 3, 96, 96], 13, {}),
+        ("squeezenet_small", SmallSqueezeNet, [1, 3, 47, 47], 13, {}),
+        ("vgg_small", SmallVGG, [1, 3, 32, 32], 13, {"dynamic_axes": dyn, "shape": "input=1x3x32x32"}),
+        ("mlp", MLP, [2, 64], 13, {"dynamic_axes": dyn, "shape": "input=2x64"}),
+        ("mlp_opset11", MLP, [2, 64], 11, {}),
+        ("mlp_ext", MLP, [2, 64], 13, {"external_data": True}),
+        ("ops_mix", OpsMix, [1, 3, 12, 12], 13, {}),
+        ("ops_mix_opset9", OpsMix, [1, 3, 12, 12], 9, {}),
+        ("ops_mix_opset11", OpsMix, [1, 3, 12, 12], 11, {}),
+        ("ops_mix_opset17", OpsMix, [1, 3, 12, 12], 17, {}),
+    ]
+
+
+def save_f32(path, t):
+    t.detach().contiguous().to(torch.float32).numpy().astype("<f4").tofile(path)
+
+
+def hand_built():
+    """Models written with onnx.helper for what PyTorch does not export: opset-specific forms and
+    corner cases. (name, ModelProto, input, [expected outputs]) with outputs computed here in torch."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    gen = torch.Generator().manual_seed(7)
+
+    def rand(*shape):
+        return torch.rand(shape, generator=gen) * 2 - 1
+
+    def model(nodes, inputs, outputs, inits, opset, ir=None):
+        g = helper.make_graph(nodes, "g", inputs, outputs, [numpy_helper.from_array(v.numpy(), k) for k, v in inits])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="make_onnx_models")
+        if ir:
+            m.ir_version = ir
+        return m
+
+    def vi(name, shape):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+    out = []
+    # Softmax before opset 13: the input flattened to 2-D at axis 1, normalised over dims 1...
+    x = rand(2, 3, 4, 5)
+    out.append(("softmax_axis1_opset11",
+                model([helper.make_node("Softmax", ["input"], ["output"], name="softmax", axis=1)],
+                      [vi("input", [2, 3, 4, 5])], [vi("output", [2, 3, 4, 5])], [], 11),
+                x, [torch.softmax(x.reshape(2, 60), 1).reshape(2, 3, 4, 5)]))
+    # Opset 9 forms: Split's split, Clip's min/max and Slice's starts/ends/axes as attributes.
+    x = rand(1, 6, 4, 4)
+    out.append(("legacy_attrs_opset9", model([
+        helper.make_node("Split", ["input"], ["a", "b"], name="split", axis=1, split=[2, 4]),
+        helper.make_node("Clip", ["a"], ["c"], name="clip", min=-0.2, max=0.3),
+        helper.make_node("Slice", ["b"], ["s"], name="slice", starts=[1], ends=[3], axes=[1]),
+        helper.make_node("Concat", ["c", "s"], ["output"], name="concat", axis=1)],
+        [vi("input", [1, 6, 4, 4])], [vi("output", [1, 4, 4, 4])], [], 9),
+        x, [torch.cat([x[:, :2].clamp(-0.2, 0.3), x[:, 3:5]], 1)]))
+    # A graph input that is also an initializer (IR 3: every weight is listed as an input) is that constant.
+    x, w = rand(1, 2, 5, 5), rand(3, 2, 3, 3)
+    out.append(("initializer_input", model([
+        helper.make_node("Conv", ["input", "W"], ["y"], name="conv", pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+        helper.make_node("Relu", ["y"], ["output"], name="relu")],
+        [vi("input", [1, 2, 5, 5]), vi("W", [3, 2, 3, 3])], [vi("output", [1, 3, 5, 5])], [("W", w)], 9, ir=3),
+        x, [torch.relu(F.conv2d(x, w, padding=1))]))
+    # Squeeze without axes, Gather of an activation at a scalar index, Unsqueeze with an axes input.
+    x = rand(1, 4, 1, 3)
+    out.append(("squeeze_gather", model([
+        helper.make_node("Squeeze", ["input"], ["sq"], name="squeeze"),
+        helper.make_node("Constant", [], ["idx"], name="idx", value=helper.make_tensor("i", TensorProto.INT64, [], [2])),
+        helper.make_node("Gather", ["sq", "idx"], ["row"], name="gather", axis=0),
+        helper.make_node("Constant", [], ["axes"], name="axes", value_ints=[0]),
+        helper.make_node("Unsqueeze", ["row", "axes"], ["output"], name="unsqueeze")],
+        [vi("input", [1, 4, 1, 3])], [vi("output", [1, 3])], [], 13),
+        x, [x.reshape(4, 3)[2].reshape(1, 3)]))
+    return out
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    manifest = []
+    for seed, (name, make, shape, opset, opts) in enumerate(models()):
+        torch.manual_seed(100 + seed)
+        gen = torch.Generator().manual_seed(200 + seed)
+        model = make()
+        randomize_batchnorm(model, gen)
+        model.eval()
+        x = torch.rand(shape, generator=gen) * 2 - 1
+        with torch.no_grad():
+            y = model(x)
+        outputs = list(y) if isinstance(y, tuple) else [y]
+        output_names = ["output"] if len(outputs) == 1 else ["output%d" % i for i in range(len(outputs))]
+        path = os.path.join(OUT, name + ".onnx")
+        torch.onnx.export(model, x, path, opset_version=opset, input_names=["input"], output_names=output_names,
+                          dynamic_axes=opts.get("dynamic_axes"),
+                          training=opts.get("training", torch.onnx.TrainingMode.EVAL))
+        if opts.get("external_data"):
+            # Every initializer in one data file beside the model.
+            m = onnx.load(path)
+            data = name + ".onnx.data"
+            if os.path.exists(os.path.join(OUT, data)):
+                os.remove(os.path.join(OUT, data))
+            onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True, location=data,
+                            size_threshold=0)
+        save_f32(os.path.join(OUT, name + ".input.f32"), x)
+        entry = {"name": name, "model": name + ".onnx", "opset": opset, "input": name + ".input.f32",
+                 "input_shape": shape, "outputs": []}
+        if "shape" in opts:
+            entry["shape"] = opts["shape"]
+        for out_name, out in zip(output_names, outputs):
+            f = "%s.%s.f32" % (name, out_name)
+            save_f32(os.path.join(OUT, f), out)
+            entry["outputs"].append({"name": out_name, "shape": list(out.shape), "file": f})
+        ops = sorted({n.op_type for n in onnx.load(path).graph.node})
+        entry["onnx_ops"] = ops
+        manifest.append(entry)
+        print("%-20s opset %2d  %s" % (name, opset, " ".join(ops)))
+    for name, m, x, ys in hand_built():
+        onnx.checker.check_model(m)
+        onnx.save(m, os.path.join(OUT, name + ".onnx"))
+        save_f32(os.path.join(OUT, name + ".input.f32"), x)
+        entry = {"name": name, "model": name + ".onnx", "opset": m.opset_import[0].version,
+                 "input": name + ".input.f32", "input_shape": list(x.shape), "outputs": []}
+        for out, y in zip(m.graph.output, ys):
+            f = "%s.%s.f32" % (name, out.name)
+            save_f32(os.path.join(OUT, f), y)
+            entry["outputs"].append({"name": out.name, "shape": list(y.shape), "file": f})
+        entry["onnx_ops"] = sorted({n.op_type for n in m.graph.node})
+        manifest.append(entry)
+        print("%-20s opset %2d  %s (hand-built)" % (name, entry["opset"], " ".join(entry["onnx_ops"])))
+
+    # Not a runnable model: every unsupported op type must be reported at once, with node names.
+    from onnx import TensorProto, helper
+    k = helper.make_tensor("k", TensorProto.INT64, [1], [2])
+    nodes = [helper.make_node("TopK", ["input", "k"], ["v1", "i1"], name="topk_a", axis=-1),
+             helper.make_node("TopK", ["v1", "k"], ["v2", "i2"], name="topk_b", axis=-1),
+             helper.make_node("Relu", ["v2"], ["r"], name="relu"),
+             helper.make_node("Erf", ["r"], ["e"], name="erf"),
+             helper.make_node("FusedGemm", ["e", "e"], ["output"], name="fused", domain="com.microsoft")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 8])],
+                          [helper.make_tensor_value_info("output", TensorProto.FLOAT, None)], [k])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
+    onnx.save(m, os.path.join(OUT, "unsupported_ops.onnx"))
+
+    with open(os.path.join(OUT, "models.json"), "w") as f:
+        json.dump({"torch": torch.__version__, "models": manifest}, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
