@@ -32,6 +32,7 @@ Command add_run(CLI::App &app);
 Command add_bench(CLI::App &app);
 Command add_demo(CLI::App &app);
 Command add_compile(CLI::App &app);
+Command add_explore(CLI::App &app);
 Command add_import(CLI::App &app);
 
 // The MODEL argument (.json or .onnx) and --shape NAME=DIMS (repeatable), which fixes the shape of a

@@ -13,6 +13,7 @@ int main(int argc, char **argv) {
                             ->check(CLI::NonNegativeNumber);
     std::vector<Command> commands = {add_info(app),  add_plan(app), add_run(app),
                                      add_bench(app), add_demo(app), add_compile(app)};
+    commands.push_back(add_explore(app));
     commands.push_back(add_import(app));
     // --threads is accepted after the command too: `hfuse run m.json --threads 2`.
     for (Command &c : commands) {

@@ -1,0 +1,38 @@
+// Timing candidates in child processes: each candidate is `hfuse bench ... --json` (the same harness
+// as the command), run with its stdout and stderr in files, killed (its whole process group) when it
+// outlives its timeout, and several at once with jobs > 1. A crash, an error or a timeout is a
+// result like any other. The children die with the explorer (PR_SET_PDEATHSIG), and an interrupt
+// (SIGINT, SIGTERM) kills the running ones and stops the batch, so what finished can be resumed.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace hfuse::explore {
+
+struct ChildJob {
+    std::vector<std::string> argv;  // argv[0] is the program's path
+    std::string out_path, err_path;
+};
+
+struct ChildResult {
+    bool ran = false;        // false: interrupted before it started
+    bool timed_out = false;  // killed after the timeout
+    int exit_code = -1;      // when it exited
+    int signal = 0;          // when a signal ended it
+    double wall_s = 0;
+    std::string out, err;  // what it wrote (read back from the files)
+};
+
+// Runs `jobs` (at most `parallel` at once, each under `timeout_s`), calling `on_done` as each ends
+// and `on_tick` every ~0.2 s while any runs. Returns false if an interrupt stopped it.
+bool run_children(const std::vector<ChildJob> &jobs, int parallel, double timeout_s,
+                  const std::function<void(size_t, const ChildResult &)> &on_done,
+                  const std::function<void()> &on_tick);
+
+// Whether SIGINT or SIGTERM arrived since install_interrupt_handlers().
+bool interrupted();
+void install_interrupt_handlers();
+
+}  // namespace hfuse::explore

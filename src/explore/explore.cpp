@@ -1,0 +1,654 @@
+// run_exploration(): the exploration's driver (see hfuse/explore.h). The candidates, in the order the budget
+// takes them:
+//   1. the baselines (always): the default plan (x86 rules), unfused, --rules tvm, each with the
+//      templates, and --whole with each autoscheduler explored; then plan files given by the user;
+//   2. plans from the plan space (plan_space.h: all of them, or a beam search), default parameters,
+//      the best estimate of each group count first (~40% of what the baselines leave);
+//   3. each autoscheduler per group on the default plan, then on the best-estimated plans (~25%);
+//   4. the templates' parameters varied, greedily: one-step neighbours of the fastest measured
+//      template candidate, checked by the composer in process, until the budget is spent;
+//   5. if 4 runs dry, more of 2 and 3.
+// Then the fastest few and the baselines are timed again, alternately, the best is checked against
+// the reference (`hfuse run --check`), and results, best_plan.json, plot.svg and report.md written.
+#include "hfuse/explore.h"
+
+#include "explore/candidate.h"
+#include "explore/cost_model.h"
+#include "explore/evaluator.h"
+#include "explore/plan_space.h"
+#include "explore/progress.h"
+#include "explore/report.h"
+#include "explore/results.h"
+#include "explore/schedule_variants.h"
+#include "explore/svg_plot.h"
+#include "hfuse/composer.h"
+#include "hfuse/error.h"
+#include "hfuse/model_io.h"
+#include "hfuse/passes.h"
+#include "hfuse/planner.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+namespace hfuse {
+namespace {
+
+using namespace explore;
+using nlohmann::json;
+
+constexpr int kConfirmTop = 4;  // fastest candidates re-timed (besides the best templated ones and the baselines)
+
+bool exists(const std::string &path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0;
+}
+
+void make_dir(const std::string &path) {
+    std::string partial;
+    std::stringstream ss(path);
+    for (std::string part; std::getline(ss, part, '/');) {
+        partial += part + "/";
+        if (part.empty() || part == ".") continue;
+        if (mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+            throw Error("cannot create the output directory").in_file(path);
+        }
+    }
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) throw Error("not a directory").in_file(path);
+}
+
+std::string cpu_name() {
+    std::ifstream in("/proc/cpuinfo");
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("model name", 0) == 0) {
+            auto colon = line.find(':');
+            return colon == std::string::npos ? line : line.substr(colon + 2);
+        }
+    }
+    return "unknown";
+}
+
+// Whether simplify() changes the model (else a plan over the graph as written and one over the
+// rewritten graph are the same plan).
+bool rewrites_matter(const Graph &model, const Graph &rewritten) {
+    if (model.nodes.size() != rewritten.nodes.size() || !rewritten.removed.empty()) return true;
+    for (size_t i = 0; i < model.nodes.size(); i++) {
+        if (model.nodes[i].name != rewritten.nodes[i].name || !rewritten.nodes[i].absorbed.empty()) return true;
+    }
+    return false;
+}
+
+std::string fmt(const char *f, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, v);
+    return buf;
+}
+
+// The last line of `text` that parses as a JSON object, or null.
+json last_json_line(const std::string &text) {
+    std::istringstream in(text);
+    json j;
+    for (std::string line; std::getline(in, line);) {
+        if (line.empty() || line[0] != '{') continue;
+        try {
+            j = json::parse(line);
+        } catch (const json::exception &) {
+        }
+    }
+    return j;
+}
+
+// What a failed child said: its last "hfuse: ..." line, else its last line.
+std::string error_line(const std::string &err) {
+    std::istringstream in(err);
+    std::string last, last_hfuse;
+    for (std::string line; std::getline(in, line);) {
+        if (line.empty()) continue;
+        last = line;
+        if (line.rfind("hfuse:", 0) == 0 && line.find("note:") == std::string::npos) last_hfuse = line;
+    }
+    return last_hfuse.empty() ? last : last_hfuse;
+}
+
+struct Session {
+    ExploreOptions o;
+    Graph model, rewritten;
+    Halide::Target target;
+    bool rewrites = true;
+    std::string dir;
+    json header;
+    std::vector<Evaluation> rows;
+    std::set<std::string> done;  // keys evaluated (resumed ones included)
+    int total = 0;
+    std::unique_ptr<Progress> progress;
+    bool interrupted = false;
+
+    const Graph &graph_for(const json &plan) const { return plan.value("rewritten", true) ? rewritten : model; }
+    FusedGraph plan_of(const Candidate &c) const {
+        return plan_from_json(c.plan, graph_for(c.plan), "candidate " + c.key);
+    }
+
+    Candidate candidate(const FusedGraph &plan, const std::string &schedule, bool whole, const std::string &origin,
+                        const PlanCost *known = nullptr) const {
+        Candidate c;
+        c.plan = plan_to_json(plan);
+        c.schedule = schedule;
+        c.whole = whole;
+        c.origin = origin;
+        c.groups = static_cast<int>(plan.groups.size());
+        PlanCost cost = known ? *known : estimate_plan(plan, target);
+        c.estimate_ms = cost.ms;
+        c.bytes_between_groups = cost.bytes_between_groups;
+        c.gflop = cost.flops / 1e9;
+        assign_key(c, rewrites);
+        return c;
+    }
+
+    double best_ms() const {
+        double best = 0;
+        for (const Evaluation &e : rows) {
+            if (e.status == "ok" && (best == 0 || e.median_ms < best)) best = e.median_ms;
+        }
+        return best;
+    }
+
+    void save() const { write_results(dir, header, rows); }
+
+    std::vector<std::string> bench_argv(const Candidate &c, const std::string &plan_path) const {
+        std::vector<std::string> argv = {o.hfuse_binary, "bench", o.model};
+        argv.insert(argv.end(), o.model_args.begin(), o.model_args.end());
+        argv.insert(argv.end(), {"--json", "--runs", std::to_string(o.runs)});
+        if (c.whole) {
+            argv.push_back("--whole");
+        } else {
+            argv.push_back("--plan");
+            argv.push_back(plan_path);
+        }
+        if (c.schedule != "templates") {
+            argv.push_back("--autoschedule");
+            argv.push_back(c.schedule);
+        }
+        return argv;
+    }
+
+    Evaluation record(const Candidate &c, const ChildResult &r) const {
+        Evaluation e;
+        e.candidate = c;
+        e.wall_s = r.wall_s;
+        json j = last_json_line(r.out);
+        if (r.timed_out) {
+            e.status = "timeout";
+            e.error = "timed out after " + fmt("%g", o.timeout_s) + " s (killed)";
+        } else if (r.exit_code == 0 && j.is_object() && j.contains("median_ms")) {
+            e.status = "ok";
+            e.median_ms = j["median_ms"].get<double>();
+            e.min_ms = j.value("min_ms", NAN);
+            e.compile_s = j.value("compile_ms", NAN) / 1000;
+            e.fallback_groups = j.value("fallback_groups", std::vector<std::string>{});
+        } else {
+            e.status = "error";
+            e.error = error_line(r.err);
+            if (e.error.empty()) {
+                e.error = r.signal ? "killed by signal " + std::to_string(r.signal)
+                                   : "exit code " + std::to_string(r.exit_code) + " without a result";
+            }
+        }
+        return e;
+    }
+
+    // Evaluates the candidates of `batch` not done yet (at most what the budget leaves), o.jobs at once.
+    void evaluate(std::vector<Candidate> batch) {
+        std::vector<Candidate> todo;
+        std::set<std::string> keys;
+        for (Candidate &c : batch) {
+            if (done.count(c.key) || !keys.insert(c.key).second) continue;
+            if (static_cast<int>(rows.size() + todo.size()) >= total && c.origin != "baseline" && c.origin != "user")
+                break;
+            todo.push_back(std::move(c));
+        }
+        if (todo.empty() || interrupted) return;
+        std::vector<ChildJob> jobs;
+        for (const Candidate &c : todo) {
+            const std::string base = dir + "/candidates/" + c.key;
+            write_file_atomically(base + ".plan.json", c.plan.dump(2) + "\n");
+            jobs.push_back({bench_argv(c, base + ".plan.json"), base + ".out", base + ".err"});
+        }
+        bool finished = run_children(
+            jobs, o.jobs, o.timeout_s,
+            [&](size_t i, const ChildResult &r) {
+                Evaluation e = record(todo[i], r);
+                e.id = static_cast<int>(rows.size());
+                rows.push_back(e);
+                done.insert(e.candidate.key);
+                save();
+                std::string line = e.status == "ok"
+                                       ? fmt("ok %.4g ms", e.median_ms) + fmt(" (compile %.2f s)", e.compile_s)
+                                       : e.status + ": " + e.error;
+                line += "  " + e.candidate.schedule + (e.candidate.whole ? " --whole" : "") + "  " +
+                        plan_summary(e.candidate.plan) +
+                        (e.candidate.variant.empty() ? "" : "  {" + e.candidate.variant + "}");
+                progress->done(line, best_ms());
+            },
+            [&] { progress->tick(); });
+        if (!finished) interrupted = true;
+    }
+
+    // One more run on its own (the confirmation rounds, the check of the best), after the bar.
+    ChildResult run_one(const std::vector<std::string> &argv, const std::string &log_base) {
+        ChildResult result;
+        bool finished = run_children(
+            {{argv, log_base + ".out", log_base + ".err"}}, 1, o.timeout_s,
+            [&](size_t, const ChildResult &r) { result = r; }, nullptr);  // the bar is done by now
+        if (!finished) interrupted = true;
+        return result;
+    }
+};
+
+// Which candidates look promising (the incumbents of the parameter search, those confirmed): by their
+// fastest run, which other load on the machine disturbs less than the median (the load comes and
+// goes over seconds, and a candidate's runs take a fraction of one). The best is then chosen by the
+// confirmation rounds' medians.
+bool promising_first(const Evaluation *a, const Evaluation *b) {
+    const double x = std::isnan(a->min_ms) ? a->median_ms : a->min_ms;
+    const double y = std::isnan(b->min_ms) ? b->median_ms : b->min_ms;
+    return x < y;
+}
+
+const Evaluation *fastest(const std::vector<Evaluation> &rows, bool confirmed_only, bool templates_only) {
+    const Evaluation *best = nullptr;
+    for (const Evaluation &e : rows) {
+        if (e.status != "ok" || (confirmed_only && e.confirm_ms.empty())) continue;
+        if (templates_only && e.candidate.schedule != "templates") continue;
+        if (!best || e.ranked_ms() < best->ranked_ms()) best = &e;
+    }
+    return best;
+}
+
+ExploreSummary summarize(const std::vector<Evaluation> &rows) {
+    ExploreSummary sum;
+    std::set<std::string> plans, partitions, used;
+    for (const Evaluation &e : rows) {
+        sum.ok += e.status == "ok";
+        sum.errors += e.status == "error";
+        sum.timeouts += e.status == "timeout";
+        plans.insert(canonical_plan(e.candidate.plan, true, true).dump());
+        partitions.insert(partition_key(e.candidate.plan));
+        if (e.status == "ok") used.insert(e.candidate.schedule);
+    }
+    sum.evaluated = static_cast<int>(rows.size());
+    sum.distinct_plans = static_cast<int>(plans.size());
+    sum.distinct_partitions = static_cast<int>(partitions.size());
+    sum.sources.assign(used.begin(), used.end());
+    return sum;
+}
+
+}  // namespace
+
+ExploreSummary run_exploration(const ExploreOptions &options) {
+    Session s;
+    s.o = options;
+    const ExploreOptions &o = s.o;
+    if (o.budget < 1) throw Error("must be at least 1").at_field("budget");
+    if (o.jobs < 1) throw Error("must be at least 1").at_field("jobs");
+    if (o.runs < 1) throw Error("must be at least 1").at_field("runs");
+    if (!(o.timeout_s > 0)) throw Error("must be positive").at_field("timeout-per-candidate");
+    if (o.sources.empty()) throw Error("no schedule source to explore").at_field("schedules");
+    install_interrupt_handlers();
+
+    s.model = load_model(o.model, o.load);
+    s.rewritten = simplify(s.model);
+    s.rewrites = rewrites_matter(s.model, s.rewritten);
+    s.target = Halide::get_jit_target_from_environment();
+    s.dir = o.out_dir;
+    const bool templates = std::count(o.sources.begin(), o.sources.end(), ScheduleSource::Templates) > 0;
+    std::vector<std::string> autos;
+    for (ScheduleSource src : o.sources) {
+        if (src != ScheduleSource::Templates) autos.push_back(to_string(src));
+    }
+
+    // The output directory: fresh, or the run to resume.
+    make_dir(s.dir);
+    make_dir(s.dir + "/candidates");
+    const std::string results_path = s.dir + "/results.json";
+    if (exists(results_path)) {
+        if (!o.resume) {
+            throw Error("holds the results of an earlier run: --resume continues it, or choose another -o")
+                .in_file(s.dir);
+        }
+        json old;
+        s.rows = read_results(results_path, &old);
+        if (old.value("model", std::string()) != s.model.name) {
+            throw Error("the results there are for model '" + old.value("model", std::string()) + "', not '" +
+                        s.model.name + "'")
+                .in_file(results_path);
+        }
+        for (Evaluation &e : s.rows) {
+            s.done.insert(e.candidate.key);
+            e.confirm_ms.clear();  // confirmation rounds compare candidates timed together, in one session
+        }
+    }
+    std::vector<std::string> source_names;
+    for (ScheduleSource src : o.sources) source_names.push_back(to_string(src));
+    s.header = {{"format", "hfuse-explore"},
+                {"version", 1},
+                {"model", s.model.name},
+                {"model_file", o.model},
+                {"machine",
+                 {{"cpu", cpu_name()},
+                  {"cores", std::thread::hardware_concurrency()},
+                  {"target", s.target.to_string()},
+                  {"threads", std::getenv("HL_NUM_THREADS") ? std::getenv("HL_NUM_THREADS") : "all cores"}}},
+                {"options",
+                 {{"budget", o.budget},
+                  {"schedules", source_names},
+                  {"jobs", o.jobs},
+                  {"seed", o.seed},
+                  {"timeout_s", o.timeout_s},
+                  {"runs", o.runs},
+                  {"confirm_rounds", o.confirm_rounds}}}};
+
+    // 1. Baselines and the user's plans.
+    std::vector<Candidate> baselines;
+    std::vector<std::string> notes;
+    auto add_baseline = [&](Candidate c, const std::string &label) {
+        for (Candidate &b : baselines) {
+            if (b.key == c.key) {
+                b.baselines.push_back(label);
+                return;
+            }
+        }
+        c.baselines = {label};
+        baselines.push_back(std::move(c));
+    };
+    const FusedGraph default_plan = with_default_schedules(plan_fusion(s.model, {load_rules("x86")}), s.target);
+    add_baseline(s.candidate(default_plan, "templates", false, "baseline"), "default");
+    FusedGraph unfused = singleton_groups(s.model);
+    unfused.rules = {"unfused"};
+    add_baseline(s.candidate(with_default_schedules(unfused, s.target), "templates", false, "baseline"), "unfused");
+    add_baseline(s.candidate(with_default_schedules(plan_fusion(s.model, {load_rules("tvm")}), s.target), "templates",
+                             false, "baseline"),
+                 "tvm");
+    try {
+        const FusedGraph whole = with_default_schedules(whole_model_plan(s.model), s.target);
+        for (const std::string &a : autos) add_baseline(s.candidate(whole, a, true, "baseline"), "whole");
+    } catch (const Error &e) {
+        notes.push_back(std::string("No --whole baselines: ") + e.what());
+    }
+    for (const std::string &path : o.extra_plans) {
+        FusedGraph p = with_default_schedules(read_plan_for_model(path, s.model), s.target);
+        Candidate c = s.candidate(p, "templates", false, "user");
+        c.variant = "plan file " + path;
+        baselines.push_back(c);
+    }
+    const int fixed = static_cast<int>(baselines.size());
+    s.total = std::max(o.budget, fixed);
+    std::set<std::string> queued;
+    for (const Candidate &c : baselines) queued.insert(c.key);
+
+    // 2. and 3.: plans with the default parameters, and the autoschedulers per group.
+    PlanSpaceOptions pso;
+    pso.exhaustive_limit = o.exhaustive_limit;
+    pso.seed = o.seed;
+    const PlanSpace space = plan_space(s.rewritten, s.target, pso);
+    s.header["plan_space"] = {
+        {"exhaustive", space.exhaustive}, {"plans", space.plans.size()}, {"exhaustive_limit", o.exhaustive_limit}};
+    std::vector<Candidate> plan_list, auto_list;
+    for (const RankedPlan &r : space.plans) {
+        Candidate c = s.candidate(r.plan, "templates", false, "plans", &r.cost);
+        if (templates && queued.insert(c.key).second) plan_list.push_back(c);
+    }
+    {
+        std::vector<const FusedGraph *> targets = {&default_plan};
+        for (const RankedPlan &r : space.plans) targets.push_back(&r.plan);
+        for (const FusedGraph *p : targets) {
+            for (const std::string &a : autos) {
+                Candidate c = s.candidate(*p, a, false, "autoschedule");
+                if (queued.insert(c.key).second) auto_list.push_back(c);
+            }
+        }
+    }
+    const int rest = s.total - fixed;
+    size_t plans_take = templates ? static_cast<size_t>(std::ceil(rest * 0.4)) : 0;
+    size_t autos_take = autos.empty() ? 0 : templates ? static_cast<size_t>(std::ceil(rest * 0.25)) : rest;
+    plans_take = std::min(plans_take, plan_list.size());
+    autos_take = std::min(autos_take, auto_list.size());
+
+    int resumed = static_cast<int>(s.rows.size());
+    s.progress = std::make_unique<Progress>(o.progress_bar, s.total, resumed);
+    if (resumed) s.progress->say("resuming: " + std::to_string(resumed) + " candidates done in " + results_path);
+    s.progress->say(s.model.name + ": " + std::to_string(fixed) + " baselines, " +
+                    (space.exhaustive ? "all " + std::to_string(space.plans.size()) + " legal plans"
+                                      : std::to_string(space.plans.size()) + " plans from a beam search") +
+                    ", budget " + std::to_string(s.total) + " candidates");
+
+    std::vector<Candidate> first = baselines;
+    first.insert(first.end(), plan_list.begin(), plan_list.begin() + plans_take);
+    first.insert(first.end(), auto_list.begin(), auto_list.begin() + autos_take);
+    s.evaluate(first);
+
+    // 4. Parameters, greedily from the fastest template candidates.
+    if (templates) {
+        VariantChecker checker(s.rewritten, s.target);
+        std::unique_ptr<VariantChecker> checker_as_written;        // for plans over the graph as written (unfused)
+        std::map<std::string, std::vector<Candidate>> neighbours;  // by incumbent key, not yet tried
+        std::set<std::string> tried;
+        while (!s.interrupted && static_cast<int>(s.rows.size()) < s.total) {
+            std::vector<const Evaluation *> incumbents;
+            for (const Evaluation &e : s.rows) {
+                if (e.status == "ok" && e.candidate.schedule == "templates" && !e.candidate.whole)
+                    incumbents.push_back(&e);
+            }
+            std::stable_sort(incumbents.begin(), incumbents.end(), promising_first);
+            std::vector<Candidate> batch;
+            for (const Evaluation *inc : incumbents) {
+                const Candidate &ic = inc->candidate;
+                if (!neighbours.count(ic.key)) {
+                    std::vector<Candidate> list;
+                    FusedGraph plan = s.plan_of(ic);
+                    const VariantChecker *vc = &checker;
+                    if (!ic.plan.value("rewritten", true)) {
+                        if (!checker_as_written)
+                            checker_as_written = std::make_unique<VariantChecker>(s.model, s.target);
+                        vc = checker_as_written.get();
+                    }
+                    for (ScheduleVariant &v :
+                         schedule_neighbours(plan, *vc, s.target, o.seed ^ std::stoull(ic.key, nullptr, 16))) {
+                        Candidate c = s.candidate(v.plan, "templates", false, "params");
+                        c.variant =
+                            (ic.variant.empty() || ic.origin == "user" ? "" : ic.variant + "; ") + v.description;
+                        list.push_back(c);
+                    }
+                    neighbours[ic.key] = std::move(list);
+                }
+                std::vector<Candidate> &list = neighbours[ic.key];
+                while (!list.empty() && static_cast<int>(batch.size()) < o.jobs) {
+                    Candidate c = list.front();
+                    list.erase(list.begin());
+                    if (!s.done.count(c.key) && tried.insert(c.key).second) batch.push_back(c);
+                }
+                if (!batch.empty()) break;
+            }
+            if (batch.empty()) break;
+            s.evaluate(batch);
+        }
+    }
+
+    // 5. What the budget still allows: more plans and autoscheduled plans, alternately.
+    {
+        std::vector<Candidate> more;
+        size_t i = plans_take, j = autos_take;
+        while (i < plan_list.size() || j < auto_list.size()) {
+            if (i < plan_list.size()) more.push_back(plan_list[i++]);
+            if (j < auto_list.size()) more.push_back(auto_list[j++]);
+        }
+        if (!s.interrupted && static_cast<int>(s.rows.size()) < s.total) s.evaluate(more);
+    }
+    s.progress->finish();
+
+    // Confirmation: the fastest few, the best template candidates and the baselines again, alternately.
+    if (!s.interrupted && o.confirm_rounds > 0) {
+        std::vector<std::string> keys;
+        auto add = [&](const Evaluation *e) {
+            if (e && e->status == "ok" && std::find(keys.begin(), keys.end(), e->candidate.key) == keys.end())
+                keys.push_back(e->candidate.key);
+        };
+        std::vector<const Evaluation *> ok;
+        for (Evaluation &e : s.rows) {
+            e.confirm_ms.clear();
+            if (e.status == "ok") ok.push_back(&e);
+        }
+        std::stable_sort(ok.begin(), ok.end(), promising_first);
+        for (int k = 0; k < kConfirmTop && k < static_cast<int>(ok.size()); k++) add(ok[k]);
+        int templ = 0;
+        for (const Evaluation *e : ok) {
+            if (e->candidate.schedule == "templates" && templ++ < 2) add(e);
+        }
+        for (const Evaluation &e : s.rows) {
+            const auto &b = e.candidate.baselines;
+            bool is_default = std::find(b.begin(), b.end(), "default") != b.end();
+            bool is_whole_mullapudi =
+                std::find(b.begin(), b.end(), "whole") != b.end() && e.candidate.schedule == "mullapudi2016";
+            if (is_default || is_whole_mullapudi) add(&e);
+        }
+        s.progress->say("confirming: timing " + std::to_string(keys.size()) + " candidates again, " +
+                        std::to_string(o.confirm_rounds) + (o.confirm_rounds == 1 ? " round" : " rounds") +
+                        ", one at a time");
+        for (int round = 0; round < o.confirm_rounds && !s.interrupted; round++) {
+            for (const std::string &key : keys) {
+                Evaluation *e = nullptr;
+                for (Evaluation &r : s.rows) {
+                    if (r.candidate.key == key) e = &r;
+                }
+                const std::string base = s.dir + "/candidates/" + key;
+                ChildResult r = s.run_one(s.bench_argv(e->candidate, base + ".plan.json"),
+                                          base + ".confirm" + std::to_string(round));
+                Evaluation again = s.record(e->candidate, r);
+                if (again.status == "ok") e->confirm_ms.push_back(again.median_ms);
+                if (s.interrupted) break;
+            }
+        }
+        s.save();
+    }
+
+    // The best, checked against the reference; best_plan.json is the fastest templated candidate.
+    ExploreSummary sum;
+    const Evaluation *best = nullptr, *best_plan = nullptr;
+    for (int attempt = 0; attempt < 4 && !s.interrupted; attempt++) {
+        const bool confirmed = o.confirm_rounds > 0 && fastest(s.rows, true, false);
+        best = fastest(s.rows, confirmed, false);
+        best_plan = fastest(s.rows, confirmed && fastest(s.rows, true, true), true);
+        std::vector<std::string> to_check;
+        for (const Evaluation *e : {best_plan, best}) {
+            if (e && std::find(to_check.begin(), to_check.end(), e->candidate.key) == to_check.end())
+                to_check.push_back(e->candidate.key);
+        }
+        bool wrong = false;
+        for (const std::string &key : to_check) {
+            Evaluation &e = *std::find_if(s.rows.begin(), s.rows.end(),
+                                          [&](const Evaluation &r) { return r.candidate.key == key; });
+            const std::string base = s.dir + "/candidates/" + key;
+            std::vector<std::string> argv = {o.hfuse_binary, "run", o.model};
+            argv.insert(argv.end(), o.model_args.begin(), o.model_args.end());
+            argv.push_back("--check");
+            if (e.candidate.whole) {
+                argv.push_back("--whole");
+            } else {
+                argv.insert(argv.end(), {"--plan", base + ".plan.json"});
+            }
+            if (e.candidate.schedule != "templates") argv.insert(argv.end(), {"--autoschedule", e.candidate.schedule});
+            ChildResult r = s.run_one(argv, base + ".check");
+            if (s.interrupted) break;
+            if (r.exit_code != 0 || r.out.find("MISMATCH") != std::string::npos) {
+                e.status = "error";
+                e.error = "wrong output: `hfuse run --check` failed: " +
+                          (r.timed_out ? std::string("timed out") : error_line(r.err + r.out));
+                s.progress->say("the best candidate " + key + " fails the check against the reference: " + e.error);
+                wrong = true;
+            }
+        }
+        s.save();
+        if (!wrong) break;
+    }
+    if (s.interrupted) {
+        s.save();
+        ExploreSummary partial = summarize(s.rows);
+        partial.interrupted = true;
+        return partial;
+    }
+
+    // Outputs.
+    if (best_plan) {
+        json plan = best_plan->candidate.plan;
+        plan["doc"] =
+            "hfuse explore: the fastest plan file of " + std::to_string(s.rows.size()) + " candidates for " +
+            s.model.name + " on " + cpu_name() + ": " + fmt("%.4g", best_plan->ranked_ms()) + " ms (" +
+            best_plan->candidate.schedule +
+            (best_plan->candidate.variant.empty() ? "" : ", " + best_plan->candidate.variant) + ")" +
+            (best != best_plan && best
+                 ? "; the fastest candidate overall, " + fmt("%.4g", best->ranked_ms()) + " ms, is scheduled by " +
+                       best->candidate.schedule + (best->candidate.whole ? " (--whole)" : " (each group)") +
+                       ", which a plan file cannot say: see report.md"
+                 : "");
+        write_file_atomically(s.dir + "/best_plan.json", plan.dump(2) + "\n");
+    }
+    if (best && best != best_plan) {
+        notes.push_back("The fastest candidate is scheduled by an autoscheduler (" + best->candidate.schedule +
+                        "): the plan format has no field for that, so best_plan.json is the fastest candidate "
+                        "scheduled by the templates.");
+    }
+    if (!space.exhaustive) {
+        notes.push_back("The plan space was too large to enumerate (more than " + std::to_string(o.exhaustive_limit) +
+                        " plans): a beam search (width 4, seed " + std::to_string(o.seed) +
+                        ") over fusible edges, guided by the cost estimate, proposed the plans.");
+    }
+    notes.push_back(
+        "The cost estimate (bytes moved and FLOPs per group, a rough roofline) only orders the plans; "
+        "Adams2019's learned cost model is not used for that.");
+    s.header["best"] =
+        best ? json{{"key", best->candidate.key}, {"ms", best->ranked_ms()}, {"schedule", best->candidate.schedule}}
+             : json(nullptr);
+    s.header["best_plan"] =
+        best_plan ? json{{"key", best_plan->candidate.key}, {"ms", best_plan->ranked_ms()}} : json(nullptr);
+    s.save();
+    write_file_atomically(s.dir + "/plot.svg", svg_plot(s.rows, best ? best->candidate.key : "",
+                                                        s.model.name + ": time against groups (" + cpu_name() + ")"));
+    ReportInput ri;
+    ri.header = s.header;
+    ri.rows = s.rows;
+    ri.best_key = best ? best->candidate.key : "";
+    ri.best_plan_key = best_plan ? best_plan->candidate.key : "";
+    ri.notes = notes;
+    for (const Evaluation *e : {best, best_plan}) {
+        if (e && !e->candidate.whole) ri.costs[e->candidate.key] = estimate_plan(s.plan_of(e->candidate), s.target);
+    }
+    for (const Evaluation &e : s.rows) {
+        const auto &b = e.candidate.baselines;
+        if (std::find(b.begin(), b.end(), "default") != b.end())
+            ri.costs[e.candidate.key] = estimate_plan(s.plan_of(e.candidate), s.target);
+    }
+    write_file_atomically(s.dir + "/report.md", markdown_report(ri));
+
+    sum = summarize(s.rows);
+    sum.exhaustive = space.exhaustive;
+    sum.legal_plans = space.plans.size();
+    if (best) {
+        sum.has_best = true;
+        sum.best_ms = best->ranked_ms();
+        sum.best_key = best->candidate.key;
+        sum.best_schedule = best->candidate.schedule;
+    }
+    if (best_plan) {
+        sum.has_best_plan = true;
+        sum.best_plan_ms = best_plan->ranked_ms();
+    }
+    return sum;
+}
+
+}  // namespace hfuse

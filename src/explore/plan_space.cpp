@@ -1,0 +1,164 @@
+#include "explore/plan_space.h"
+
+#include "hfuse/composer.h"
+#include "hfuse/error.h"
+#include "hfuse/planner.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace hfuse::explore {
+namespace {
+
+using IndexPartition = std::vector<std::vector<int>>;  // node indices, groups sorted, by first node
+
+IndexPartition canonical(IndexPartition p) {
+    for (auto &grp : p) std::sort(grp.begin(), grp.end());
+    std::sort(p.begin(), p.end());
+    return p;
+}
+
+// check_plan copies the graph for every plan it checks: without the large float weights (which
+// neither legality, the composer's defaults nor the cost model read) that copy is cheap.
+Graph without_large_weights(Graph g) {
+    for (auto &kv : g.weights) {
+        if (kv.second.f32.size() > 1024) {
+            kv.second.f32.clear();
+            kv.second.f32.shrink_to_fit();
+        }
+    }
+    return g;
+}
+
+bool to_plan(const Graph &g, const IndexPartition &p, FusedGraph &out) {
+    FusedGraph f;
+    f.graph = g;
+    f.rewritten = true;
+    for (const auto &nodes : p) {
+        FusedGroup grp;
+        for (int n : nodes) grp.nodes.push_back(g.nodes[n].name);
+        f.groups.push_back(std::move(grp));
+    }
+    try {
+        out = check_plan(std::move(f));
+        return true;
+    } catch (const Error &) {
+        return false;
+    }
+}
+
+RankedPlan rank(FusedGraph plan, const Halide::Target &target) {
+    RankedPlan r;
+    r.plan = with_default_schedules(std::move(plan), target);
+    r.cost = estimate_plan(r.plan, target);
+    return r;
+}
+
+// Producer -> consumer edges between nodes, by index.
+std::vector<std::pair<int, int>> node_edges(const Graph &g, const std::map<std::string, int> &index) {
+    std::map<std::string, int> producer;
+    for (size_t i = 0; i < g.nodes.size(); i++) {
+        for (const std::string &v : g.nodes[i].outputs) producer[v] = static_cast<int>(i);
+    }
+    std::set<std::pair<int, int>> edges;
+    for (size_t i = 0; i < g.nodes.size(); i++) {
+        for (const std::string &v : g.nodes[i].inputs) {
+            if (auto it = producer.find(v); it != producer.end()) edges.insert({it->second, static_cast<int>(i)});
+        }
+    }
+    return {edges.begin(), edges.end()};
+}
+
+std::vector<RankedPlan> beam_search(const Graph &g, const Halide::Target &target, const PlanSpaceOptions &o) {
+    std::map<std::string, int> index;
+    for (size_t i = 0; i < g.nodes.size(); i++) index[g.nodes[i].name] = static_cast<int>(i);
+    const std::vector<std::pair<int, int>> edges = node_edges(g, index);
+    SeededRandom rng(o.seed);
+
+    IndexPartition start;
+    for (size_t i = 0; i < g.nodes.size(); i++) start.push_back({static_cast<int>(i)});
+    FusedGraph first;
+    std::vector<RankedPlan> visited;
+    if (!to_plan(g, start, first)) return visited;
+    visited.push_back(rank(first, target));
+    std::set<IndexPartition> seen = {start};
+    std::vector<IndexPartition> beam = {start};
+    while (!beam.empty() && visited.size() < o.max_plans) {
+        std::vector<std::pair<IndexPartition, RankedPlan>> next;
+        for (const IndexPartition &p : beam) {
+            std::vector<int> group_of(g.nodes.size());
+            for (size_t k = 0; k < p.size(); k++) {
+                for (int n : p[k]) group_of[n] = static_cast<int>(k);
+            }
+            // Merge the two groups at the ends of each edge between groups ("fusible edges").
+            std::set<std::pair<int, int>> pairs;
+            for (const auto &e : edges) {
+                int a = group_of[e.first], b = group_of[e.second];
+                if (a != b) pairs.insert({std::min(a, b), std::max(a, b)});
+            }
+            for (const auto &ab : pairs) {
+                if (static_cast<int>(p[ab.first].size() + p[ab.second].size()) > o.max_group_ops) continue;
+                IndexPartition q;
+                for (size_t k = 0; k < p.size(); k++) {
+                    if (static_cast<int>(k) != ab.first && static_cast<int>(k) != ab.second) q.push_back(p[k]);
+                }
+                std::vector<int> merged = p[ab.first];
+                merged.insert(merged.end(), p[ab.second].begin(), p[ab.second].end());
+                q.push_back(merged);
+                q = canonical(std::move(q));
+                if (!seen.insert(q).second) continue;
+                FusedGraph plan;
+                if (!to_plan(g, q, plan)) continue;
+                next.emplace_back(q, rank(std::move(plan), target));
+            }
+        }
+        if (next.empty()) break;
+        std::stable_sort(next.begin(), next.end(),
+                         [](const auto &a, const auto &b) { return a.second.cost.ms < b.second.cost.ms; });
+        beam.clear();
+        const size_t keep = std::min<size_t>(std::max(1, o.beam_width - 1), next.size());
+        for (size_t i = 0; i < keep; i++) beam.push_back(next[i].first);
+        if (next.size() > keep) beam.push_back(next[keep + rng.below(next.size() - keep)].first);  // diversity
+        for (auto &n : next) visited.push_back(std::move(n.second));
+    }
+    return visited;
+}
+
+}  // namespace
+
+uint64_t SeededRandom::next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+PlanSpace plan_space(const Graph &graph, const Halide::Target &target, const PlanSpaceOptions &o) {
+    const Graph g = without_large_weights(graph);
+    PlanSpace space;
+    std::vector<RankedPlan> plans;
+    std::vector<FusedGraph> all = enumerate_plans(g, {o.exhaustive_limit + 1, o.max_group_ops});
+    if (all.size() <= o.exhaustive_limit) {
+        space.exhaustive = true;
+        for (FusedGraph &p : all) plans.push_back(rank(std::move(p), target));
+    } else {
+        plans = beam_search(g, target, o);
+    }
+    // The best estimate of each group count first, then the rest by estimate (ties: fewer groups).
+    std::stable_sort(plans.begin(), plans.end(), [](const RankedPlan &a, const RankedPlan &b) {
+        if (a.cost.ms != b.cost.ms) return a.cost.ms < b.cost.ms;
+        return a.plan.groups.size() < b.plan.groups.size();
+    });
+    std::set<size_t> counts;
+    std::vector<RankedPlan> firsts, rest;
+    for (RankedPlan &r : plans) {
+        (counts.insert(r.plan.groups.size()).second ? firsts : rest).push_back(std::move(r));
+    }
+    for (RankedPlan &r : firsts) space.plans.push_back(std::move(r));
+    for (RankedPlan &r : rest) space.plans.push_back(std::move(r));
+    // The plans hold the light graph: callers write them as plan files (names only), never run them.
+    return space;
+}
+
+}  // namespace hfuse::explore

@@ -1,0 +1,49 @@
+// The fusion plans an exploration draws from: every legal plan (enumerate_plans: convex partitions
+// from unfused to maximal, no duplicates) when there are at most `exhaustive_limit` of them,
+// otherwise those a seeded beam search visits, merging two groups joined by an edge at each step and
+// keeping the best plans by the cost estimate (and one random pick, for diversity). Each plan gets
+// the composer's default schedule parameters.
+#pragma once
+
+#include "explore/cost_model.h"
+#include "hfuse/fused_graph.h"
+
+#include <Halide.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace hfuse::explore {
+
+struct RankedPlan {
+    FusedGraph plan;
+    PlanCost cost;
+};
+
+struct PlanSpace {
+    // Distinct plans, in the order the budget takes them: the best estimate of each group count first
+    // (so the plot spans unfused to maximal), then the rest by estimate.
+    std::vector<RankedPlan> plans;
+    bool exhaustive = false;  // every legal plan is here
+};
+
+struct PlanSpaceOptions {
+    size_t exhaustive_limit = 256;
+    int beam_width = 4;
+    size_t max_plans = 2000;  // the beam search stops after visiting this many legal plans
+    int max_group_ops = 64;
+    uint64_t seed = 1;
+};
+
+// `graph` is rewritten (simplify()).
+PlanSpace plan_space(const Graph &graph, const Halide::Target &target, const PlanSpaceOptions &options);
+
+// A deterministic generator (SplitMix64) for the seeded choices; the same on every platform.
+struct SeededRandom {
+    uint64_t state;
+    explicit SeededRandom(uint64_t seed) : state(seed) {}
+    uint64_t next();
+    size_t below(size_t n) { return n ? static_cast<size_t>(next() % n) : 0; }
+};
+
+}  // namespace hfuse::explore

@@ -1,0 +1,113 @@
+#include "explore/schedule_variants.h"
+
+#include "compose/composer.h"
+#include "exec/group_lowering.h"
+#include "explore/plan_space.h"
+#include "hfuse/error.h"
+
+#include <algorithm>
+#include <set>
+
+namespace hfuse::explore {
+namespace {
+
+using nlohmann::json;
+
+// Choices of the string parameters (schedules/README.md).
+const std::map<std::string, std::vector<std::string>> kChoices = {
+    {"reduction_order", {"kx,ci,ky", "ci,kx,ky", "kx,ky,ci"}},
+    {"compute", {"tile", "root"}},
+};
+
+// Integer steps: small values +-1 and x2 / /2 (register tiles, unrolling), large ones x2 / /2 (rows or
+// elements per task). Out-of-range values are left to the checker.
+std::vector<int64_t> integer_steps(const std::string &key, int64_t v) {
+    if (key == "unroll_window") return {1 - v};
+    std::set<int64_t> s = {v * 2, v / 2};
+    if (v <= 8) {
+        s.insert(v - 1);
+        s.insert(v + 1);
+    }
+    s.erase(v);
+    std::vector<int64_t> out;
+    for (int64_t x : s) {
+        if (x >= (key == "parallel_threshold" ? 0 : 1)) out.push_back(x);
+    }
+    return out;
+}
+
+// Accumulators a conv_xv register tile holds: beyond the vector registers they spill.
+bool fits_registers(const json &s, const Halide::Target &target) {
+    if (s.value("template", "") != "conv_xv") return true;
+    const int registers = target.natural_vector_size<float>() >= 16 ? 32 : 16;
+    const int64_t acc = s.value("tile_x_vectors", 1) * s.value("tile_y", 1) * s.value("tile_c", 1);
+    return acc <= registers - 2;
+}
+
+}  // namespace
+
+struct VariantChecker::Impl {
+    Graph graph;
+    Halide::Target target;
+    exec::WeightBuffers weights;
+};
+
+VariantChecker::VariantChecker(const Graph &graph, const Halide::Target &target)
+    : impl_(std::make_unique<Impl>(Impl{graph, target, exec::make_weight_buffers(graph)})) {}
+
+VariantChecker::~VariantChecker() = default;
+
+std::string VariantChecker::check(const FusedGraph &plan, const std::string &group) const {
+    const Graph &g = impl_->graph;
+    for (const FusedGroup &grp : plan.groups) {
+        if (grp.name != group || !grp.backend.empty()) continue;
+        try {
+            std::set<std::string> live_out = handed_out_values(plan, grp);
+            if (live_out.empty()) return "";
+            std::vector<const Node *> nodes;
+            for (const std::string &n : grp.nodes) nodes.push_back(g.find_node(n));
+            exec::LoweredGroup lowered = exec::lower_group(g, nodes, live_out, impl_->weights);
+            compose::compose_group(g, grp, lowered, impl_->target);
+        } catch (const Error &e) {
+            return e.what();
+        } catch (const Halide::Error &e) {
+            return e.what();
+        }
+    }
+    return "";
+}
+
+std::vector<ScheduleVariant> schedule_neighbours(const FusedGraph &plan, const VariantChecker &checker,
+                                                 const Halide::Target &target, uint64_t seed) {
+    std::vector<ScheduleVariant> out;
+    for (size_t gi = 0; gi < plan.groups.size(); gi++) {
+        const FusedGroup &grp = plan.groups[gi];
+        if (!grp.schedule.is_object() || !grp.backend.empty()) continue;
+        for (const auto &kv : grp.schedule.items()) {
+            const std::string &key = kv.key();
+            if (key == "template" || key == "why" || key == "vector_width") continue;
+            std::vector<json> values;
+            if (kv.value().is_number_integer()) {
+                for (int64_t x : integer_steps(key, kv.value().get<int64_t>())) values.push_back(x);
+            } else if (kv.value().is_string() && kChoices.count(key)) {
+                for (const std::string &c : kChoices.at(key)) {
+                    if (c != kv.value().get<std::string>()) values.push_back(c);
+                }
+            }
+            for (const json &v : values) {
+                ScheduleVariant var{plan, grp.name + "." + key + " " + kv.value().dump() + "->" + v.dump()};
+                json &s = var.plan.groups[gi].schedule;
+                s[key] = v;
+                s.erase("why");
+                if (!fits_registers(s, target)) continue;
+                if (!checker.check(var.plan, grp.name).empty()) continue;
+                out.push_back(std::move(var));
+            }
+        }
+    }
+    SeededRandom rng(seed);
+    for (size_t i = out.size(); i > 1; i--) std::swap(out[i - 1], out[rng.below(i)]);
+    return out;
+}
+
+}  // namespace hfuse::explore

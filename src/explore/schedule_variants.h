@@ -1,0 +1,41 @@
+// Varying the templates' parameters: the plans one step away from a plan (one parameter of one group
+// changed: an integer by +-1 or x2 / /2, a choice to another value), each checked by lowering and
+// scheduling its group in process (no JIT compilation), so a variant the composer rejects never
+// spends the budget. Parameters and their ranges are the templates' own (schedules/README.md).
+#pragma once
+
+#include "hfuse/fused_graph.h"
+
+#include <Halide.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hfuse::explore {
+
+struct ScheduleVariant {
+    FusedGraph plan;
+    std::string description;  // "g0.tile_c 4->6"
+};
+
+class VariantChecker {
+public:
+    // `graph`: the rewritten model with its weights (the groups are lowered for real).
+    VariantChecker(const Graph &graph, const Halide::Target &target);
+    ~VariantChecker();
+    // "" if the composer schedules group `group` of `plan` as its "schedule" says, else why not.
+    std::string check(const FusedGraph &plan, const std::string &group) const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// The neighbours of `plan` (over the checker's graph), those the checker accepts, in an order
+// shuffled by `seed`.
+std::vector<ScheduleVariant> schedule_neighbours(const FusedGraph &plan, const VariantChecker &checker,
+                                                 const Halide::Target &target, uint64_t seed);
+
+}  // namespace hfuse::explore

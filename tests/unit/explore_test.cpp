@@ -1,0 +1,400 @@
+// hfuse explore: the pieces in process (candidate keys, the plan space, the beam search, the cost
+// estimate, parameter variants, the CSV and the plot) and a tiny end-to-end run of the command:
+// results.json/.csv rows and statuses, a failing candidate (a bad schedule parameter) recorded as an
+// error, best_plan.json accepted by run --check, bench and compile, --resume skipping what is done,
+// timeouts recorded as such, and bad flags (exit 2, naming the flag).
+#include "explore/candidate.h"
+#include "explore/cost_model.h"
+#include "explore/plan_space.h"
+#include "explore/results.h"
+#include "explore/schedule_variants.h"
+#include "explore/svg_plot.h"
+#include "hfuse/composer.h"
+#include "hfuse/error.h"
+#include "hfuse/model_io.h"
+#include "hfuse/passes.h"
+#include "hfuse/planner.h"
+
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace hfuse {
+namespace {
+
+using nlohmann::json;
+using test::CommandResult;
+
+std::string tmp(const std::string &name) {
+    return testing::TempDir() + "/hfuse_explore_test_" + std::to_string(getpid()) + "_" + name;
+}
+
+std::string read_file(const std::string &path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+bool contains(const std::string &haystack, const std::string &needle) {
+    return haystack.find(needle) != std::string::npos;
+}
+
+json op(const std::string &name, const std::string &type, const std::vector<std::string> &inputs,
+        const json &attrs = json::object()) {
+    json j = {{"name", name}, {"op", type}, {"inputs", inputs}};
+    if (!attrs.empty()) j["attrs"] = attrs;
+    return j;
+}
+
+// conv 3x3 (4 -> 8 channels, 16x16) + bias + relu + 2x2 maxpool: small enough to compile in a blink,
+// wide enough (16 columns) for the conv template.
+json tiny_model(int in_channels = 4, int out_channels = 8, int size = 16) {
+    return {{"format", "hfuse-model"},
+            {"version", 1},
+            {"name", "tiny_cbrm"},
+            {"inputs", {{{"name", "x"}, {"shape", {1, in_channels, size, size}}}}},
+            {"weights",
+             {{"w", {{"shape", {out_channels, in_channels, 3, 3}}, {"uniform", {-0.3, 0.3}}, {"seed", 1}}},
+              {"b", {{"shape", {out_channels}}, {"uniform", {-0.1, 0.1}}, {"seed", 2}}}}},
+            {"nodes",
+             {op("conv", "Conv", {"x", "w", "b"}, {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}}),
+              op("relu", "Relu", {"conv"}),
+              op("pool", "MaxPool", {"relu"}, {{"kernel_shape", {2, 2}}, {"strides", {2, 2}}})}},
+            {"outputs", {"pool"}}};
+}
+
+std::string write_tiny_model() {
+    std::string path = tmp("tiny.json");
+    std::ofstream(path) << tiny_model().dump(1);
+    return path;
+}
+
+Graph load(const json &j) {
+    return prepare(parse_model(j, ".", "explore_test.json"));
+}
+
+// --- In process --------------------------------------------------------------------------------
+
+TEST(ExploreCandidate, KeyIgnoresNamesOrderAndRules) {
+    Graph g = simplify(load(tiny_model()));
+    const Halide::Target host = Halide::get_host_target();
+    FusedGraph a = with_default_schedules(plan_fusion(g, {load_rules("tvm")}), host);
+    explore::Candidate c1, c2, c3, c4;
+    c1.plan = plan_to_json(a);
+    c2.plan = c1.plan;
+    c2.plan["rules"] = {"something else"};
+    std::swap(c2.plan["groups"][0], c2.plan["groups"][1]);
+    c2.plan["groups"][0]["name"] = "renamed";
+    explore::assign_key(c1, false);
+    explore::assign_key(c2, false);
+    EXPECT_EQ(c1.key, c2.key);
+
+    c3.plan = c1.plan;
+    for (json &grp : c3.plan["groups"]) {
+        if (grp["schedule"]["template"] == "conv_xv") grp["schedule"]["tile_c"] = 2;
+    }
+    explore::assign_key(c3, false);
+    EXPECT_NE(c1.key, c3.key) << "template parameters are part of a plan";
+
+    // An autoscheduler ignores the templates' parameters: the same candidate.
+    c4 = c3;
+    c4.schedule = c1.schedule = "mullapudi2016";
+    explore::assign_key(c1, false);
+    explore::assign_key(c4, false);
+    EXPECT_EQ(c1.key, c4.key);
+    c4.whole = true;
+    explore::assign_key(c4, false);
+    EXPECT_NE(c1.key, c4.key);
+}
+
+TEST(ExplorePlanSpace, ExhaustiveIsEveryLegalPlanOnceBestPerGroupCountFirst) {
+    // conv -> relu -> pool, and a second branch relu -> sigmoid joining with an add.
+    json m = tiny_model();
+    m["nodes"].push_back(op("sig", "Sigmoid", {"pool"}));
+    m["nodes"].push_back(op("tanh", "Tanh", {"pool"}));
+    m["nodes"].push_back(op("add", "Add", {"sig", "tanh"}));
+    m["outputs"] = {"add"};
+    Graph g = simplify(load(m));
+    const Halide::Target host = Halide::get_host_target();
+    explore::PlanSpace space = explore::plan_space(g, host, {});
+    ASSERT_TRUE(space.exhaustive);
+    std::vector<FusedGraph> all = enumerate_plans(g, {});
+    EXPECT_EQ(space.plans.size(), all.size());
+    std::set<std::string> keys;
+    std::set<size_t> counts;
+    for (const explore::RankedPlan &r : space.plans) {
+        EXPECT_TRUE(keys.insert(explore::partition_key(plan_to_json(r.plan))).second) << "a plan twice";
+        counts.insert(r.plan.groups.size());
+        EXPECT_GT(r.cost.ms, 0);
+        for (const FusedGroup &grp : r.plan.groups) EXPECT_TRUE(grp.schedule.contains("template"));
+    }
+    // The first plans have distinct group counts, one per count.
+    std::set<size_t> leading;
+    for (size_t i = 0; i < counts.size(); i++) leading.insert(space.plans[i].plan.groups.size());
+    EXPECT_EQ(leading, counts);
+}
+
+// A chain of `n` elementwise ops: 2^(n-1) legal plans.
+Graph chain(int n) {
+    json nodes = json::array();
+    std::string prev = "x";
+    for (int i = 0; i < n; i++) {
+        std::string name = "e" + std::to_string(i);
+        nodes.push_back(op(name, i % 2 ? "Sigmoid" : "Relu", {prev}));
+        prev = name;
+    }
+    json m = {{"format", "hfuse-model"},   {"version", 1},
+              {"name", "chain"},           {"inputs", {{{"name", "x"}, {"shape", {1, 4, 8, 8}}}}},
+              {"weights", json::object()}, {"nodes", nodes},
+              {"outputs", {prev}}};
+    return simplify(load(m));
+}
+
+TEST(ExplorePlanSpace, BeamSearchIsLegalDistinctAndSeeded) {
+    Graph g = chain(10);  // 512 plans
+    const Halide::Target host = Halide::get_host_target();
+    explore::PlanSpaceOptions o;
+    o.exhaustive_limit = 16;
+    o.seed = 7;
+    explore::PlanSpace a = explore::plan_space(g, host, o), b = explore::plan_space(g, host, o);
+    ASSERT_FALSE(a.exhaustive);
+    ASSERT_GT(a.plans.size(), 10u);
+    ASSERT_EQ(a.plans.size(), b.plans.size());
+    std::set<std::string> keys;
+    for (size_t i = 0; i < a.plans.size(); i++) {
+        json pa = plan_to_json(a.plans[i].plan);
+        EXPECT_EQ(pa, plan_to_json(b.plans[i].plan)) << "same seed, same plans in the same order";
+        EXPECT_TRUE(keys.insert(explore::partition_key(pa)).second) << "a plan twice";
+        EXPECT_NO_THROW(check_plan(a.plans[i].plan));
+    }
+    // It reaches the maximal plan (one group) through merges along edges.
+    bool one_group = false;
+    for (const explore::RankedPlan &r : a.plans) one_group = one_group || r.plan.groups.size() == 1;
+    EXPECT_TRUE(one_group);
+}
+
+TEST(ExploreCostModel, FusionMovesFewerBytesAndTwoConvsInAGroupCostMore) {
+    const Halide::Target host = Halide::get_host_target();
+    Graph g = simplify(load(tiny_model()));
+    FusedGraph fused = with_default_schedules(plan_fusion(g, {load_rules("x86")}), host);
+    FusedGraph unfused = with_default_schedules(singleton_groups(g), host);
+    explore::PlanCost f = explore::estimate_plan(fused, host), u = explore::estimate_plan(unfused, host);
+    EXPECT_EQ(f.bytes_between_groups, 4 * 8 * 8 * 8) << "one group: only the model output leaves it";
+    EXPECT_EQ(u.bytes_between_groups, 2 * (2 * 4 * 8 * 16 * 16) + 4 * 8 * 8 * 8)
+        << "conv and relu written and read once each, the pool written";
+    EXPECT_LT(f.ms, u.ms);
+    EXPECT_DOUBLE_EQ(f.flops, u.flops);
+
+    json m = tiny_model(16, 16, 32);
+    m["nodes"].push_back(op("conv2", "Conv", {"pool", "w2"}, {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}}));
+    m["weights"]["w2"] = {{"shape", {16, 16, 3, 3}}, {"uniform", {-0.3, 0.3}}, {"seed", 3}};
+    m["outputs"] = {"conv2"};
+    Graph g2 = simplify(load(m));
+    FusedGraph apart, together;
+    apart.graph = together.graph = g2;
+    apart.rewritten = together.rewritten = true;
+    apart.groups = {FusedGroup{"", "", {"conv", "relu", "pool"}}, FusedGroup{"", "", {"conv2"}}};
+    together.groups = {FusedGroup{"", "", {"conv", "relu", "pool", "conv2"}}};
+    explore::PlanCost pa = explore::estimate_plan(with_default_schedules(check_plan(apart), host), host);
+    explore::PlanCost pt = explore::estimate_plan(with_default_schedules(check_plan(together), host), host);
+    EXPECT_TRUE(pt.groups[0].heavy_in_simple);
+    EXPECT_GT(pt.ms, pa.ms) << "a second conv in a group runs under the simple schedule";
+}
+
+TEST(ExploreVariants, NeighboursChangeOneParameterAndTheComposerAcceptsThem) {
+    const Halide::Target host = Halide::get_host_target();
+    Graph g = simplify(load(tiny_model()));
+    FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("tvm")}), host);
+    explore::VariantChecker checker(g, host);
+    for (const FusedGroup &grp : plan.groups) EXPECT_EQ(checker.check(plan, grp.name), "");
+    std::vector<explore::ScheduleVariant> v = explore::schedule_neighbours(plan, checker, host, 3);
+    ASSERT_GT(v.size(), 3u);
+    std::set<std::string> seen;
+    for (const explore::ScheduleVariant &var : v) {
+        EXPECT_TRUE(seen.insert(var.description).second);
+        int changed = 0;
+        for (size_t i = 0; i < plan.groups.size(); i++) {
+            for (const auto &kv : plan.groups[i].schedule.items()) {
+                if (kv.key() != "why" && var.plan.groups[i].schedule.value(kv.key(), json()) != kv.value()) changed++;
+            }
+        }
+        EXPECT_EQ(changed, 1) << var.description;
+        for (const FusedGroup &grp : var.plan.groups)
+            EXPECT_EQ(checker.check(var.plan, grp.name), "") << var.description;
+    }
+    // The same seed gives the same order.
+    std::vector<explore::ScheduleVariant> again = explore::schedule_neighbours(plan, checker, host, 3);
+    ASSERT_EQ(again.size(), v.size());
+    for (size_t i = 0; i < v.size(); i++) EXPECT_EQ(again[i].description, v[i].description);
+    // The checker rejects what the composer rejects, naming the parameter.
+    FusedGraph bad = plan;
+    for (FusedGroup &grp : bad.groups) {
+        if (grp.schedule["template"] == "conv_xv") {
+            grp.schedule["tile_c"] = 99;
+            EXPECT_TRUE(contains(checker.check(bad, grp.name), "schedule.tile_c")) << checker.check(bad, grp.name);
+        }
+    }
+}
+
+TEST(ExploreResults, CsvQuotesAndThePlotMarksTheBest) {
+    explore::Evaluation ok, bad;
+    ok.candidate.plan = {{"groups", {{{"name", "g0"}, {"nodes", {"conv", "relu"}}}}}};
+    ok.candidate.key = "aaaa";
+    ok.candidate.groups = 1;
+    ok.candidate.baselines = {"default"};
+    ok.status = "ok";
+    ok.median_ms = 1.5;
+    ok.compile_s = 0.25;
+    bad = ok;
+    bad.candidate.key = "bbbb";
+    bad.candidate.baselines.clear();
+    bad.status = "error";
+    bad.median_ms = NAN;
+    bad.error = "field 'schedule.tile_c', \"quoted\"";
+    std::string csv = explore::results_csv({ok, bad});
+    EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);
+    EXPECT_TRUE(contains(csv, "\"field 'schedule.tile_c', \"\"quoted\"\"\"")) << csv;
+    EXPECT_TRUE(contains(csv, ",1.5,")) << csv;
+    std::string svg = explore::svg_plot({ok, bad}, "aaaa", "t<1>");
+    EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+    EXPECT_TRUE(contains(svg, "best 1.5 ms"));
+    EXPECT_TRUE(contains(svg, "t&lt;1&gt;"));
+    EXPECT_TRUE(contains(svg, ">default</text>"));
+    // A round trip through results.json's row format.
+    explore::Evaluation back = explore::evaluation_from_json(explore::to_json(bad));
+    EXPECT_EQ(back.error, bad.error);
+    EXPECT_TRUE(std::isnan(back.median_ms));
+}
+
+// --- The command ---------------------------------------------------------------------------------
+
+json results_of(const std::string &dir) {
+    return json::parse(read_file(dir + "/results.json"));
+}
+
+TEST(ExploreCli, TinyRunResumeAndBestPlan) {
+    const std::string model = write_tiny_model();
+    // A plan file with a parameter the conv template rejects: recorded as an error, the run goes on.
+    Graph g = load_model(model);
+    FusedGraph bad = with_default_schedules(plan_fusion(g, {load_rules("x86")}), Halide::get_host_target());
+    bad.groups[0].schedule["tile_c"] = 99;
+    const std::string bad_path = tmp("bad_plan.json");
+    write_plan(bad_path, bad);
+
+    const std::string dir = tmp("run");
+    CommandResult r = test::run_cli("explore " + model + " -o " + dir +
+                                    " --budget 6 --schedules templates,mullapudi2016 --runs 3 --confirm 1 --jobs 2 "
+                                    "--plan " +
+                                    bad_path);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "explore [1/")) << "plain progress lines when not on a terminal: " << r.out;
+    json res = results_of(dir);
+    EXPECT_EQ(res["model"], "tiny_cbrm");
+    EXPECT_TRUE(res["machine"].contains("cpu"));
+    const json &rows = res["candidates"];
+    ASSERT_EQ(rows.size(), 6u) << r.out;
+    std::set<std::string> baselines, sources, keys, statuses;
+    int bad_rows = 0;
+    for (const json &c : rows) {
+        for (const char *f : {"plan", "schedule", "params", "groups", "compile_s", "median_ms", "status", "error"}) {
+            EXPECT_TRUE(c.contains(f)) << f;
+        }
+        EXPECT_TRUE(keys.insert(c["key"].get<std::string>()).second) << "a candidate twice";
+        for (const json &b : c["baselines"])
+            baselines.insert(b.get<std::string>() + "/" + c["schedule"].get<std::string>());
+        statuses.insert(c["status"].get<std::string>());
+        if (c["status"] == "ok") {
+            sources.insert(c["schedule"].get<std::string>());
+            EXPECT_GT(c["median_ms"].get<double>(), 0);
+            EXPECT_GT(c["compile_s"].get<double>(), 0);
+        }
+        if (c["origin"] == "user") {
+            bad_rows++;
+            EXPECT_EQ(c["status"], "error");
+            EXPECT_TRUE(contains(c["error"].get<std::string>(), "schedule.tile_c")) << c["error"];
+        }
+    }
+    EXPECT_EQ(bad_rows, 1);
+    for (const char *b : {"default/templates", "unfused/templates", "tvm/templates", "whole/mullapudi2016"})
+        EXPECT_TRUE(baselines.count(b)) << b;
+    EXPECT_EQ(sources, (std::set<std::string>{"templates", "mullapudi2016"}));
+    std::string csv = read_file(dir + "/results.csv");
+    EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7) << csv;
+    EXPECT_TRUE(contains(read_file(dir + "/plot.svg"), "best "));
+    std::string report = read_file(dir + "/report.md");
+    EXPECT_TRUE(contains(report, "## Why it won")) << report;
+    EXPECT_TRUE(contains(report, "| default")) << report;
+
+    // best_plan.json as is: run --check, bench, compile.
+    const std::string best = dir + "/best_plan.json";
+    r = test::run_cli("run " + model + " --plan " + best + " --check");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, ": ok")) << r.out;
+    r = test::run_cli("bench " + model + " --plan " + best + " --runs 1 --json");
+    EXPECT_EQ(r.code, 0) << r.out;
+    r = test::run_cli("compile " + model + " --plan " + best + " -o " + tmp("aot") + " --name tiny");
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(res["best_plan"]["key"].get<std::string>().size(), 16u);
+
+    // Without --resume the directory is refused; with it, the finished candidates are kept, not rerun.
+    r = test::run_cli("explore " + model + " -o " + dir + " --budget 6");
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_TRUE(contains(r.out, "-o " + dir)) << r.out;
+    r = test::run_cli("explore " + model + " -o " + dir +
+                      " --budget 8 --schedules templates,mullapudi2016 --runs 3 --confirm 0 --resume --plan " +
+                      bad_path);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "resuming: 6 candidates done")) << r.out;
+    json again = results_of(dir);
+    ASSERT_EQ(again["candidates"].size(), 8u) << r.out;
+    for (size_t i = 0; i < rows.size(); i++) {
+        EXPECT_EQ(again["candidates"][i]["key"], rows[i]["key"]);
+        EXPECT_EQ(again["candidates"][i]["median_ms"], rows[i]["median_ms"]) << "candidate " << i << " ran again";
+    }
+}
+
+TEST(ExploreCli, TimeoutsAreRecordedAndTheRunGoesOn) {
+    const std::string model = write_tiny_model();
+    const std::string dir = tmp("timeouts");
+    CommandResult r = test::run_cli("explore " + model + " -o " + dir +
+                                    " --budget 1 --schedules templates --timeout-per-candidate 0.05 --confirm 0");
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(contains(r.out, "no candidate ran successfully")) << r.out;
+    json rows = results_of(dir)["candidates"];
+    ASSERT_EQ(rows.size(), 3u) << "default, unfused and tvm all ran (and timed out): " << r.out;
+    for (const json &c : rows) {
+        EXPECT_EQ(c["status"], "timeout");
+        EXPECT_TRUE(contains(c["error"].get<std::string>(), "timed out after 0.05 s")) << c["error"];
+        EXPECT_TRUE(c["median_ms"].is_null());
+    }
+    EXPECT_TRUE(contains(read_file(dir + "/results.csv"), ",timeout,"));
+}
+
+TEST(ExploreCli, BadFlagsExitTwoNamingTheFlag) {
+    const std::string model = write_tiny_model();
+    struct Case {
+        std::string args, flag;
+    };
+    for (const Case &c : {Case{"--budget 0", "--budget"}, Case{"--jobs 0", "--jobs"},
+                          Case{"--schedules templates,bogus", "--schedules"},
+                          Case{"--timeout-per-candidate -1", "--timeout-per-candidate"}, Case{"--runs x", "--runs"}}) {
+        CommandResult r = test::run_cli("explore " + model + " -o " + tmp("bad_flags") + " " + c.args);
+        EXPECT_EQ(r.code, 2) << c.args << ": " << r.out;
+        EXPECT_TRUE(contains(r.out, c.flag)) << c.args << ": " << r.out;
+    }
+    CommandResult r = test::run_cli("explore " + model);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_TRUE(contains(r.out, "--output")) << r.out;
+    r = test::run_cli("explore " + tmp("missing.json") + " -o " + tmp("missing_out"));
+    EXPECT_EQ(r.code, 1) << r.out;
+}
+
+}  // namespace
+}  // namespace hfuse
