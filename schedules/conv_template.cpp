@@ -103,7 +103,7 @@ void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, con
     if (padded.defined()) {
         // A channel's padded plane fits in L1: build it per channel rather than in one pass at root.
         Func in = padded.in(conv);
-        in.compute_at(tile, ci).vectorize(Dims(in).x, vw, Halide::TailStrategy::GuardWithIf);
+        in.compute_at(tile, ci);
     }
 }
 
