@@ -22,12 +22,54 @@ struct Dims {
     explicit Dims(const Func &f) : x(f.args()[0]), y(f.args()[1]), c(f.args()[2]), n(f.args()[3]) {}
 };
 
-void schedule_xv(Func tile, Func conv, Func padded, const std::vector<Func> &per_tile, const ConvGroupShape &s,
-                 const nlohmann::json &p, int vw) {
+// The conv's accumulators: its tile lives in registers when everything inside the loop it is computed
+// at is unrolled. A pool's window widens the conv's region past whole vectors; rounded up, it would
+// read past the input unless the input is padded (materialised with its boundary), so such tails are
+// guarded.
+void schedule_accumulators(Func conv, Func padded, bool pooled, const Dims &v, const nlohmann::json &p, int vw) {
+    const Halide::TailStrategy tail =
+        !pooled || padded.defined() ? Halide::TailStrategy::Auto : Halide::TailStrategy::GuardWithIf;
+    conv.vectorize(v.x, vw, tail).unroll(v.x).unroll(v.y).unroll(v.c);
+    std::vector<RVar> r = conv.rvars(0);  // (ci, kx, ky)
+    Halide::Stage u = conv.update();
+    const std::string order = p.value("reduction_order", "kx,ci,ky");
+    if (order == "kx,ci,ky") {
+        u.reorder(v.x, v.y, v.c, r[1], r[0], r[2]).unroll(r[1]);
+    } else if (order == "ci,kx,ky") {
+        u.reorder(v.x, v.y, v.c, r[0], r[1], r[2]);
+    } else if (order == "kx,ky,ci") {
+        u.reorder(v.x, v.y, v.c, r[1], r[2], r[0]).unroll(r[1]);
+    } else {
+        fail_field("schedule.reduction_order", "expected \"kx,ci,ky\", \"ci,kx,ky\" or \"kx,ky,ci\"");
+    }
+    u.vectorize(v.x, vw, tail).unroll(v.x).unroll(v.y).unroll(v.c);
+}
+
+// Funcs between the conv and the tile that cannot be inlined (a pool): computed at `level`, along x
+// in vectors of `lanes`, the last one rounded up or guarded as `tail` says.
+void schedule_per_tile(const std::vector<Func> &per_tile, Func tile, Var level, int lanes, Halide::TailStrategy tail) {
+    for (Func f : per_tile) {
+        Dims d(f);
+        f.compute_at(tile, level).vectorize(d.x, lanes, tail);
+        for (int i = 0; i < f.num_update_definitions(); i++) f.update(i).vectorize(d.x, lanes, tail);
+    }
+}
+
+// The register tile: nx x-vectors, ny conv rows, nc output channels.
+struct RegisterTile {
+    int nx, ny, nc;
+};
+
+RegisterTile register_tile(const nlohmann::json &p) {
+    return {get_int(p, "tile_x_vectors", 1, 16), get_int(p, "tile_y", 1, 64), get_int(p, "tile_c", 1, 64)};
+}
+
+// conv_xv, the conv per register tile of T: each tile of T covers nx vectors of conv columns, ny conv
+// rows and nc channels, and computes exactly that part of the conv in registers.
+void schedule_xv_per_tile(Func tile, Func conv, const std::vector<Func> &per_tile, const ConvGroupShape &s,
+                          const nlohmann::json &p, int vw, Func padded) {
     const int64_t tw = s.tile_output[3], th = s.tile_output[2], tc = s.tile_output[1];
-    const int nx = get_int(p, "tile_x_vectors", 1, 16), ny = get_int(p, "tile_y", 1, 64),
-              nc = get_int(p, "tile_c", 1, 64);
-    // The tile of T covering nx vectors of conv columns and ny conv rows.
+    const auto [nx, ny, nc] = register_tile(p);
     const int tx = vw * nx / s.tile_stride_x, ty = ny / s.tile_stride_y;
     if (tx < 1 || tx * s.tile_stride_x != vw * nx || tx > tw)
         fail_field("schedule.tile_x_vectors", "does not fit the output width");
@@ -48,32 +90,65 @@ void schedule_xv(Func tile, Func conv, Func padded, const std::vector<Func> &per
         .unroll(ci)
         .fuse(yo, co, task)
         .parallel(task);
-    for (Func f : per_tile) {
-        Dims d(f);
-        f.compute_at(tile, xo).vectorize(d.x, std::min(vw, tx), Halide::TailStrategy::RoundUp);
-        for (int i = 0; i < f.num_update_definitions(); i++) {
-            f.update(i).vectorize(d.x, std::min(vw, tx), Halide::TailStrategy::RoundUp);
-        }
-    }
-    // The accumulators: the conv's tile lives in registers when everything inside xo is unrolled.
-    // A pool's window widens the conv's region past whole vectors; rounded up, it would read past the
-    // input unless the input is padded (materialised with its boundary), so such tails are guarded.
-    const Halide::TailStrategy tail =
-        per_tile.empty() || padded.defined() ? Halide::TailStrategy::Auto : Halide::TailStrategy::GuardWithIf;
-    conv.compute_at(tile, xo).vectorize(v.x, vw, tail).unroll(v.x).unroll(v.y).unroll(v.c);
-    std::vector<RVar> r = conv.rvars(0);  // (ci, kx, ky)
-    Halide::Stage u = conv.update();
-    const std::string order = p.value("reduction_order", "kx,ci,ky");
-    if (order == "kx,ci,ky") {
-        u.reorder(v.x, v.y, v.c, r[1], r[0], r[2]).unroll(r[1]);
-    } else if (order == "ci,kx,ky") {
-        u.reorder(v.x, v.y, v.c, r[0], r[1], r[2]);
-    } else if (order == "kx,ky,ci") {
-        u.reorder(v.x, v.y, v.c, r[1], r[2], r[0]).unroll(r[1]);
+    // tx is a whole number of these vectors: rounding up computes nothing outside the tile.
+    schedule_per_tile(per_tile, tile, xo, std::min(vw, tx), Halide::TailStrategy::RoundUp);
+    conv.compute_at(tile, xo);
+    schedule_accumulators(conv, padded, !per_tile.empty(), v, p, vw);
+}
+
+// conv_xv with strips (for a pool after the conv): T in strips of strip_y rows x strip_c channels, one
+// parallel task each; the conv over a strip's whole window materialised in a strip buffer (L1/L2),
+// tiled there by the register tile, which need not divide T's rows and channels (a 2x2 pool needs
+// even conv rows per tile of T; per strip any register tile fits); the pool reads the strip.
+void schedule_xv_strips(Func tile, Func conv, const std::vector<Func> &per_tile, const ConvGroupShape &s,
+                        const nlohmann::json &p, int vw, Func padded) {
+    const int64_t tw = s.tile_output[3], th = s.tile_output[2], tc = s.tile_output[1];
+    const auto [nx, ny, nc] = register_tile(p);
+    const int strip_c = get_int(p, "strip_c", 1, static_cast<int>(tc));
+    const int strip_y = p.contains("strip_y") ? get_int(p, "strip_y", 1, static_cast<int>(th)) : static_cast<int>(th);
+    // Across row strips Halide bounds the conv's input rows by interval arithmetic, which overshoots:
+    // harmless for the padded input (computed at root over those bounds), fatal for an unpadded one.
+    if (strip_y < th && !padded.defined()) fail_field("schedule.strip_y", "needs a padded conv input");
+    // A strip's region of the conv spans at least (n - 1) * stride + 1 conv columns and rows for n of T,
+    // and strip_c channels; register tiles shift inwards within it, so they must not exceed it.
+    if (vw * nx > (tw - 1) * s.tile_stride_x + 1) fail_field("schedule.tile_x_vectors", "exceeds a strip's width");
+    if (ny > (strip_y - 1) * s.tile_stride_y + 1) fail_field("schedule.tile_y", "exceeds the conv rows of a strip");
+    if (nc > strip_c) fail_field("schedule.tile_c", "exceeds schedule.strip_c");
+
+    Dims t(tile), v(conv);
+    Var yo("yo"), yi("yi"), co("co"), ci("ci"), task("task");
+    tile.split(t.y, yo, yi, strip_y).split(t.c, co, ci, strip_c).reorder(t.x, yi, ci, yo, co, t.n);
+    if (tw >= vw) tile.vectorize(t.x, vw);
+    tile.fuse(yo, co, task).parallel(task);
+    // Rounded up, the pool's last vector would widen the strip (and the conv) past the conv's width.
+    schedule_per_tile(per_tile, tile, task, vw, Halide::TailStrategy::GuardWithIf);
+
+    Func strip = conv.in();
+    Dims sd(strip);
+    Var sxo("sxo"), sxi("sxi"), syo("syo"), syi("syi"), sco("sco"), sci("sci");
+    const auto inwards = Halide::TailStrategy::ShiftInwards;
+    strip.compute_at(tile, task)
+        .split(sd.x, sxo, sxi, vw * nx, inwards)
+        .split(sd.y, syo, syi, ny, inwards)
+        .split(sd.c, sco, sci, nc, inwards)
+        .reorder(sxi, syi, sci, sxo, syo, sco, sd.n)
+        .vectorize(sxi, vw)
+        .unroll(sxi)
+        .unroll(syi)
+        .unroll(sci);
+    conv.compute_at(strip, sxo);
+    // Within the strip the conv's region is a whole register tile: no tail to guard.
+    schedule_accumulators(conv, padded, false, v, p, vw);
+}
+
+void schedule_xv(Func tile, Func conv, Func padded, const std::vector<Func> &per_tile, const ConvGroupShape &s,
+                 const nlohmann::json &p, int vw) {
+    if (p.contains("strip_c") || p.contains("strip_y")) {
+        if (per_tile.empty()) fail_field("schedule.strip_c", "strips are for a pool after the conv");
+        schedule_xv_strips(tile, conv, per_tile, s, p, vw, padded);
     } else {
-        fail_field("schedule.reduction_order", "expected \"kx,ci,ky\", \"ci,kx,ky\" or \"kx,ky,ci\"");
+        schedule_xv_per_tile(tile, conv, per_tile, s, p, vw, padded);
     }
-    u.vectorize(v.x, vw, tail).unroll(v.x).unroll(v.y).unroll(v.c);
     // A boundary condition inside the reduction costs ~4x: pad once, at root.
     if (padded.defined()) {
         Func in = padded.in(conv);
@@ -155,7 +230,8 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
                    const nlohmann::json &p, const Halide::Target &target) {
     const std::string tmpl = p.value("template", "");
     if (tmpl == "conv_xv") {
-        check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_y", "tile_c", "reduction_order"});
+        check_param_keys(
+            p, {"vector_width", "tile_x_vectors", "tile_y", "tile_c", "reduction_order", "strip_y", "strip_c"});
     } else if (tmpl == "conv_dw") {
         check_param_keys(p, {"vector_width", "tile_y", "channel_block"});
     }

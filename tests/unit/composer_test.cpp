@@ -110,6 +110,36 @@ TEST(Composer, PoolAfterConvIsTheTile) {
     }
 }
 
+TEST(Composer, ConvStripsUnderAPoolMatchTheReference) {
+    // The conv per strip of the pool's output, register-tiled within the strip: tiles that do not
+    // divide the strip (shifted inwards), one-row strips, overlapping windows, an unpadded conv.
+    int ran = 0;
+    for (const Graph &g : {conv_model(8, 18, 34, 12, 3, 1, 1, 1, 2, 2), conv_model(6, 31, 37, 10, 3, 1, 1, 1, 3, 2),
+                           conv_model(7, 8, 9, 14, 1, 1, 0, 1, 3, 1)}) {
+        FusedGraph plan = fused_plan(g);
+        const Shape t = g.type_of("pool").shape;
+        for (auto [nx, ny, nc] : {std::tuple{1, 3, 4}, std::tuple{1, 2, 6}, std::tuple{2, 1, 3}, std::tuple{1, 1, 1}}) {
+            for (int strip_c : {nc, 7, static_cast<int>(t[1])}) {
+                for (int strip_y : {0, 1, 3}) {
+                    nlohmann::json s = {
+                        {"template", "conv_xv"}, {"vector_width", 8},  {"tile_x_vectors", nx},         {"tile_y", ny},
+                        {"tile_c", nc},          {"strip_c", strip_c}, {"reduction_order", "kx,ci,ky"}};
+                    if (strip_y) s["strip_y"] = strip_y;
+                    const int stride = t[3] == g.type_of("relu").shape[3] ? 1 : 2;
+                    const int rows = ((strip_y ? strip_y : t[2]) - 1) * stride + 1;
+                    if (strip_c > t[1] || nc > strip_c || ny > rows || 8 * nx > (t[3] - 1) * stride + 1) continue;
+                    if (strip_y && g.find_node("conv")->attrs.at("pads").at(0).get<int>() == 0)
+                        continue;  // needs padding
+                    plan.groups[0].schedule = s;
+                    expect_matches_reference(plan);
+                    ran++;
+                }
+            }
+        }
+    }
+    EXPECT_GE(ran, 40);
+}
+
 TEST(Composer, DepthwiseAndSimpleTemplatesMatchTheReference) {
     expect_matches_reference(fused_plan(conv_model(24, 14, 14, 24, 3, 1, 1, 24)));
     expect_matches_reference(fused_plan(conv_model(20, 11, 17, 20, 3, 2, 1, 20)));
@@ -138,6 +168,39 @@ TEST(Composer, BadParametersNameTheField) {
     expect_error(with("tile_x_vectors", 5), "schedule.tile_x_vectors");
     expect_error(with("reduction_order", "ky,kx"), "schedule.reduction_order");
     expect_error(with("template", "winograd"), "schedule.template");
+    // Strips are for a conv under a pool.
+    expect_error(with("strip_c", 8), "schedule.strip_c");
+}
+
+TEST(Composer, BadStripParametersNameTheField) {
+    FusedGraph plan = fused_plan(conv_model(8, 18, 34, 12, 3, 1, 1, 1, 2, 2));  // pool output 12 x 10 x 18
+    auto expect_error = [&](nlohmann::json changes, const std::string &field) {
+        FusedGraph p = plan;
+        p.groups[0].schedule.update(changes);
+        try {
+            Executor ex(p);
+            ADD_FAILURE() << "accepted " << p.groups[0].schedule.dump();
+        } catch (const Error &e) {
+            EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+        }
+    };
+    expect_error({{"strip_c", 13}}, "schedule.strip_c");
+    expect_error({{"strip_c", 4}, {"strip_y", 11}}, "schedule.strip_y");
+    expect_error({{"strip_c", 4}, {"tile_c", 6}}, "schedule.tile_c");
+    expect_error({{"strip_c", 4}, {"tile_c", 4}, {"strip_y", 1}, {"tile_y", 2}}, "schedule.tile_y");
+    expect_error({{"strip_c", 4}, {"tile_c", 4}, {"tile_x_vectors", 5}}, "schedule.tile_x_vectors");
+    FusedGraph unpadded = fused_plan(conv_model(7, 8, 9, 14, 1, 1, 0, 1, 3, 1));
+    unpadded.groups[0].schedule.update({{"strip_c", 7}, {"strip_y", 2}, {"tile_c", 1}, {"tile_y", 1}});
+    EXPECT_THROW(
+        {
+            try {
+                Executor ex(unpadded);
+            } catch (const Error &e) {
+                EXPECT_NE(std::string(e.what()).find("schedule.strip_y"), std::string::npos) << e.what();
+                throw;
+            }
+        },
+        Error);
 }
 
 // --- Gemm, pool, reduction and simple templates -------------------------------------------------

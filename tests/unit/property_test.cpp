@@ -57,10 +57,10 @@
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
 #include "hfuse/executor.h"
-#include "hfuse/model_pipeline.h"
 #include "hfuse/fused_graph.h"
 #include "hfuse/fusion_rules.h"
 #include "hfuse/model_io.h"
+#include "hfuse/model_pipeline.h"
 #include "hfuse/op_registry.h"
 #include "hfuse/passes.h"
 #include "hfuse/plan_report.h"
@@ -1048,8 +1048,10 @@ json perturb_schedule(const FusedGraph &f, const FusedGroup &grp, const json &de
     if ((tmpl == "conv_xv" || tmpl == "conv_dw") && out.size() == 1 && p.contains("vector_width")) {
         const Shape t = g.type_of(*out.begin()).shape;  // the tile: the group's output
         int sx = 1, sy = 1;
+        bool pooled = false;
         for (const std::string &n : grp.nodes) {
             const Node *node = g.find_node(n);
+            pooled = pooled || node->op == "MaxPool" || node->op == "AveragePool";
             if ((node->op == "MaxPool" || node->op == "AveragePool") && node->attrs.contains("strides")) {
                 sy = node->attrs["strides"][0].get<int>();
                 sx = node->attrs["strides"][1].get<int>();
@@ -1072,6 +1074,18 @@ json perturb_schedule(const FusedGraph &f, const FusedGroup &grp, const json &de
             p["tile_y"] = fit && !nys.empty() ? rng.pick(nys) : static_cast<int>(rng.uniform(1, 64));
             p["tile_c"] = fit ? rng.pick(ncs) : static_cast<int>(rng.uniform(1, 64));
             p["reduction_order"] = rng.pick<std::string>({"kx,ci,ky", "ci,kx,ky", "kx,ky,ci"});
+            if (pooled && rng.chance(0.3)) {
+                // Strips of the pool's output (all rows, strip_c channels), the register tile within
+                // a strip's conv region: any tile up to that region, rows not tied to the pool stride.
+                const int strip_c = fit ? static_cast<int>(rng.uniform(1, tc)) : static_cast<int>(rng.uniform(1, 64));
+                p["strip_c"] = strip_c;
+                if (fit) {
+                    auto sxs = range_where(1, 16, [&](int nx) { return vw * nx <= (tw - 1) * sx + 1; });
+                    p["tile_x_vectors"] = sxs.empty() ? 1 : rng.pick(sxs);
+                    p["tile_y"] = static_cast<int>(rng.uniform(1, std::min(8, (th - 1) * sy + 1)));
+                    p["tile_c"] = static_cast<int>(rng.uniform(1, std::min(strip_c, 8)));
+                }
+            }
         } else {
             if (vw > tw && fit) vw = p["vector_width"].get<int>();
             p["vector_width"] = vw;
