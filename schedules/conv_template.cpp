@@ -199,31 +199,56 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
     }
     // Register tiles that keep accumulators + operands within 16 vector registers (AVX2):
     // 1x1 kernels reuse no input across taps: 2 rows x 6 channels (128->256 at 28x28 on 2 cores:
-    // 2x6 0.39 ms, 1 row x 2 vectors x 6 0.42 ms, 1x12 0.47 ms, 3x4 0.50 ms); a pool after the conv
-    // needs an even row count; otherwise 3 rows x 4 channels. AVX-512's 32 registers take twice the
-    // channels (24 accumulators; chosen by the same budget, not measured: no AVX-512 machine here).
+    // 2x6 0.39 ms, 1 row x 2 vectors x 6 0.42 ms, 1x12 0.47 ms, 3x4 0.50 ms); otherwise 3 rows x 4
+    // channels. AVX-512's 32 registers take twice the channels (24 accumulators; chosen by the same
+    // budget, not measured: no AVX-512 machine here).
     const int budget = std::max(1, tt.vector_registers / 16);
     const bool one_by_one = s.weight[2] == 1 && s.weight[3] == 1;
+    const std::string order = one_by_one ? "ci,kx,ky" : "kx,ci,ky";
     int nx = 1, ny = one_by_one ? 2 : 3, nc = (one_by_one ? 6 : 4) * budget;
+    const int64_t tw = s.tile_output[3], th = s.tile_output[2];
+    if (s.pooled && vw <= (tw - 1) * s.tile_stride_x + 1) {
+        // Under a pool: strips of the pool's output (all rows, strip_c channels: a divisor of the
+        // channels, a multiple of the register tile's), the conv's register tile within a strip as
+        // without the pool. Per register tile instead, a 2x2 stride-2 pool forces an even row count:
+        // 3x3 64->64 at 56x56 (conv_bias_relu_maxpool), one Zen 3 core, two engineers compiling
+        // beside it (so slow, but interleaved): 2 rows x 6 channels 2.78-2.80 ms (min of 40 runs),
+        // strips of 8 channels with 3 x 4 tiles 2.73-2.78 ms, the unfused model 2.74-2.77 ms.
+        ny = static_cast<int>(std::min<int64_t>(ny, (th - 1) * s.tile_stride_y + 1));
+        nc = static_cast<int>(std::min<int64_t>(nc, cout));
+        int strip_c = static_cast<int>(std::min<int64_t>(cout, 2 * nc));
+        for (int d = 8 * budget; d >= nc; d--) {
+            if (cout % d == 0 && d % nc == 0) {
+                strip_c = d;
+                break;
+            }
+        }
+        nlohmann::json p = {{"template", "conv_xv"}, {"vector_width", vw}, {"tile_x_vectors", nx},    {"tile_y", ny},
+                            {"tile_c", nc},          {"strip_c", strip_c}, {"reduction_order", order}};
+        // Few channel strips: split the rows too, for parallel tasks (a padded input only; see
+        // schedule_xv_strips).
+        const int64_t tasks = (cout + strip_c - 1) / strip_c;
+        if (tasks < 4 && s.padded && th >= 2) {
+            const int64_t row_strips = std::min<int64_t>(th, (4 + tasks - 1) / tasks);
+            const int64_t strip_y = (th + row_strips - 1) / row_strips;
+            if ((strip_y - 1) * s.tile_stride_y + 1 >= ny) p["strip_y"] = strip_y;
+        }
+        return p;
+    }
     if (s.tile_stride_x > 1 || s.tile_stride_y > 1) {
         nx = 1;
         ny = s.tile_stride_y;  // one row of T per tile
         nc = 6 * budget;
     }
     // Shrink to fit small outputs (tiles shift inwards at edges, so they must not exceed the extent).
-    while (nx > 1 && vw * nx / s.tile_stride_x > s.tile_output[3]) nx--;
-    if (vw * nx / s.tile_stride_x > s.tile_output[3] || vw * nx % s.tile_stride_x) {
+    while (nx > 1 && vw * nx / s.tile_stride_x > tw) nx--;
+    if (vw * nx / s.tile_stride_x > tw || vw * nx % s.tile_stride_x) {
         return {{"template", "simple"}, {"why", "output tile does not fit"}};
     }
-    ny = std::max<int>(s.tile_stride_y, std::min<int64_t>(ny, s.tile_output[2] * s.tile_stride_y));
+    ny = std::max<int>(s.tile_stride_y, std::min<int64_t>(ny, th * s.tile_stride_y));
     nc = static_cast<int>(std::min<int64_t>(nc, cout));
-    // 3x3 64->64 at 56x56 with a 2x2 stride-2 pool (conv_bias_relu_maxpool), one Zen 3 core: the
-    // pooled tile (2 rows x 6 channels) runs 2.78-2.84 ms with kx,ci,ky, 2.90-2.99 ms with ci,kx,ky
-    // (at an idle moment with 2 threads ci,kx,ky led, 1.57 vs 1.62 ms); the unpooled 3-row tile runs
-    // the conv in 2.67-2.76 ms. The 2-row tile a pooling window needs costs ~3% against the 3-row
-    // one, about what fusing the Relu and pool passes saves (0.05 ms): the fused model is at parity.
     return {{"template", "conv_xv"}, {"vector_width", vw}, {"tile_x_vectors", nx},
-            {"tile_y", ny},          {"tile_c", nc},       {"reduction_order", one_by_one ? "ci,kx,ky" : "kx,ci,ky"}};
+            {"tile_y", ny},          {"tile_c", nc},       {"reduction_order", order}};
 }
 
 void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &per_tile, const ConvGroupShape &s,

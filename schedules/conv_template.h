@@ -17,7 +17,8 @@ namespace hfuse::schedules {
 struct ConvGroupShape {
     Shape input, weight, output;  // the conv's NCHW input, OIHW weight, NCHW output
     int group = 1;
-    bool padded = false;                       // some window reaches outside the input
+    bool padded = false;                       // some window reaches outside the input (for defaults:
+                                               // known to, from a leading pad)
     Shape tile_output;                         // NCHW shape of T, the Func the conv is computed per tile of
     int tile_stride_x = 1, tile_stride_y = 1;  // conv pixels per T pixel (a stride-2 pool after it: 2)
     bool pooled = false;                       // a pool after the conv (T is the pool or after it)

@@ -147,6 +147,12 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, Analysis &a) {
     a.conv.tile_stride_x = stride_x;
     a.conv.tile_stride_y = stride_y;
     a.conv.pooled = pooled;
+    // Known to read outside the input (so its padded input is materialised): a leading pad. Other
+    // padding (auto_pad, trailing pads a window may never reach) counts as none here.
+    const Attributes attrs(m->attrs);
+    const std::vector<int64_t> pads = attrs.get_ints("pads", {});
+    a.conv.padded =
+        attrs.get_string("auto_pad", "NOTSET") == "NOTSET" && pads.size() == 4 && (pads[0] > 0 || pads[1] > 0);
 }
 
 // K and whether the operand indexed by the output's innermost dim is contiguous along K.

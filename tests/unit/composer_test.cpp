@@ -75,10 +75,15 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
     EXPECT_EQ(fused_plan(conv_model(16, 14, 14, 16, 3, 1, 1, 16)).groups[0].schedule["template"], "conv_dw");
     // Narrower than one vector: no template fits, the simple schedule runs.
     EXPECT_EQ(fused_plan(conv_model(8, 5, 5, 8, 3, 1, 1, 1)).groups[0].schedule["template"], "simple");
-    // A pool after the conv is the tile: one pooled row per tile, stride-2 conv rows.
+    // A pool after the conv is the tile, in strips: the register tile as without the pool (3 rows x
+    // 4 channels), 12 channels in strips of 4 (a divisor, a multiple of 4), 3 strips (< 4 tasks), so
+    // the pool's 9 rows are split in 2 strips of 5.
     auto pooled = fused_plan(conv_model(8, 18, 18, 12, 3, 1, 1, 1, 2, 2)).groups[0].schedule;
     EXPECT_EQ(pooled["template"], "conv_xv");
-    EXPECT_EQ(pooled["tile_y"], 2);
+    EXPECT_EQ(pooled["tile_y"], 3);
+    EXPECT_EQ(pooled["tile_c"], 4);
+    EXPECT_EQ(pooled["strip_c"], 4);
+    EXPECT_EQ(pooled["strip_y"], 5);
 }
 
 TEST(Composer, EveryConvTemplateVariantMatchesTheReference) {
@@ -106,6 +111,12 @@ TEST(Composer, PoolAfterConvIsTheTile) {
         FusedGraph plan = fused_plan(g);
         ASSERT_EQ(plan.groups.size(), 1u);
         EXPECT_EQ(plan.groups[0].schedule["template"], "conv_xv");
+        EXPECT_TRUE(plan.groups[0].schedule.contains("strip_c"));
+        expect_matches_reference(plan);
+        // Per register tile of the pool's output instead of strips: conv rows a multiple of the stride.
+        const int stride = g.type_of("pool").shape[3] == g.type_of("relu").shape[3] ? 1 : 2;
+        plan.groups[0].schedule = {{"template", "conv_xv"}, {"vector_width", 8}, {"tile_x_vectors", 1},
+                                   {"tile_y", 2 * stride},  {"tile_c", 6},       {"reduction_order", "kx,ci,ky"}};
         expect_matches_reference(plan);
     }
 }
