@@ -97,6 +97,9 @@ TEST(Composer, EveryConvTemplateVariantMatchesTheReference) {
                 if (8 * nx > g.type_of("relu").shape[3]) continue;
                 plan.groups[0].schedule = {{"template", "conv_xv"}, {"vector_width", 8}, {"tile_x_vectors", nx},
                                            {"tile_y", ny},          {"tile_c", nc},      {"reduction_order", order}};
+                // Channel tiles outside (absent: the default of older plans) and inside the spatial ones.
+                plan.groups[0].schedule["channel_loop"] = nx == 1 && ny == 3 ? "inner" : "outer";
+                if (nx == 2) plan.groups[0].schedule.erase("channel_loop");
                 expect_matches_reference(plan);
             }
         }
@@ -136,6 +139,7 @@ TEST(Composer, ConvStripsUnderAPoolMatchTheReference) {
                         {"template", "conv_xv"}, {"vector_width", 8},  {"tile_x_vectors", nx},         {"tile_y", ny},
                         {"tile_c", nc},          {"strip_c", strip_c}, {"reduction_order", "kx,ci,ky"}};
                     if (strip_y) s["strip_y"] = strip_y;
+                    s["channel_loop"] = (ran % 2) ? "inner" : "outer";
                     const int stride = t[3] == g.type_of("relu").shape[3] ? 1 : 2;
                     const int rows = ((strip_y ? strip_y : t[2]) - 1) * stride + 1;
                     if (strip_c > t[1] || nc > strip_c || ny > rows || 8 * nx > (t[3] - 1) * stride + 1) continue;
@@ -178,6 +182,7 @@ TEST(Composer, BadParametersNameTheField) {
     expect_error(with("tile_c", 0), "schedule.tile_c");
     expect_error(with("tile_x_vectors", 5), "schedule.tile_x_vectors");
     expect_error(with("reduction_order", "ky,kx"), "schedule.reduction_order");
+    expect_error(with("channel_loop", "sideways"), "schedule.channel_loop");
     expect_error(with("template", "winograd"), "schedule.template");
     // Strips are for a conv under a pool.
     expect_error(with("strip_c", 8), "schedule.strip_c");

@@ -1074,6 +1074,7 @@ json perturb_schedule(const FusedGraph &f, const FusedGroup &grp, const json &de
             p["tile_y"] = fit && !nys.empty() ? rng.pick(nys) : static_cast<int>(rng.uniform(1, 64));
             p["tile_c"] = fit ? rng.pick(ncs) : static_cast<int>(rng.uniform(1, 64));
             p["reduction_order"] = rng.pick<std::string>({"kx,ci,ky", "ci,kx,ky", "kx,ky,ci"});
+            p["channel_loop"] = rng.pick<std::string>({"inner", "outer"});
             if (pooled && rng.chance(0.3)) {
                 // Strips of the pool's output (all rows, strip_c channels), the register tile within
                 // a strip's conv region: any tile up to that region, rows not tied to the pool stride.
