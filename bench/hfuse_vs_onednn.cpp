@@ -34,6 +34,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -64,7 +65,10 @@ const Workload &workload(const std::string &name) {
     auto &slot = cache[name];
     if (slot) return *slot;
     auto w = std::make_unique<Workload>();
-    w->graph = load_model(std::string(HFUSE_SOURCE_DIR) + "/models/" + name + ".json");
+    // The bundled models, else the benchmark-only ones (bench/models/).
+    const std::string bundled = std::string(HFUSE_SOURCE_DIR) + "/models/" + name + ".json";
+    w->graph = load_model(
+        std::ifstream(bundled).good() ? bundled : std::string(HFUSE_SOURCE_DIR) + "/bench/models/" + name + ".json");
     std::map<std::string, reference::RefTensor> ref_inputs;
     for (size_t i = 0; i < w->graph.inputs.size(); i++) {
         const GraphInput &in = w->graph.inputs[i];
@@ -230,21 +234,28 @@ Impl make_onednn(const Workload &w, const NetBuilder &build) {
 }
 
 dnnl::memory conv_bn_relu(DnnlNet &net, const Graph &g, const dnnl::memory &x) {
-    return net.conv(x, conv_layer(g, "conv", "bn"), true);
+    return net.conv(x, conv_layer(g, "conv", "bn"), Activation::Relu);
 }
 
 dnnl::memory dwconv_bn_relu(DnnlNet &net, const Graph &g, const dnnl::memory &x) {
-    return net.conv(x, conv_layer(g, "dwconv", "bn"), true);
+    return net.conv(x, conv_layer(g, "dwconv", "bn"), Activation::Relu);
 }
 
 dnnl::memory conv_bias_relu_maxpool(DnnlNet &net, const Graph &g, const dnnl::memory &x) {
-    dnnl::memory y = net.conv(x, conv_layer(g, "conv"), true);
+    dnnl::memory y = net.conv(x, conv_layer(g, "conv"), Activation::Relu);
     return net.max_pool(y, {2, 2}, {2, 2}, {0, 0}, {0, 0});
 }
 
 dnnl::memory resnet_block(DnnlNet &net, const Graph &g, const dnnl::memory &x) {
-    dnnl::memory t = net.conv(x, conv_layer(g, "conv1", "bn1"), true);
-    return net.conv(t, conv_layer(g, "conv2", "bn2"), true, &x);
+    dnnl::memory t = net.conv(x, conv_layer(g, "conv1", "bn1"), Activation::Relu);
+    return net.conv(t, conv_layer(g, "conv2", "bn2"), Activation::Relu, &x);
+}
+
+// bench/models/mobilenet_v2_block.json: ReLU6 (Clip 0..6) as a clip post-op, the identity as a sum.
+dnnl::memory mobilenet_v2_block(DnnlNet &net, const Graph &g, const dnnl::memory &x) {
+    dnnl::memory e = net.conv(x, conv_layer(g, "expand", "expand_bn"), Activation::Relu6);
+    dnnl::memory d = net.conv(e, conv_layer(g, "dw", "dw_bn"), Activation::Relu6);
+    return net.conv(d, conv_layer(g, "project", "project_bn"), Activation::None, &x);
 }
 
 // ---- Eigen (the cells: batch-1 matrix-vector products) ----------------------------------------------
@@ -390,6 +401,14 @@ const std::vector<Spec> &specs() {
         {"rnn_cell", benchmark::kMicrosecond, "eigen", make_eigen_rnn},
         {"lstm_cell", benchmark::kMicrosecond, "eigen", make_eigen_lstm},
         {"mlp_softmax", benchmark::kMicrosecond, "eigen", make_eigen_mlp},
+        // bench/models/ (make_bench_models.py): the inverted residual block, and batch 8.
+        {"mobilenet_v2_block", benchmark::kMillisecond, "onednn", onednn(mobilenet_v2_block)},
+        {"conv_bn_relu_b8", benchmark::kMillisecond, "onednn", onednn(conv_bn_relu)},
+        {"conv3x3_bn_relu_b8", benchmark::kMillisecond, "onednn", onednn(conv_bn_relu)},
+        {"conv_bias_relu_maxpool_b8", benchmark::kMillisecond, "onednn", onednn(conv_bias_relu_maxpool)},
+        {"resnet_block_b8", benchmark::kMillisecond, "onednn", onednn(resnet_block)},
+        {"dwconv_bn_relu_b8", benchmark::kMillisecond, "onednn", onednn(dwconv_bn_relu)},
+        {"mobilenet_v2_block_b8", benchmark::kMillisecond, "onednn", onednn(mobilenet_v2_block)},
     };
     return s;
 }

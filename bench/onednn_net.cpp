@@ -42,7 +42,7 @@ memory DnnlNet::in_layout(const memory &m, const memory::desc &want) {
     return out;
 }
 
-memory DnnlNet::conv(const memory &src, const ConvLayer &c, bool relu, const memory *residual) {
+memory DnnlNet::conv(const memory &src, const ConvLayer &c, Activation act, const memory *residual) {
     memory::dims wdims = c.weights;
     tag wtag = tag::oihw;
     if (c.groups > 1) {  // oneDNN spells grouped weights (G, O/G, I/G, KH, KW)
@@ -56,7 +56,8 @@ memory DnnlNet::conv(const memory &src, const ConvLayer &c, bool relu, const mem
                                          memory::desc(c.dst, dt::f32, tag::any), c.strides, c.pad_l, c.pad_r);
     dnnl::post_ops ops;
     if (residual) ops.append_sum(1.0f);
-    if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    if (act == Activation::Relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    if (act == Activation::Relu6) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 6.0f);
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
     dnnl::convolution_forward::primitive_desc pd(desc, attr, engine_);

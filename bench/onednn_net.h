@@ -22,6 +22,9 @@ struct ConvLayer {
     std::vector<float> w, b;                   // w row-major OIHW; b per output channel
 };
 
+// The activation a convolution applies as a post-op (after the residual sum, if any).
+enum class Activation { None, Relu, Relu6 };
+
 class DnnlNet {
 public:
     DnnlNet();
@@ -30,10 +33,10 @@ public:
     // get a copy reordered once, outside run(): the input is the same on every run.
     dnnl::memory input(const dnnl::memory::dims &dims, const float *data);
 
-    // Appends a convolution of `src` with ReLU as a post-op if `relu`; with `residual`, the residual
-    // is added before the ReLU by a sum post-op (dst = relu(conv + residual)). A sum post-op
-    // accumulates into dst, so run() first copies the residual there (a reorder of identical layouts).
-    dnnl::memory conv(const dnnl::memory &src, const ConvLayer &layer, bool relu,
+    // Appends a convolution of `src` with `act` as a post-op; with `residual`, the residual is added
+    // before the activation by a sum post-op (dst = act(conv + residual)). A sum post-op accumulates
+    // into dst, so run() first copies the residual there (a reorder of identical layouts).
+    dnnl::memory conv(const dnnl::memory &src, const ConvLayer &layer, Activation act,
                       const dnnl::memory *residual = nullptr);
 
     // Appends a max pooling primitive (inference: no workspace) reading `src` in its layout.
