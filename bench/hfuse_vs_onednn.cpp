@@ -31,6 +31,7 @@
 #include <omp.h>
 #include <Eigen/Core>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -108,6 +109,7 @@ struct Impl {
     std::string error;  // set-up failure or mismatch: the benchmark reports it instead of a time
     std::string label;
     int groups = 0;
+    double compile_ms = 0, compile_max_ms = 0;  // hfuse: building the executor (JIT); its slowest group
 };
 
 Impl &cached(const std::string &key, const std::function<Impl()> &make) {
@@ -137,7 +139,11 @@ void timed(benchmark::State &state, const Workload &w, Impl &impl) {
     if (g_peak_gflops > 0) {
         state.counters["peak_share"] = Counter(w.flops * 1e-9 / g_peak_gflops, Counter::kIsIterationInvariantRate);
     }
-    if (impl.groups > 0) state.counters["groups"] = impl.groups;
+    if (impl.groups > 0) {
+        state.counters["groups"] = impl.groups;
+        state.counters["compile_ms"] = impl.compile_ms;
+        state.counters["group_compile_max_ms"] = impl.compile_max_ms;
+    }
     if (!impl.label.empty()) state.SetLabel(impl.label);
 }
 
@@ -164,7 +170,10 @@ Impl make_hfuse(const Workload &w, Variant v) {
         opts.schedule = parse_schedule_source(g_autoschedule);
         break;
     }
+    const auto start = std::chrono::steady_clock::now();
     auto ex = std::make_shared<Executor>(with_default_schedules(std::move(plan), opts.target), opts);
+    const double compile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     Impl impl;
     Outputs actual;
     for (auto &[name, buf] : ex->run(w.inputs)) actual[name].assign(buf.data(), buf.data() + buf.number_of_elements());
@@ -172,7 +181,9 @@ Impl make_hfuse(const Workload &w, Variant v) {
     impl.groups = ex->num_groups();
     for (const GroupInfo &g : ex->groups()) {
         if (!g.note.empty()) impl.label += (impl.label.empty() ? "fallback to templates: " : ", ") + g.name;
+        impl.compile_max_ms = std::max(impl.compile_max_ms, g.compile_ms);
     }
+    impl.compile_ms = compile_ms;
     impl.run = [ex, &w] { benchmark::DoNotOptimize(ex->run(w.inputs)); };
     return impl;
 }

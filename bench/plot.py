@@ -50,13 +50,16 @@ def load(path):
             "gflops": med("GFLOP/s"),
             "share": med("peak_share"),
             "groups": med("groups"),
+            "compile_ms": med("compile_ms"),
+            "group_compile_max_ms": med("group_compile_max_ms"),
         }
     return results, doc.get("context", {})
 
 
 # hfuse_bench's registration order; --benchmark_enable_random_interleaving shuffles the JSON.
 WORKLOAD_ORDER = ["conv_bn_relu", "conv3x3_bn_relu", "conv_bias_relu_maxpool", "resnet_block", "dwconv_bn_relu",
-                  "rnn_cell", "lstm_cell", "mlp_softmax"]
+                  "mobilenet_v2_block", "rnn_cell", "lstm_cell", "mlp_softmax"]
+WORKLOAD_ORDER += [w + "_b8" for w in WORKLOAD_ORDER[:6]]
 
 
 def impl_rank(impl):
@@ -90,7 +93,8 @@ def table(results, context):
                      f"({float(context.get('fma_peak_gflops_1_thread', 0)):.1f} on one).")
         lines.append("")
     head = ["workload"] + [i.replace("hfuse_", "") for i in hfuse] + ["peer", "fused GFLOP/s (peak)",
-                                                                         "peer GFLOP/s (peak)", "peer / fused time"]
+                                                                         "peer GFLOP/s (peak)", "peer / fused time",
+                                                                         "fused JIT compile (slowest group)"]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("| --- |" + " ---: |" * (len(head) - 1))
     for w in workloads:
@@ -109,6 +113,8 @@ def table(results, context):
             row.append(f"{r['gflops']:.1f} ({100 * r['share']:.0f}%)" if r.get("gflops") and r.get("share") else "")
         # > 1: hfuse fused is faster than the peer.
         row.append(f"{p['ms'] / f['ms']:.2f}x" if "ms" in p and "ms" in f else "")
+        row.append(f"{f['compile_ms'] / 1e3:.2f} s ({f['group_compile_max_ms'] / 1e3:.2f} s)"
+                   if f.get("compile_ms") is not None and f.get("group_compile_max_ms") is not None else "")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 

@@ -62,11 +62,13 @@ struct ExecutorOptions {
 
 // A group as the executor runs it.
 struct GroupInfo {
-    std::string name;      // the plan's group name
-    std::string master;    // the node that leads it
-    int members = 0;       // nodes it computes, recomputed copies included
-    std::string schedule;  // who scheduled it: "templates", an autoscheduler ("adams2019"), "backend:<id>"
-    std::string note;      // why that is not ExecutorOptions::schedule (a fallback), else empty
+    std::string name;       // the plan's group name
+    std::string master;     // the node that leads it
+    int members = 0;        // nodes it computes, recomputed copies included
+    std::string schedule;   // who scheduled it: "templates", an autoscheduler ("adams2019"), "backend:<id>"
+    std::string note;       // why that is not ExecutorOptions::schedule (a fallback), else empty
+    double compile_ms = 0;  // scheduling and JIT-compiling its pipeline (shared by identical groups,
+                            // compiled once: each of them shows that one time)
 };
 
 // One group's share of a run (Executor::profile).

@@ -48,6 +48,7 @@ struct CompiledPipeline {
     Halide::Pipeline pipeline;
     std::vector<Halide::ImageParam> params;  // bound to the running group's input values before each run
     std::string schedule, note;              // GroupInfo's
+    double compile_ms = 0;                   // GroupInfo's
 };
 
 // A group as it runs: its compiled pipeline and the values it reads and writes.
@@ -194,6 +195,7 @@ exec::LoweredGroup lower(const Graph &g, const FusedGroup &grp, const std::set<s
 std::shared_ptr<CompiledPipeline> schedule_and_compile(const Graph &g, const FusedGroup &grp,
                                                        exec::LoweredGroup &lowered, ScheduleSource autoscheduler,
                                                        const ExecutorOptions &options) {
+    const auto start = std::chrono::steady_clock::now();
     auto cp = std::make_shared<CompiledPipeline>();
     if (!grp.backend.empty()) {
         cp->schedule = "backend:" + grp.backend;
@@ -210,6 +212,7 @@ std::shared_ptr<CompiledPipeline> schedule_and_compile(const Graph &g, const Fus
         exec::autoschedule_group(g, lowered, cp->pipeline, autoscheduler, options.target, options.parallelism);
     }
     cp->pipeline.compile_jit(options.target);
+    cp->compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     return cp;
 }
 
@@ -331,7 +334,7 @@ int Executor::num_groups() const {
 std::vector<GroupInfo> Executor::groups() const {
     std::vector<GroupInfo> out;
     for (const GroupRun &r : impl_->groups) {
-        out.push_back({r.name, r.master, r.members, r.compiled->schedule, r.compiled->note});
+        out.push_back({r.name, r.master, r.members, r.compiled->schedule, r.compiled->note, r.compiled->compile_ms});
     }
     return out;
 }
