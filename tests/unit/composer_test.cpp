@@ -73,8 +73,16 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
     EXPECT_EQ(one["tile_x_vectors"], 1);
     EXPECT_EQ(one["tile_y"], 2);
     EXPECT_EQ(fused_plan(conv_model(16, 14, 14, 16, 3, 1, 1, 16)).groups[0].schedule["template"], "conv_dw");
-    // Narrower than one vector: no template fits, the simple schedule runs.
-    EXPECT_EQ(fused_plan(conv_model(8, 5, 5, 8, 3, 1, 1, 1)).groups[0].schedule["template"], "simple");
+    // Narrower than one vector: narrower vectors, down to 4 lanes; below that no template fits, the
+    // simple schedule runs.
+    auto narrow = fused_plan(conv_model(8, 5, 5, 8, 3, 1, 1, 1)).groups[0].schedule;
+    EXPECT_EQ(narrow["template"], "conv_xv");
+    EXPECT_EQ(narrow["vector_width"], std::min(vw, 4));
+    EXPECT_EQ(fused_plan(conv_model(8, 3, 3, 8, 3, 1, 1, 1)).groups[0].schedule["template"], "simple");
+    // A height that 3-row tiles would over-compute by more than 5% (7: 9 rows) takes 2 rows x 6.
+    auto seven = fused_plan(conv_model(16, 7, 7, 16, 3, 1, 1, 1)).groups[0].schedule;
+    EXPECT_EQ(seven["tile_y"], 2);
+    EXPECT_EQ(seven["tile_c"], 6);
     // A pool after the conv is the tile, in strips: the register tile as without the pool (3 rows x
     // 4 channels), 12 channels in strips of 4 (a divisor, a multiple of 4), 3 strips (< 4 tasks), so
     // the pool's 9 rows are split in 2 strips of 5.
@@ -158,7 +166,15 @@ TEST(Composer, ConvStripsUnderAPoolMatchTheReference) {
 TEST(Composer, DepthwiseAndSimpleTemplatesMatchTheReference) {
     expect_matches_reference(fused_plan(conv_model(24, 14, 14, 24, 3, 1, 1, 24)));
     expect_matches_reference(fused_plan(conv_model(20, 11, 17, 20, 3, 2, 1, 20)));
-    expect_matches_reference(fused_plan(conv_model(8, 5, 5, 8, 3, 1, 1, 1)));
+    expect_matches_reference(fused_plan(conv_model(8, 3, 3, 8, 3, 1, 1, 1)));
+    // Narrow outputs on 4-lane vectors: conv, depthwise, a 1x1 and a strided conv.
+    for (const Graph &g : {conv_model(8, 5, 5, 8, 3, 1, 1, 1), conv_model(32, 7, 7, 40, 3, 1, 1, 1),
+                           conv_model(24, 7, 7, 24, 3, 1, 1, 24), conv_model(16, 6, 7, 20, 1, 1, 0, 1),
+                           conv_model(8, 13, 13, 12, 3, 2, 1, 1)}) {
+        FusedGraph plan = fused_plan(g);
+        EXPECT_EQ(plan.groups[0].schedule.value("vector_width", 0), std::min(kTarget.natural_vector_size<float>(), 4));
+        expect_matches_reference(plan);
+    }
 }
 
 TEST(Composer, BadParametersNameTheField) {
@@ -356,7 +372,7 @@ TEST(Composer, ChoosesTheTemplateOfTheMasterKind) {
         ew,
         json({{"template", "simple"}, {"vector_width", vw}, {"parallel_threshold", 4096}, {"task_elements", 8192}}));
     // A template that does not fit says why.
-    EXPECT_TRUE(fused_plan(conv_model(8, 5, 5, 8, 3, 1, 1, 1)).groups[0].schedule.contains("why"));
+    EXPECT_TRUE(fused_plan(conv_model(8, 3, 3, 8, 3, 1, 1, 1)).groups[0].schedule.contains("why"));
 }
 
 TEST(Composer, GemmTemplatesMatchTheUnfusedRun) {
