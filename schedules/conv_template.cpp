@@ -287,10 +287,11 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
                    const nlohmann::json &p, const Halide::Target &target) {
     const std::string tmpl = p.value("template", "");
     if (tmpl == "conv_xv") {
+        // "compute" ("root" or absent) is the composer's (compose_conv).
         check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_y", "tile_c", "reduction_order", "strip_y",
-                             "strip_c", "channel_loop"});
+                             "strip_c", "channel_loop", "compute"});
     } else if (tmpl == "conv_dw") {
-        check_param_keys(p, {"vector_width", "tile_y", "channel_block"});
+        check_param_keys(p, {"vector_width", "tile_y", "channel_block", "compute"});
     }
     const int vw = vector_width_param(p, target, true);
     if (tmpl == "conv_xv") {

@@ -47,6 +47,8 @@ struct Analysis {
     std::string tile_value;       // the group output the master is computed per tile of ("" in gemm root mode)
     std::set<std::string> chain;  // the nodes from the master's consumer to tile_value, inlined into the tile
     schedules::ConvGroupShape conv;
+    bool conv_root = false;  // conv: the group's other members are no epilogue it can tile (a reduction,
+                             // a Concat, several outputs): the conv at root by its template, the rest simple
     schedules::GemmGroupShape gemm;
     std::vector<const Node *> products;  // gemm: the master and the other Gemm/MatMul members
     schedules::PoolGroupShape pool;
@@ -136,7 +138,16 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, Analysis &a) {
         return elementwise_of_shape(g, shape)(n);
     };
     int end = follow_chain(g, mem, mem.ng.index.at(m->name), step, a.chain, a.why);
-    if (end < 0) return;
+    if (end < 0) {
+        // No epilogue to tile: the conv is computed at root over its whole output by its template,
+        // which reads as fast as the conv alone, rather than by the simple schedule (30x slower).
+        a.conv_root = true;
+        a.chain.clear();
+        end = mem.ng.index.at(m->name);
+        shape = conv_shape;
+        stride_x = stride_y = 1;
+        pooled = false;
+    }
     a.family = Family::Conv;
     a.tile_value = g.nodes[end].outputs[0];
     a.conv.input = g.type_of(m->inputs[0]).shape;
@@ -344,6 +355,26 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
     Halide::Func padded_func = padded == conv.funcs.parts.end() ? Halide::Func() : padded->second;
     schedules::ConvGroupShape shape = a.conv;
     shape.padded = padded_func.defined();
+    if (a.conv_root) {
+        if (params.value("compute", "") != "root") {
+            fail_field("schedule.compute", "must be \"root\": " + a.why);
+        }
+        // As gemm's root mode: the conv at root through a wrapper its consumers read, bounded to its
+        // whole output; handed out, it reaches the group's output through a copy.
+        for (const std::string &v : lowered.output_values) {
+            if (v == a.tile_value) pure_output(g, lowered, v);
+        }
+        Halide::Func wrapper = conv_func.in();
+        const std::vector<Halide::Var> args = wrapper.args();
+        for (size_t d = 0; d < args.size(); d++) {
+            wrapper.bound(args[d], 0, static_cast<int>(a.conv.output[args.size() - 1 - d]));
+        }
+        wrapper.compute_root();
+        schedules::schedule_conv(wrapper, conv_func, padded_func, {}, shape, params, target);
+        schedule_by_placement(g, grp, lowered, rest, {conv_func.name(), wrapper.name()});
+        return;
+    }
+    if (params.contains("compute")) fail_field("schedule.compute", "the conv is computed per tile of " + a.tile_value);
     // The tile loop must enclose every stage of the Funcs computed in it, so an output with a
     // reduction of its own (the conv itself, a pool) is tiled through a pure copy; a pool on the
     // chain is computed per tile too.
@@ -459,7 +490,13 @@ nlohmann::json default_schedule_params(const Graph &g, const FusedGroup &grp, co
     const compose::Analysis a = compose::analyse(g, grp);
     nlohmann::json p;
     switch (a.family) {
-    case compose::Family::Conv: p = schedules::conv_default_params(a.conv, target); break;
+    case compose::Family::Conv:
+        p = schedules::conv_default_params(a.conv, target);
+        if (a.conv_root && p.value("template", "") != "simple") {
+            p["compute"] = "root";
+            p["why"] = a.why;
+        }
+        break;
     case compose::Family::Gemm: p = schedules::gemm_default_params(a.gemm, target); break;
     case compose::Family::Pool: p = schedules::pool_default_params(a.pool, target); break;
     case compose::Family::Reduction: p = schedules::reduction_default_params(a.reduction, target); break;

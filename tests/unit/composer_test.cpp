@@ -375,6 +375,51 @@ TEST(Composer, ChoosesTheTemplateOfTheMasterKind) {
     EXPECT_TRUE(fused_plan(conv_model(8, 3, 3, 8, 3, 1, 1, 1)).groups[0].schedule.contains("why"));
 }
 
+TEST(Composer, ConvWithoutATileableEpilogueRunsAtRoot) {
+    // SqueezeNet's tail (conv + Relu + GlobalAveragePool + Flatten) and a fire module's expand convs
+    // joined by a Concat: no epilogue the conv template can tile, so the conv runs at root by its
+    // template (compute "root", saying why) and the rest by the simple schedule.
+    Graph g = json_model(json::parse(R"({"format": "hfuse-model", "version": 1, "name": "sq",
+      "inputs": [{"name": "x", "shape": [1, 24, 13, 11]}],
+      "weights": {"w": {"shape": [20, 24, 1, 1], "uniform": [-0.3, 0.3], "seed": 1},
+                  "b": {"shape": [20], "uniform": [-0.3, 0.3], "seed": 2},
+                  "w1": {"shape": [12, 24, 1, 1], "uniform": [-0.3, 0.3], "seed": 3},
+                  "w3": {"shape": [12, 24, 3, 3], "uniform": [-0.3, 0.3], "seed": 4}},
+      "nodes": [{"name": "conv", "op": "Conv", "inputs": ["x", "w", "b"], "attrs": {"kernel_shape": [1, 1]}},
+                {"name": "relu", "op": "Relu", "inputs": ["conv"]},
+                {"name": "gap", "op": "GlobalAveragePool", "inputs": ["relu"]},
+                {"name": "flat", "op": "Flatten", "inputs": ["gap"], "attrs": {"axis": 1}},
+                {"name": "e1", "op": "Conv", "inputs": ["x", "w1"], "attrs": {"kernel_shape": [1, 1]}},
+                {"name": "e3", "op": "Conv", "inputs": ["x", "w3"], "attrs": {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}},
+                {"name": "cat", "op": "Concat", "inputs": ["e1", "e3"], "attrs": {"axis": 1}}],
+      "outputs": ["flat", "cat", "conv"]})"));
+    FusedGraph plan = fused_plan(g);
+    int roots = 0;
+    for (const FusedGroup &grp : plan.groups) {
+        if (grp.schedule.value("compute", "") != "root") continue;
+        roots++;
+        EXPECT_EQ(grp.schedule["template"], "conv_xv") << grp.name;
+        EXPECT_FALSE(grp.schedule.value("why", "").empty()) << grp.name;  // the pool, the Concat, 2 outputs
+    }
+    EXPECT_EQ(roots, 2) << "the conv + pool tail and the Concat's group";
+    expect_matches_reference(plan);
+    // The same tiles per tile of an epilogue where there is one, and "compute" refused there.
+    FusedGraph conv_relu = fused_plan(conv_model(16, 20, 20, 16, 3, 1, 1, 1));
+    EXPECT_FALSE(conv_relu.groups[0].schedule.contains("compute"));
+    conv_relu.groups[0].schedule["compute"] = "root";
+    EXPECT_THROW(Executor{conv_relu}, Error);
+    // Root mode needs "compute": "root" (a plan written before it existed said "simple" instead).
+    for (FusedGroup &grp : plan.groups) {
+        if (grp.schedule.value("compute", "") == "root") grp.schedule.erase("compute");
+    }
+    try {
+        Executor ex(plan);
+        ADD_FAILURE() << "accepted a root-mode conv group without compute";
+    } catch (const Error &e) {
+        EXPECT_NE(std::string(e.what()).find("schedule.compute"), std::string::npos) << e.what();
+    }
+}
+
 TEST(Composer, GemmTemplatesMatchTheUnfusedRun) {
     // Odd M, N, K; every transposition; alpha and beta; a K below one vector.
     for (const Graph &g : {gemm_model(3, 19, 37, false, true), gemm_model(3, 19, 37, true, false, "Tanh", 0.5, 2),
