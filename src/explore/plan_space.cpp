@@ -3,6 +3,7 @@
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
 #include "hfuse/planner.h"
+#include "planner/graph_util.h"
 
 #include <algorithm>
 #include <map>
@@ -11,13 +12,7 @@
 namespace hfuse::explore {
 namespace {
 
-using IndexPartition = std::vector<std::vector<int>>;  // node indices, groups sorted, by first node
-
-IndexPartition canonical(IndexPartition p) {
-    for (auto &grp : p) std::sort(grp.begin(), grp.end());
-    std::sort(p.begin(), p.end());
-    return p;
-}
+using planner::IndexPartition;
 
 // check_plan copies the graph for every plan it checks: without the large float weights (which
 // neither legality, the composer's defaults nor the cost model read) that copy is cheap.
@@ -29,23 +24,6 @@ Graph without_large_weights(Graph g) {
         }
     }
     return g;
-}
-
-bool to_plan(const Graph &g, const IndexPartition &p, FusedGraph &out) {
-    FusedGraph f;
-    f.graph = g;
-    f.rewritten = true;
-    for (const auto &nodes : p) {
-        FusedGroup grp;
-        for (int n : nodes) grp.nodes.push_back(g.nodes[n].name);
-        f.groups.push_back(std::move(grp));
-    }
-    try {
-        out = check_plan(std::move(f));
-        return true;
-    } catch (const Error &) {
-        return false;
-    }
 }
 
 RankedPlan rank(FusedGraph plan, const Halide::Target &target) {
@@ -80,7 +58,7 @@ std::vector<RankedPlan> beam_search(const Graph &g, const Halide::Target &target
     for (size_t i = 0; i < g.nodes.size(); i++) start.push_back({static_cast<int>(i)});
     FusedGraph first;
     std::vector<RankedPlan> visited;
-    if (!to_plan(g, start, first)) return visited;
+    if (!planner::partition_to_plan(g, start, first)) return visited;
     visited.push_back(rank(first, target));
     std::set<IndexPartition> seen = {start};
     std::vector<IndexPartition> beam = {start};
@@ -106,10 +84,10 @@ std::vector<RankedPlan> beam_search(const Graph &g, const Halide::Target &target
                 std::vector<int> merged = p[ab.first];
                 merged.insert(merged.end(), p[ab.second].begin(), p[ab.second].end());
                 q.push_back(merged);
-                q = canonical(std::move(q));
+                q = planner::canonical(std::move(q));
                 if (!seen.insert(q).second) continue;
                 FusedGraph plan;
-                if (!to_plan(g, q, plan)) continue;
+                if (!planner::partition_to_plan(g, q, plan)) continue;
                 next.emplace_back(q, rank(std::move(plan), target));
             }
         }

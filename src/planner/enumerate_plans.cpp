@@ -8,6 +8,7 @@
 // pass through a later node of the group, or leave the group itself), and the groups stay acyclic.
 #include "hfuse/error.h"
 #include "hfuse/planner.h"
+#include "planner/graph_util.h"
 
 #include <algorithm>
 #include <deque>
@@ -16,31 +17,7 @@
 namespace hfuse {
 namespace {
 
-using IndexPartition = std::vector<std::vector<int>>;  // node indices; groups sorted, by their first node
-
-IndexPartition canonical(IndexPartition p) {
-    for (auto &grp : p) std::sort(grp.begin(), grp.end());
-    std::sort(p.begin(), p.end());
-    return p;
-}
-
-// The partition as a plan, or nothing if check_plan rejects it.
-bool to_plan(const Graph &g, const IndexPartition &p, FusedGraph &out) {
-    FusedGraph f;
-    f.graph = g;
-    f.rewritten = true;
-    for (const auto &nodes : p) {
-        FusedGroup grp;
-        for (int n : nodes) grp.nodes.push_back(g.nodes[n].name);
-        f.groups.push_back(std::move(grp));
-    }
-    try {
-        out = check_plan(std::move(f));
-        return true;
-    } catch (const Error &) {
-        return false;
-    }
-}
+using planner::IndexPartition;
 
 }  // namespace
 
@@ -56,7 +33,7 @@ std::vector<FusedGraph> enumerate_plans(const Graph &graph, const PlanEnumeratio
         IndexPartition p = queue.front();
         queue.pop_front();
         FusedGraph plan;
-        if (!to_plan(graph, p, plan)) continue;
+        if (!planner::partition_to_plan(graph, p, plan)) continue;
         plans.push_back(std::move(plan));
         for (size_t i = 0; i < p.size(); i++) {
             for (size_t j = i + 1; j < p.size(); j++) {
@@ -68,7 +45,7 @@ std::vector<FusedGraph> enumerate_plans(const Graph &graph, const PlanEnumeratio
                 std::vector<int> merged = p[i];
                 merged.insert(merged.end(), p[j].begin(), p[j].end());
                 q.push_back(merged);
-                q = canonical(std::move(q));
+                q = planner::canonical(std::move(q));
                 // Only legal partitions are expanded further (checked when dequeued).
                 if (seen.insert(q).second) queue.push_back(std::move(q));
             }

@@ -1,5 +1,7 @@
 #include "planner/graph_util.h"
 
+#include "hfuse/error.h"
+
 #include <algorithm>
 
 namespace hfuse::planner {
@@ -68,6 +70,29 @@ bool reaches(const NodeGraph &ng, int from, int to) {
         stack.insert(stack.end(), ng.consumers[u].begin(), ng.consumers[u].end());
     }
     return false;
+}
+
+IndexPartition canonical(IndexPartition p) {
+    for (auto &grp : p) std::sort(grp.begin(), grp.end());
+    std::sort(p.begin(), p.end());
+    return p;
+}
+
+bool partition_to_plan(const Graph &g, const IndexPartition &p, FusedGraph &out) {
+    FusedGraph f;
+    f.graph = g;
+    f.rewritten = true;
+    for (const auto &nodes : p) {
+        FusedGroup grp;
+        for (int n : nodes) grp.nodes.push_back(g.nodes[n].name);
+        f.groups.push_back(std::move(grp));
+    }
+    try {
+        out = check_plan(std::move(f));
+        return true;
+    } catch (const Error &) {
+        return false;
+    }
 }
 
 }  // namespace hfuse::planner

@@ -1,6 +1,7 @@
 // Node-level views of a graph shared by the planner's pieces.
 #pragma once
 
+#include "hfuse/fused_graph.h"
 #include "hfuse/graph.h"
 #include "hfuse/op_registry.h"
 
@@ -33,5 +34,16 @@ bool is_live_out(const NodeGraph &ng, int node, const std::set<int> &group);
 
 // Whether a path of producer -> consumer edges leads from node `from` to node `to`.
 bool reaches(const NodeGraph &ng, int from, int to);
+
+// A partition of a graph's nodes by index (indices into graph.nodes), as the plan searches
+// (enumerate_plans, hfuse explore) walk them.
+using IndexPartition = std::vector<std::vector<int>>;
+
+// `p` with each group sorted and the groups sorted by their first node: one form per partition.
+IndexPartition canonical(IndexPartition p);
+
+// `p` as a plan of `g` (rewritten, groups of node names, as check_plan orders and places them), or
+// false when check_plan rejects it.
+bool partition_to_plan(const Graph &g, const IndexPartition &p, FusedGraph &out);
 
 }  // namespace hfuse::planner
