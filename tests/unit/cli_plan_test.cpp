@@ -17,6 +17,8 @@
 
 namespace hfuse {
 namespace {
+using test::contains;
+using test::read_file;
 
 using Result = test::CommandResult;
 
@@ -32,17 +34,6 @@ const std::string kCbrm = kModels + "conv_bias_relu_maxpool.json";
 
 std::string tmp(const std::string &name) {
     return testing::TempDir() + "/hfuse_cli_plan_test_" + std::to_string(getpid()) + "_" + name;
-}
-
-std::string read_file(const std::string &path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-bool contains(const std::string &haystack, const std::string &needle) {
-    return haystack.find(needle) != std::string::npos;
 }
 
 TEST(CliPlan, PrintsTheTable) {

@@ -30,20 +30,11 @@ namespace {
 
 using nlohmann::json;
 using test::CommandResult;
+using test::contains;
+using test::read_file;
 
 std::string tmp(const std::string &name) {
     return testing::TempDir() + "/hfuse_explore_test_" + std::to_string(getpid()) + "_" + name;
-}
-
-std::string read_file(const std::string &path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-bool contains(const std::string &haystack, const std::string &needle) {
-    return haystack.find(needle) != std::string::npos;
 }
 
 json op(const std::string &name, const std::string &type, const std::vector<std::string> &inputs,

@@ -7,8 +7,21 @@
 #include <sys/wait.h>
 #include <array>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 namespace hfuse::test {
+
+std::string read_file(const std::string &path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+bool contains(const std::string &haystack, const std::string &needle) {
+    return haystack.find(needle) != std::string::npos;
+}
 
 CommandResult run_command(const std::string &cmd, bool stderr_only) {
     FILE *p = popen((cmd + (stderr_only ? " 2>&1 >/dev/null" : " 2>&1")).c_str(), "r");

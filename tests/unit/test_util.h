@@ -18,6 +18,9 @@ struct CommandResult {
 };
 
 CommandResult run_command(const std::string &cmd, bool stderr_only = false);
+// The whole file, "" if it cannot be read.
+std::string read_file(const std::string &path);
+bool contains(const std::string &haystack, const std::string &needle);
 // Runs the hfuse CLI built with the tests (HFUSE_CLI) with `args`.
 CommandResult run_cli(const std::string &args, bool stderr_only = false);
 
