@@ -335,6 +335,21 @@ Halide::Func pure_output(const Graph &g, exec::LoweredGroup &lowered, const std:
     return copy;
 }
 
+// `f`, the Func of `value`, materialised at root through a wrapper its consumers read, bounded to the
+// whole `shape` whatever part of it they read (its template's tiles must fit); if the group hands out
+// `value`, it reaches the group's output through a copy. For a master no epilogue is tiled with.
+Halide::Func root_wrapper(const Graph &g, exec::LoweredGroup &lowered, const std::string &value, Halide::Func f,
+                          const Shape &shape) {
+    for (const std::string &v : lowered.output_values) {
+        if (v == value) pure_output(g, lowered, value);
+    }
+    Halide::Func wrapper = f.in();
+    const std::vector<Halide::Var> args = wrapper.args();
+    for (size_t d = 0; d < args.size(); d++) wrapper.bound(args[d], 0, static_cast<int>(shape[args.size() - 1 - d]));
+    wrapper.compute_root();
+    return wrapper;
+}
+
 // The names of the chain's Funcs (inlined into the tile) and of everything else a template placed.
 std::set<std::string> chain_funcs(const Analysis &a, const exec::LoweredGroup &lowered) {
     std::set<std::string> done;
@@ -359,17 +374,7 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
         if (params.value("compute", "") != "root") {
             fail_field("schedule.compute", "must be \"root\": " + a.why);
         }
-        // As gemm's root mode: the conv at root through a wrapper its consumers read, bounded to its
-        // whole output; handed out, it reaches the group's output through a copy.
-        for (const std::string &v : lowered.output_values) {
-            if (v == a.tile_value) pure_output(g, lowered, v);
-        }
-        Halide::Func wrapper = conv_func.in();
-        const std::vector<Halide::Var> args = wrapper.args();
-        for (size_t d = 0; d < args.size(); d++) {
-            wrapper.bound(args[d], 0, static_cast<int>(a.conv.output[args.size() - 1 - d]));
-        }
-        wrapper.compute_root();
+        Halide::Func wrapper = root_wrapper(g, lowered, a.tile_value, conv_func, a.conv.output);
         schedules::schedule_conv(wrapper, conv_func, padded_func, {}, shape, params, target);
         schedule_by_placement(g, grp, lowered, rest, {conv_func.name(), wrapper.name()});
         return;
@@ -432,17 +437,8 @@ void compose_group(const Graph &g, const FusedGroup &grp, exec::LoweredGroup &lo
                 // Each product materialised at root by its own tiles (a wrapper its consumers read);
                 // a product the group hands out reaches the output through a copy.
                 for (size_t i = 0; i < products.size(); i++) {
-                    const std::string &value = a.products[i]->outputs[0];
-                    for (const std::string &v : lowered.output_values) {
-                        if (v == value) pure_output(g, lowered, value);
-                    }
-                    // All of the product, whatever part of it the consumers read: its tiles must fit.
-                    Halide::Func wrapper = products[i].in();
-                    const std::vector<Halide::Var> args = wrapper.args();
-                    for (size_t d = 0; d < args.size(); d++) {
-                        wrapper.bound(args[d], 0, static_cast<int>(a.gemm.output[args.size() - 1 - d]));
-                    }
-                    wrapper.compute_root();
+                    Halide::Func wrapper =
+                        root_wrapper(g, lowered, a.products[i]->outputs[0], products[i], a.gemm.output);
                     schedules::schedule_gemm(wrapper, {products[i]}, a.gemm, params, target);
                     done.insert(products[i].name());
                     done.insert(wrapper.name());
