@@ -193,11 +193,120 @@ void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, con
     }
 }
 
+// conv_flat: a stride-1 conv lowered over the flattened rows of its padded input (`flat`, (q, c, n),
+// q = y * Wp + x). T is tiled by blocks of block_rows whole rows x channel_block channels, one
+// parallel task each; per tile_c channels of a block, a strip of `flat` over the block's rows (the
+// Wp - W columns past each row but the last computed and dropped) is computed by register tiles of
+// tile_x_vectors vectors x tile_c channels, which shift inwards at the strip's end, so rows of any
+// width tile by whole vectors; the epilogue reads the strip. The padded input is materialised at root.
+void schedule_flat(Func tile, Func flat, Func padded, const ConvGroupShape &s, const nlohmann::json &p, int vw) {
+    const int64_t tw = s.tile_output[3], th = s.tile_output[2], tc = s.tile_output[1];
+    const int nx = get_int(p, "tile_x_vectors", 1, 16), nc = get_int(p, "tile_c", 1, 64);
+    const int rows = get_int(p, "block_rows", 1, static_cast<int>(th));
+    const int cb = get_int(p, "channel_block", 1, static_cast<int>(tc));
+    if (s.pooled || s.tile_stride_x != 1 || s.tile_stride_y != 1) {
+        fail_field("schedule.template", "conv_flat takes no window consumer");
+    }
+    if (s.flat_width < tw) fail_field("schedule.template", "conv_flat needs a 2-D conv with stride 1 and one group");
+    if (int64_t{vw} * nx > (rows - 1) * s.flat_width + tw) {
+        fail_field("schedule.tile_x_vectors", "exceeds a block's pixels");
+    }
+    if (nc > cb) fail_field("schedule.tile_c", "exceeds schedule.channel_block");
+
+    Dims t(tile);
+    const Var fp = flat.args()[0], fc = flat.args()[1];
+    Var yo("yo"), yi("yi"), cbo("cbo"), cbi("cbi"), co("co"), ci("ci"), task("task");
+    const auto inwards = Halide::TailStrategy::ShiftInwards;
+    tile.split(t.y, yo, yi, rows, inwards)
+        .split(t.c, cbo, cbi, cb, inwards)
+        .split(cbi, co, ci, nc, inwards)
+        .reorder(t.x, yi, ci, co, yo, cbo, t.n)
+        .fuse(yo, cbo, task)
+        .parallel(task);
+    // The epilogue, along x: whole vectors where a row holds one.
+    int lanes = vw;
+    while (lanes > 4 && lanes > tw) lanes /= 2;
+    if (lanes <= tw) tile.vectorize(t.x, lanes, inwards);
+
+    Func strip = flat.in();
+    Var po("po"), pi("pi");
+    strip.compute_at(tile, co)
+        .split(fp, po, pi, vw * nx, inwards)
+        .reorder(pi, fc, po)
+        .vectorize(pi, vw)
+        .unroll(pi)
+        .unroll(fc);
+    // The register tile: exactly vw * nx pixels x nc channels, every loop inside unrolled; the taps
+    // along a row unrolled too, as conv_xv's "kx,ci,ky".
+    flat.compute_at(strip, po).vectorize(fp, vw).unroll(fp).unroll(fc);
+    std::vector<RVar> r = flat.rvars(0);  // (ci, kx, ky)
+    flat.update().reorder(fp, fc, r[1], r[0], r[2]).vectorize(fp, vw).unroll(fp).unroll(fc).unroll(r[1]);
+    if (padded.defined()) {
+        Func in = padded.in(flat);
+        Dims d(in);
+        in.compute_root().vectorize(d.x, vw, Halide::TailStrategy::GuardWithIf).parallel(d.c);
+    }
+}
+
+// conv_flat's defaults: 2 vectors x 6 channels (x 12 with AVX-512's 32 registers), as conv_xv's 1x1
+// tiles (1 vector x 12 channels: 0.45 ms against 0.32 ms at 28x28; 3 x 4: 0.39 ms); blocks of the rows
+// that waste the fewest lanes (a register tile shifts inwards at a strip's end, a block at the plane's),
+// fewer rows on a tie (28 wide: 4 rows, 0.317 ms; 2 rows 0.303, 14 rows 0.314, 1 row 0.327 ms).
+// Returns the parameters and the share of computed lanes that are used.
+std::pair<nlohmann::json, double> conv_flat_defaults(const ConvGroupShape &s, int vw, int budget) {
+    const int64_t cout = s.output[1], hout = s.output[2], wout = s.output[3], pitch = s.flat_width;
+    const int nx = (hout - 1) * pitch + wout >= 2 * vw ? 2 : 1;
+    const int nc = static_cast<int>(std::min<int64_t>(6 * budget, cout));
+    const int64_t tile_pixels = vw * nx;
+    int64_t best_rows = hout;
+    double best_use = 0;
+    for (int64_t rows = 1; rows <= hout; rows++) {
+        const int64_t strip = (rows - 1) * pitch + wout;
+        if (strip < tile_pixels) continue;
+        const int64_t computed = (strip + tile_pixels - 1) / tile_pixels * tile_pixels;
+        const double use = static_cast<double>(rows * wout) / computed * hout / ((hout + rows - 1) / rows * rows);
+        if (use > best_use + 1e-9) {
+            best_use = use;
+            best_rows = rows;
+        }
+    }
+    // At least 12 tasks, so that no thread of a few waits long for the last (28x28: 7 blocks of 4
+    // rows; with 2 channel blocks, 2 threads: 0.317 -> 0.286 ms).
+    const int64_t row_blocks = (hout + best_rows - 1) / best_rows;
+    int64_t channel_block = cout;
+    if (row_blocks < 12) {
+        const int64_t splits = (12 + row_blocks - 1) / row_blocks;
+        channel_block = std::max<int64_t>(nc, ((cout + splits - 1) / splits + nc - 1) / nc * nc);
+    }
+    return {{{"template", "conv_flat"},
+             {"vector_width", vw},
+             {"tile_x_vectors", nx},
+             {"tile_c", nc},
+             {"block_rows", best_rows},
+             {"channel_block", channel_block}},
+            best_use};
+}
+
 }  // namespace
 
 nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target &target) {
     const TargetTraits tt = target_traits(target);
     const int64_t cout = s.output[1], wout = s.output[3], hout = s.output[2];
+    // A stride-1 conv with no pool after it whose rows tile badly by (x, y) (by whole vectors, or
+    // narrowed ones below): flat, when that computes 5% fewer lanes (the strip costs an extra store
+    // and load: 1x1 24->144 at 56x56, MobileNet's expand, 2 threads, quiet machine: conv_xv 2 rows x 6
+    // channels 0.42 ms for the block, conv_flat 0.45 ms; 1x1 128->256 at 28x28: conv_xv 0.329 ms,
+    // conv_flat 0.286 ms: 3.5 vectors a row, conv_xv computes 32 columns for 28).
+    if (s.flat_width >= wout && !s.pooled) {
+        int xv_lanes = tt.vector_width;
+        while (xv_lanes > 4 && wout < xv_lanes) xv_lanes /= 2;
+        const double xv_use = wout < xv_lanes
+                                  ? 0.0
+                                  : static_cast<double>(wout) / ((wout + xv_lanes - 1) / xv_lanes * xv_lanes) *
+                                        xv_lanes / tt.vector_width;
+        auto [flat, flat_use] = conv_flat_defaults(s, tt.vector_width, std::max(1, tt.vector_registers / 16));
+        if (flat_use > 1.05 * xv_use) return flat;
+    }
     // Narrow outputs (ResNet's and MobileNet's 7x7 layers) take narrower vectors, down to 4 lanes: half
     // an AVX2 register still beats the simple schedule by far (3x3 512->512 at 7x7, 2 threads, two
     // engineers compiling beside it: simple 50 ms, 4 lanes 6.4 ms).
@@ -212,12 +321,12 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
                 {"tile_y", std::min<int64_t>(2, hout)},
                 {"channel_block", std::min<int64_t>(64, cout)}};
     }
+    const int budget = std::max(1, tt.vector_registers / 16);
     // Register tiles that keep accumulators + operands within 16 vector registers (AVX2):
     // 1x1 kernels reuse no input across taps: 2 rows x 6 channels (128->256 at 28x28 on 2 cores:
     // 2x6 0.39 ms, 1 row x 2 vectors x 6 0.42 ms, 1x12 0.47 ms, 3x4 0.50 ms); otherwise 3 rows x 4
     // channels. AVX-512's 32 registers take twice the channels (24 accumulators; chosen by the same
     // budget, not measured: no AVX-512 machine here).
-    const int budget = std::max(1, tt.vector_registers / 16);
     const bool one_by_one = s.weight[2] == 1 && s.weight[3] == 1;
     const std::string order = one_by_one ? "ci,kx,ky" : "kx,ci,ky";
     int nx = 1, ny = one_by_one ? 2 : 3, nc = (one_by_one ? 6 : 4) * budget;
@@ -292,6 +401,8 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
                              "strip_c", "channel_loop", "compute"});
     } else if (tmpl == "conv_dw") {
         check_param_keys(p, {"vector_width", "tile_y", "channel_block", "compute"});
+    } else if (tmpl == "conv_flat") {
+        check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_c", "block_rows", "channel_block", "compute"});
     }
     const int vw = vector_width_param(p, target, true);
     if (tmpl == "conv_xv") {
@@ -299,8 +410,12 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
     } else if (tmpl == "conv_dw") {
         if (!per_tile.empty()) fail_field("schedule.template", "conv_dw takes no window consumer");
         schedule_dw(tile, conv, padded, s, p, vw);
+    } else if (tmpl == "conv_flat") {
+        if (!per_tile.empty()) fail_field("schedule.template", "conv_flat takes no window consumer");
+        schedule_flat(tile, conv, padded, s, p, vw);
     } else {
-        fail_field("schedule.template", "unknown conv template '" + tmpl + "' (expected conv_xv or conv_dw)");
+        fail_field("schedule.template",
+                   "unknown conv template '" + tmpl + "' (expected conv_xv, conv_dw or conv_flat)");
     }
 }
 

@@ -5,6 +5,9 @@
 //  conv_xv  x vectorized; tile of tile_x_vectors x-vectors x tile_y rows x tile_c output channels.
 //           3x3 64->64 at 56x56: ~84% of one core's FMA peak (AVX2, Zen 3).
 //  conv_dw  depthwise: x vectorized, rows unrolled, all taps unrolled, padded plane per channel block.
+//  conv_flat  a stride-1 conv lowered over the flattened rows of its padded input (Conv's "flat"
+//           part, see LowerContext::flatten_spatial): blocks of whole rows, register tiles of vectors
+//           of flattened pixels x channels, so narrow or odd rows (28, 13, 7 wide) waste few lanes.
 #pragma once
 
 #include "hfuse/tensor.h"
@@ -22,6 +25,8 @@ struct ConvGroupShape {
     Shape tile_output;                         // NCHW shape of T, the Func the conv is computed per tile of
     int tile_stride_x = 1, tile_stride_y = 1;  // conv pixels per T pixel (a stride-2 pool after it: 2)
     bool pooled = false;                       // a pool after the conv (T is the pool or after it)
+    int64_t flat_width = 0;  // stride 1, one group: the padded input's width, the row pitch of the conv
+                             // flattened (conv_flat); 0 for other convs
 };
 
 // The parameters the composer records in the plan ("schedule"), chosen from the shapes and target;
@@ -29,7 +34,8 @@ struct ConvGroupShape {
 nlohmann::json conv_default_params(const ConvGroupShape &shape, const Halide::Target &target);
 
 // Applies `params` (as from conv_default_params, possibly edited by a user) to the conv Func `conv`
-// computed per tile of `tile` (the group output). `padded_input` is undefined when there is none.
+// computed per tile of `tile` (the group output); for conv_flat, `conv` is the flattened conv (the
+// conv's output Func a view of it, inlined). `padded_input` is undefined when there is none.
 // `per_tile` are Funcs between the conv and the tile that cannot be inlined (a pool with an update
 // definition): computed per tile too, vectorized along x. Throws an Error naming the bad parameter
 // if `params` do not fit the shapes.

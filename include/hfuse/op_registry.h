@@ -54,6 +54,9 @@ struct LowerContext {
     std::vector<const TensorType *> input_types;
     std::vector<const Constant *> constants;  // non-null where the input is a weight
     std::vector<TensorType> output_types;
+    // Lower a Conv (2-D, stride 1, one group) over the flattened rows of its padded input, for the
+    // conv_flat template: Lowered::parts["flat"] is the conv as (H*Wp, C, N), the output a view of it.
+    bool flatten_spatial = false;
 
     bool has_input(int i) const { return i < (int)inputs.size() && inputs[i].defined(); }
 };
@@ -64,6 +67,7 @@ struct Lowered {
     // them (at least compute_root); everything else the op creates may be inlined.
     std::vector<Halide::Func> stages;
     // Named internal Funcs a schedule template may place, inlined otherwise: Conv's "padded_input"
+    // and, lowered with flatten_spatial, its "flat" (a reduction: the template must place it)
     // (present only when some window reaches outside the input).
     std::map<std::string, Halide::Func> parts;
 };

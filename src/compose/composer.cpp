@@ -20,12 +20,13 @@ enum class Family { None, Conv, Gemm, Pool, Reduction };
 
 Family family_of_template(const std::string &tmpl) {
     if (tmpl == "simple") return Family::None;
-    if (tmpl == "conv_xv" || tmpl == "conv_dw") return Family::Conv;
+    if (tmpl == "conv_xv" || tmpl == "conv_dw" || tmpl == "conv_flat") return Family::Conv;
     if (tmpl == "gemm_nv" || tmpl == "gemm_dot") return Family::Gemm;
     if (tmpl == "pool") return Family::Pool;
     if (tmpl == "reduction") return Family::Reduction;
     fail_field("schedule.template", "unknown template '" + tmpl +
-                                        "' (expected simple, conv_xv, conv_dw, gemm_nv, gemm_dot, pool or reduction)");
+                                        "' (expected simple, conv_xv, conv_dw, conv_flat, gemm_nv, gemm_dot, pool or "
+                                        "reduction)");
 }
 
 const char *family_needs(Family f) {
@@ -164,6 +165,12 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, Analysis &a) {
     const std::vector<int64_t> pads = attrs.get_ints("pads", {});
     a.conv.padded =
         attrs.get_string("auto_pad", "NOTSET") == "NOTSET" && pads.size() == 4 && (pads[0] > 0 || pads[1] > 0);
+    const std::vector<int64_t> strides = attrs.get_ints("strides", {1, 1});
+    if (a.conv.group == 1 && strides == std::vector<int64_t>{1, 1}) {
+        // Stride 1: the padded width is the output's plus the window's span beyond one column.
+        const int64_t dilation = attrs.get_ints("dilations", {1, 1}).back();
+        a.conv.flat_width = conv_shape[3] + dilation * (a.conv.weight[3] - 1);
+    }
 }
 
 // K and whether the operand indexed by the output's innermost dim is contiguous along K.
@@ -322,12 +329,12 @@ size_t output_index(const exec::LoweredGroup &lowered, const std::string &value)
     throw Error("internal: '" + value + "' is not an output of its group");
 }
 
-// The group output `value` as a pure Func a template can tile: itself, or for an output with an
-// update definition (a product, a pool) a copy that replaces it as the pipeline output.
-Halide::Func pure_output(const Graph &g, exec::LoweredGroup &lowered, const std::string &value) {
+// The group output `value` as a pure Func a template can tile: itself, or (for an output with an
+// update definition, a product or a pool, or `always`) a copy that replaces it as the pipeline output.
+Halide::Func pure_output(const Graph &g, exec::LoweredGroup &lowered, const std::string &value, bool always = false) {
     const size_t i = output_index(lowered, value);
     Halide::Func f = lowered.output_funcs[i];
-    if (!f.has_update_definition()) return f;
+    if (!f.has_update_definition() && !always) return f;
     Halide::Func copy(f.name() + "_tile");
     copy(f.args()) = f(f.args());
     exec::pin_output_shape(copy, g.type_of(value).shape);
@@ -337,11 +344,12 @@ Halide::Func pure_output(const Graph &g, exec::LoweredGroup &lowered, const std:
 
 // `f`, the Func of `value`, materialised at root through a wrapper its consumers read, bounded to the
 // whole `shape` whatever part of it they read (its template's tiles must fit); if the group hands out
-// `value`, it reaches the group's output through a copy. For a master no epilogue is tiled with.
+// `value`, it reaches the group's output through a copy (which reads the wrapper: `f` itself, if pure
+// like a flat conv's view, is then inlined into the wrapper alone). For a master no epilogue is tiled with.
 Halide::Func root_wrapper(const Graph &g, exec::LoweredGroup &lowered, const std::string &value, Halide::Func f,
                           const Shape &shape) {
     for (const std::string &v : lowered.output_values) {
-        if (v == value) pure_output(g, lowered, value);
+        if (v == value) pure_output(g, lowered, value, /*always=*/true);
     }
     Halide::Func wrapper = f.in();
     const std::vector<Halide::Var> args = wrapper.args();
@@ -366,6 +374,17 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
                   const Halide::Target &target) {
     const exec::LoweredNode &conv = lowered_node(lowered, a.master);
     Halide::Func conv_func = conv.funcs.outputs[0];
+    // conv_flat schedules the conv lowered over the flattened H*W; its output Func, a view, is inlined.
+    Halide::Func scheduled = conv_func;
+    if (params.value("template", "") == "conv_flat") {
+        auto flat = conv.funcs.parts.find("flat");
+        if (flat == conv.funcs.parts.end()) {
+            fail_field("schedule.template",
+                       "conv_flat needs the conv lowered flat (lower_group's flat_convs, from "
+                       "compose::flat_convs)");
+        }
+        scheduled = flat->second;
+    }
     auto padded = conv.funcs.parts.find("padded_input");
     Halide::Func padded_func = padded == conv.funcs.parts.end() ? Halide::Func() : padded->second;
     schedules::ConvGroupShape shape = a.conv;
@@ -375,7 +394,7 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
             fail_field("schedule.compute", "must be \"root\": " + a.why);
         }
         Halide::Func wrapper = root_wrapper(g, lowered, a.tile_value, conv_func, a.conv.output);
-        schedules::schedule_conv(wrapper, conv_func, padded_func, {}, shape, params, target);
+        schedules::schedule_conv(wrapper, scheduled, padded_func, {}, shape, params, target);
         schedule_by_placement(g, grp, lowered, rest, {conv_func.name(), wrapper.name()});
         return;
     }
@@ -391,13 +410,20 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
             if (f.has_update_definition()) per_tile.push_back(f);
         }
     }
-    schedules::schedule_conv(tile, conv_func, padded_func, per_tile, shape, params, target);
+    schedules::schedule_conv(tile, scheduled, padded_func, per_tile, shape, params, target);
     std::set<std::string> done = chain_funcs(a, lowered);
     done.insert(tile.name());
     schedule_by_placement(g, grp, lowered, rest, done);
 }
 
 }  // namespace
+
+std::set<std::string> flat_convs(const Graph &g, const FusedGroup &grp, const Halide::Target &target) {
+    if (!grp.backend.empty()) return {};
+    const nlohmann::json params = grp.schedule.empty() ? default_schedule_params(g, grp, target) : grp.schedule;
+    if (params.is_object() && params.value("template", "") == "conv_flat") return {grp.master};
+    return {};
+}
 
 void compose_group(const Graph &g, const FusedGroup &grp, exec::LoweredGroup &lowered, const Halide::Target &target) {
     const nlohmann::json params = grp.schedule.empty() ? default_schedule_params(g, grp, target) : grp.schedule;

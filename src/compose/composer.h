@@ -20,7 +20,14 @@
 #include <Halide.h>
 #include <nlohmann/json.hpp>
 
+#include <set>
+#include <string>
+
 namespace hfuse::compose {
+
+// The Convs of `group` its schedule (given, or the default) needs lowered over the flattened H*W
+// (conv_flat): pass them to exec::lower_group before compose_group.
+std::set<std::string> flat_convs(const Graph &graph, const FusedGroup &group, const Halide::Target &target);
 
 // Schedules the group; may replace group.output_funcs (with copies that tile the master's output).
 void compose_group(const Graph &graph, const FusedGroup &group, exec::LoweredGroup &lowered,

@@ -176,12 +176,17 @@ Executor::Executor(const FusedGraph &plan, ExecutorOptions options) : impl_(new 
 
 namespace {
 
-// Lowers a group as the op library (or its backend) defines it, unscheduled.
+// Lowers a group as the op library (or its backend) defines it, unscheduled; for `schedule` by the
+// templates, as the group's template needs it (conv_flat: the conv over the flattened H*W).
 exec::LoweredGroup lower(const Graph &g, const FusedGroup &grp, const std::set<std::string> &live_out,
-                         const exec::WeightBuffers &weights) {
+                         const exec::WeightBuffers &weights, ScheduleSource schedule, const Halide::Target &target) {
     std::vector<const Node *> nodes;
     for (const std::string &name : grp.nodes) nodes.push_back(g.find_node(name));
-    if (grp.backend.empty()) return exec::lower_group(g, nodes, live_out, weights);
+    if (grp.backend.empty()) {
+        std::set<std::string> flat;
+        if (schedule == ScheduleSource::Templates) flat = compose::flat_convs(g, grp, target);
+        return exec::lower_group(g, nodes, live_out, weights, {}, flat);
+    }
     const BackendPattern *pattern = find_backend_pattern(grp.backend);
     if (!pattern) {
         throw Error("group " + grp.name + " names backend pattern '" + grp.backend +
@@ -226,7 +231,7 @@ void Executor::Impl::compile(const FusedGraph &plan) {
         // A group whose values nobody reads (dead nodes of a graph run as written, or an owner every
         // reader recomputes) has nothing to compute.
         if (live_out.empty()) continue;
-        exec::LoweredGroup lowered = lower(g, grp, live_out, weights);
+        exec::LoweredGroup lowered = lower(g, grp, live_out, weights, options.schedule, options.target);
         GroupRun run{grp.name,
                      grp.master,
                      static_cast<int>(grp.nodes.size()),
@@ -244,7 +249,8 @@ void Executor::Impl::compile(const FusedGraph &plan) {
                 } catch (const Halide::Error &e) {
                     if (options.schedule == ScheduleSource::Templates || !options.fallback_to_templates) throw;
                     // The autoscheduler's Funcs are scheduled now: lower afresh for the templates.
-                    exec::LoweredGroup again = lower(g, grp, live_out, weights);
+                    exec::LoweredGroup again =
+                        lower(g, grp, live_out, weights, ScheduleSource::Templates, options.target);
                     compiled = schedule_and_compile(g, grp, again, ScheduleSource::Templates, options);
                     std::string why = e.what();
                     while (!why.empty() && std::isspace(static_cast<unsigned char>(why.back()))) why.pop_back();

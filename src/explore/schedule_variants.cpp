@@ -36,9 +36,10 @@ std::vector<int64_t> integer_steps(const std::string &key, int64_t v) {
     return out;
 }
 
-// Accumulators a conv_xv register tile holds: beyond the vector registers they spill.
+// Accumulators a conv_xv or conv_flat register tile holds: beyond the vector registers they spill.
 bool fits_registers(const json &s, const Halide::Target &target) {
-    if (s.value("template", "") != "conv_xv") return true;
+    const std::string tmpl = s.value("template", "");
+    if (tmpl != "conv_xv" && tmpl != "conv_flat") return true;
     const int registers = target.natural_vector_size<float>() >= 16 ? 32 : 16;
     const int64_t acc = s.value("tile_x_vectors", 1) * s.value("tile_y", 1) * s.value("tile_c", 1);
     return acc <= registers - 2;
@@ -66,7 +67,8 @@ std::string VariantChecker::check(const FusedGraph &plan, const std::string &gro
             if (live_out.empty()) return "";
             std::vector<const Node *> nodes;
             for (const std::string &n : grp.nodes) nodes.push_back(g.find_node(n));
-            exec::LoweredGroup lowered = exec::lower_group(g, nodes, live_out, impl_->weights);
+            exec::LoweredGroup lowered =
+                exec::lower_group(g, nodes, live_out, impl_->weights, {}, compose::flat_convs(g, grp, impl_->target));
             compose::compose_group(g, grp, lowered, impl_->target);
         } catch (const Error &e) {
             return e.what();

@@ -200,9 +200,56 @@ ConvShape conv_shape(const InferContext &ctx) {
     return conv_shape(ctx.attrs, *ctx.inputs[0], *ctx.inputs[1], ctx.has_input(2) ? ctx.inputs[2] : nullptr);
 }
 
+// A 2-D conv with stride 1 and one group: its window slides along the rows of the padded input.
+bool is_flattenable(const ConvShape &c) {
+    return c.group == 1 && c.g.spatial_rank() == 2 && c.g.strides[0] == 1 && c.g.strides[1] == 1;
+}
+
+// The conv over the flattened rows of its padded input: flat(q, co, n) with q = y * Wp + x, Wp the
+// padded input's width, each tap at q + ky * dy * Wp + kx * dx; the output is a view of flat. Rows of
+// any width then tile by whole vectors (28 wide: 3.5 AVX2 vectors per row tiled by (x, y); 98 per
+// 28x28 plane flat), at the cost of the Wp - W columns computed past each row and dropped (none for a
+// pointwise conv, 2 of 9 for a padded 3x3 at 7x7). With the input's strides pinned (a group input, or
+// the padded input materialised at root) the address of (tap % Wp, tap / Wp) simplifies back to
+// tap: dense vector loads.
+Lowered lower_flat_conv(const LowerContext &ctx, const ConvShape &c) {
+    const Shape &in = ctx.input_types[0]->shape;
+    const int wp = to_int(in[3] + c.g.pads_begin[1] + c.g.pads_end[1], "pads");
+    const int pad_x = static_cast<int>(c.g.pads_begin[1]), pad_y = static_cast<int>(c.g.pads_begin[0]);
+    const int dx = static_cast<int>(c.g.dilations[1]), dy = static_cast<int>(c.g.dilations[0]);
+    const bool pointwise =
+        c.g.kernel[0] == 1 && c.g.kernel[1] == 1 && wp == in[3] && pad_y == 0 && c.g.pads_end[0] == 0;
+    Func x = ctx.inputs[0];
+    if (!pointwise) {
+        // Zero outside the input, padding or not: the dropped columns of the last rows read past it.
+        Halide::Region bounds(4);
+        bounds[0] = Halide::Range(0, to_int(in[3], "input 0 (X)"));
+        bounds[1] = Halide::Range(0, to_int(in[2], "input 0 (X)"));
+        x = Halide::BoundaryConditions::constant_exterior(ctx.inputs[0], 0.0f, bounds);
+    }
+    std::vector<Var> v = make_vars(4);  // x, y, co, n
+    Var q("q");
+    RDom r = window_rdom(c.g, {{0, to_int(c.c_in, "input 0 (X)")}}, func_name(ctx, "r"));  // (ci, kx, ky)
+    Expr tap = q + r[2] * (dy * wp) + r[1] * dx;
+    Func flat(func_name(ctx, "flat"));
+    flat(q, v[2], v[3]) = ctx.has_input(2) ? ctx.inputs[2](v[2]) : Expr(0.0f);
+    flat(q, v[2], v[3]) += x(tap % wp - pad_x, tap / wp - pad_y, r[0], v[3]) * ctx.inputs[1](r[1], r[2], r[0], v[2]);
+    Func out(func_name(ctx));
+    out(v) = flat(v[0] + v[1] * wp, v[2], v[3]);
+    Lowered lowered{{out}, {}, {}};
+    lowered.parts["flat"] = flat;
+    if (!pointwise) lowered.parts["padded_input"] = x;
+    return lowered;
+}
+
 Lowered lower_conv(const LowerContext &ctx) {
     const ConvShape c = conv_shape(ctx.attrs, *ctx.input_types[0], *ctx.input_types[1],
                                    ctx.has_input(2) ? ctx.input_types[2] : nullptr);
+    if (ctx.flatten_spatial) {
+        if (!is_flattenable(c))
+            fail_field("schedule.template", "conv_flat needs a 2-D conv with stride 1 and one group");
+        return lower_flat_conv(ctx, c);
+    }
     const int spatial = c.g.spatial_rank();
     const int rank = spatial + 2;
     std::vector<Var> v = make_vars(rank);

@@ -8,6 +8,7 @@
 #include "hfuse/error.h"
 #include "hfuse/executor.h"
 #include "hfuse/model_io.h"
+#include "hfuse/model_pipeline.h"
 #include "hfuse/passes.h"
 #include "hfuse/planner.h"
 #include "hfuse/random.h"
@@ -28,15 +29,16 @@ namespace {
 const Halide::Target kTarget = Halide::get_jit_target_from_environment();
 
 // conv (C->K, k x k, stride s, pad p, group g) + relu [+ pool (pk, ps)] on N x C x H x W.
-Graph conv_model(int C, int H, int W, int K, int k, int s, int p, int g, int pool_k = 0, int pool_s = 0) {
+Graph conv_model(int C, int H, int W, int K, int k, int s, int p, int g, int pool_k = 0, int pool_s = 0, int N = 1) {
     std::string pool = pool_k
                            ? R"(, {"name": "pool", "op": "MaxPool", "inputs": ["relu"], "attrs": {"kernel_shape": [)" +
                                  std::to_string(pool_k) + ", " + std::to_string(pool_k) + R"(], "strides": [)" +
                                  std::to_string(pool_s) + ", " + std::to_string(pool_s) + R"(], "pads": [1, 1, 1, 1]}})"
                            : "";
     std::string text = R"({"format": "hfuse-model", "version": 1, "name": "c",
-      "inputs": [{"name": "x", "shape": [1, )" +
-                       std::to_string(C) + ", " + std::to_string(H) + ", " + std::to_string(W) + R"(]}],
+      "inputs": [{"name": "x", "shape": [)" +
+                       std::to_string(N) + ", " + std::to_string(C) + ", " + std::to_string(H) + ", " +
+                       std::to_string(W) + R"(]}],
       "weights": {"w": {"shape": [)" +
                        std::to_string(K) + ", " + std::to_string(C / g) + ", " + std::to_string(k) + ", " +
                        std::to_string(k) + R"(], "uniform": [-0.3, 0.3], "seed": 1},
@@ -65,22 +67,52 @@ FusedGraph fused_plan(const Graph &g) {
     return with_default_schedules(plan_fusion(g, {load_rules("x86")}), kTarget);
 }
 
+// Expects the executor to refuse `plan` with an Error naming `field` and the node 'conv'.
+void expect_conv_schedule_error(const FusedGraph &plan, const std::string &field) {
+    try {
+        Executor ex(plan);
+        ADD_FAILURE() << "accepted " << plan.groups[0].schedule.dump();
+    } catch (const Error &e) {
+        EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("node 'conv'"), std::string::npos) << e.what();
+    }
+}
+
 TEST(Composer, ChoosesTemplatesFromShapes) {
     const int vw = kTarget.natural_vector_size<float>();
-    EXPECT_EQ(fused_plan(conv_model(16, 20, 20, 16, 3, 1, 1, 1)).groups[0].schedule["template"], "conv_xv");
-    auto one = fused_plan(conv_model(16, 12, 20, 24, 1, 1, 0, 1)).groups[0].schedule;
+    EXPECT_EQ(fused_plan(conv_model(16, 20, 24, 16, 3, 1, 1, 1)).groups[0].schedule["template"], "conv_xv");
+    auto one = fused_plan(conv_model(16, 12, 16, 24, 1, 1, 0, 1)).groups[0].schedule;
+    EXPECT_EQ(one["template"], "conv_xv");
     EXPECT_EQ(one["reduction_order"], "ci,kx,ky");
     EXPECT_EQ(one["tile_x_vectors"], 1);
     EXPECT_EQ(one["tile_y"], 2);
+    // A pointwise conv whose rows are no whole number of vectors is flattened: 20 wide, blocks of 4
+    // rows (80 pixels, 5 tiles of 2 vectors; 3 blocks), 24 channels in 4 blocks of 6 for 12 tasks.
+    if (vw == 8) {
+        auto flat = fused_plan(conv_model(16, 12, 20, 24, 1, 1, 0, 1)).groups[0].schedule;
+        EXPECT_EQ(flat["template"], "conv_flat");
+        EXPECT_EQ(flat["tile_x_vectors"], 2);
+        EXPECT_EQ(flat["tile_c"], 6);
+        EXPECT_EQ(flat["block_rows"], 4);
+        EXPECT_EQ(flat["channel_block"], 6);
+    }
+    // Strided or padded 1x1 convs are not pointwise.
+    EXPECT_EQ(fused_plan(conv_model(16, 12, 20, 24, 1, 2, 0, 1)).groups[0].schedule["template"], "conv_xv");
     EXPECT_EQ(fused_plan(conv_model(16, 14, 14, 16, 3, 1, 1, 16)).groups[0].schedule["template"], "conv_dw");
-    // Narrower than one vector: narrower vectors, down to 4 lanes; below that no template fits, the
-    // simple schedule runs.
-    auto narrow = fused_plan(conv_model(8, 5, 5, 8, 3, 1, 1, 1)).groups[0].schedule;
+    // Narrower than one vector, strided (not flattened): narrower vectors, down to 4 lanes; below that
+    // no template fits, the simple schedule runs.
+    auto narrow = fused_plan(conv_model(8, 9, 9, 8, 3, 2, 1, 1)).groups[0].schedule;
     EXPECT_EQ(narrow["template"], "conv_xv");
     EXPECT_EQ(narrow["vector_width"], std::min(vw, 4));
-    EXPECT_EQ(fused_plan(conv_model(8, 3, 3, 8, 3, 1, 1, 1)).groups[0].schedule["template"], "simple");
+    EXPECT_EQ(fused_plan(conv_model(8, 6, 6, 8, 3, 2, 1, 1)).groups[0].schedule["template"], "simple");
+    // Stride 1 and narrow, a padded 3x3 at 7x7 and 3x3: flat, whole vectors over the padded rows.
+    for (int side : {7, 3}) {
+        auto flat = fused_plan(conv_model(8, side, side, 8, 3, 1, 1, 1)).groups[0].schedule;
+        EXPECT_EQ(flat["template"], "conv_flat") << side;
+        EXPECT_EQ(flat["vector_width"], vw) << side;
+    }
     // A height that 3-row tiles would over-compute by more than 5% (7: 9 rows) takes 2 rows x 6.
-    auto seven = fused_plan(conv_model(16, 7, 7, 16, 3, 1, 1, 1)).groups[0].schedule;
+    auto seven = fused_plan(conv_model(16, 14, 14, 16, 3, 2, 1, 1)).groups[0].schedule;
     EXPECT_EQ(seven["tile_y"], 2);
     EXPECT_EQ(seven["tile_c"], 6);
     // A pool after the conv is the tile, in strips: the register tile as without the pool (3 rows x
@@ -112,6 +144,96 @@ TEST(Composer, EveryConvTemplateVariantMatchesTheReference) {
             }
         }
     }
+}
+
+TEST(Composer, FlatConvVariantsMatchTheReference) {
+    // Stride-1 convs over the flattened rows of their padded input: pointwise ones 3.25, 1.5 and 0.875
+    // vectors wide (batch 2), padded 3x3 and 5x5 and an unpadded 3x3 (its rows' tails read past the
+    // input); channels no multiple of the tile or the block; blocks of one row to all, tiles shifting
+    // inwards at a strip's end, narrower vectors.
+    int ran = 0;
+    for (const Graph &g : {conv_model(16, 9, 26, 24, 1, 1, 0, 1), conv_model(13, 5, 12, 10, 1, 1, 0, 1, 0, 0, 2),
+                           conv_model(7, 7, 7, 20, 1, 1, 0, 1), conv_model(9, 7, 7, 14, 3, 1, 1, 1),
+                           conv_model(5, 6, 10, 7, 5, 1, 2, 1), conv_model(6, 9, 11, 10, 3, 1, 0, 1, 0, 0, 2)}) {
+        FusedGraph plan = fused_plan(g);
+        ASSERT_EQ(plan.groups.size(), 1u);
+        EXPECT_EQ(plan.groups[0].schedule["template"], "conv_flat");
+        expect_matches_reference(plan);
+        const Shape t = g.type_of("relu").shape;
+        for (int rows : {1, 2, static_cast<int>(t[2])}) {
+            for (auto [vw, nx, nc] :
+                 {std::tuple{8, 2, 6}, std::tuple{8, 1, 7}, std::tuple{4, 3, 4}, std::tuple{8, 3, 1}}) {
+                for (int cb : {nc, 9, static_cast<int>(t[1])}) {
+                    const int64_t pitch =
+                        g.type_of("x").shape[3] + 2 * g.find_node("conv")->attrs.at("pads").at(1).get<int>();
+                    if (vw * nx > (rows - 1) * pitch + t[3] || nc > cb || cb > t[1]) continue;
+                    plan.groups[0].schedule = {{"template", "conv_flat"}, {"vector_width", vw},
+                                               {"tile_x_vectors", nx},    {"tile_c", nc},
+                                               {"block_rows", rows},      {"channel_block", cb}};
+                    expect_matches_reference(plan);
+                    ran++;
+                }
+            }
+        }
+    }
+    EXPECT_GE(ran, 80);
+}
+
+TEST(Composer, FlatConvReadingAnotherGroupInOnePipeline) {
+    // In a whole-model pipeline the conv reads the Func of the group before it (computed at root), not
+    // an ImageParam; a global pool after it puts the conv at root.
+    const std::string text = R"({"format": "hfuse-model", "version": 1, "name": "flat_chain",
+      "inputs": [{"name": "x", "shape": [2, 9, 5, 12]}],
+      "weights": {"w": {"shape": [10, 9, 1, 1], "uniform": [-0.3, 0.3], "seed": 1},
+                  "b": {"shape": [10], "uniform": [-0.3, 0.3], "seed": 2}},
+      "nodes": [{"name": "pre", "op": "Sigmoid", "inputs": ["x"]},
+                {"name": "conv", "op": "Conv", "inputs": ["pre", "w", "b"], "attrs": {"kernel_shape": [1, 1]}},
+                {"name": "relu", "op": "Relu", "inputs": ["conv"]},
+                {"name": "gap", "op": "GlobalAveragePool", "inputs": ["relu"]}],
+      "outputs": ["relu", "gap"]})";
+    const std::string path = testing::TempDir() + "/composer_flat_chain_" + std::to_string(getpid()) + ".json";
+    std::ofstream(path) << text;
+    Graph g = load_model(path);
+    for (bool whole_conv_group : {false, true}) {
+        FusedGraph plan = whole_conv_group ? fused_plan(g) : with_default_schedules(singleton_groups(g), kTarget);
+        bool flat = false;
+        for (const FusedGroup &grp : plan.groups) flat = flat || grp.schedule.value("template", "") == "conv_flat";
+        EXPECT_TRUE(flat);
+        test::ModelInputs in = test::make_inputs(g);
+        auto expected = reference::run(g, in.reference);
+        auto actual = ModelPipeline(plan).run(in.buffers);
+        for (const std::string &out : g.outputs) {
+            auto cmp =
+                reference::compare(actual.at(out).data(), expected.at(out).data.data(), expected.at(out).data.size());
+            EXPECT_LE(cmp.relative(), 1e-4) << out;
+        }
+        test::expect_plan_matches_reference(plan, 1e-4);
+    }
+    std::remove(path.c_str());
+}
+
+TEST(Composer, FlatConvNeedsStrideOneAndOneGroup) {
+    auto expect_error = [](const Graph &g, const nlohmann::json &params, const std::string &field) {
+        FusedGraph plan = fused_plan(g);
+        plan.groups[0].schedule = params;
+        expect_conv_schedule_error(plan, field);
+    };
+    nlohmann::json p = {{"template", "conv_flat"}, {"vector_width", 8}, {"tile_x_vectors", 2}, {"tile_c", 6},
+                        {"block_rows", 2},         {"channel_block", 8}};
+    expect_error(conv_model(8, 9, 10, 8, 3, 2, 1, 1), p, "schedule.template");  // strided
+    expect_error(conv_model(8, 9, 10, 8, 3, 1, 1, 2), p, "schedule.template");  // grouped
+    const Graph pointwise = conv_model(8, 9, 10, 8, 1, 1, 0, 1);
+    p["tile_x_vectors"] = 3;  // 24 pixels, a block of 2 rows holds 20
+    expect_error(pointwise, p, "schedule.tile_x_vectors");
+    p["tile_x_vectors"] = 2;
+    p["channel_block"] = 4;
+    expect_error(pointwise, p, "schedule.tile_c");
+    p["channel_block"] = 8;
+    p["block_rows"] = 10;
+    expect_error(pointwise, p, "schedule.block_rows");
+    p["block_rows"] = 2;
+    p["strip_c"] = 8;
+    expect_error(pointwise, p, "schedule.strip_c");
 }
 
 TEST(Composer, PoolAfterConvIsTheTile) {
@@ -167,9 +289,10 @@ TEST(Composer, DepthwiseAndSimpleTemplatesMatchTheReference) {
     expect_matches_reference(fused_plan(conv_model(24, 14, 14, 24, 3, 1, 1, 24)));
     expect_matches_reference(fused_plan(conv_model(20, 11, 17, 20, 3, 2, 1, 20)));
     expect_matches_reference(fused_plan(conv_model(8, 3, 3, 8, 3, 1, 1, 1)));
-    // Narrow outputs on 4-lane vectors: conv, depthwise, a 1x1 and a strided conv.
-    for (const Graph &g : {conv_model(8, 5, 5, 8, 3, 1, 1, 1), conv_model(32, 7, 7, 40, 3, 1, 1, 1),
-                           conv_model(24, 7, 7, 24, 3, 1, 1, 24), conv_model(16, 6, 7, 20, 1, 1, 0, 1),
+    // Narrow outputs on 4-lane vectors: strided convs, depthwise, a strided 1x1 (stride-1 convs are
+    // flattened instead, with whole vectors).
+    for (const Graph &g : {conv_model(8, 9, 9, 8, 3, 2, 1, 1), conv_model(32, 13, 13, 40, 3, 2, 1, 1),
+                           conv_model(24, 7, 7, 24, 3, 1, 1, 24), conv_model(16, 12, 14, 20, 1, 2, 0, 1),
                            conv_model(8, 13, 13, 12, 3, 2, 1, 1)}) {
         FusedGraph plan = fused_plan(g);
         EXPECT_EQ(plan.groups[0].schedule.value("vector_width", 0), std::min(kTarget.natural_vector_size<float>(), 4));
@@ -178,17 +301,11 @@ TEST(Composer, DepthwiseAndSimpleTemplatesMatchTheReference) {
 }
 
 TEST(Composer, BadParametersNameTheField) {
-    FusedGraph plan = fused_plan(conv_model(16, 20, 20, 16, 3, 1, 1, 1));
+    FusedGraph plan = fused_plan(conv_model(16, 20, 24, 16, 3, 1, 1, 1));
     auto expect_error = [&](nlohmann::json params, const std::string &field) {
         FusedGraph p = plan;
         p.groups[0].schedule = params;
-        try {
-            Executor ex(p);
-            ADD_FAILURE() << "accepted " << params.dump();
-        } catch (const Error &e) {
-            EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
-            EXPECT_NE(std::string(e.what()).find("node 'conv'"), std::string::npos) << e.what();
-        }
+        expect_conv_schedule_error(p, field);
     };
     auto with = [&](const char *key, nlohmann::json value) {
         nlohmann::json p = plan.groups[0].schedule;
@@ -372,7 +489,7 @@ TEST(Composer, ChoosesTheTemplateOfTheMasterKind) {
         ew,
         json({{"template", "simple"}, {"vector_width", vw}, {"parallel_threshold", 4096}, {"task_elements", 8192}}));
     // A template that does not fit says why.
-    EXPECT_TRUE(fused_plan(conv_model(8, 3, 3, 8, 3, 1, 1, 1)).groups[0].schedule.contains("why"));
+    EXPECT_TRUE(fused_plan(conv_model(8, 6, 6, 8, 3, 2, 1, 1)).groups[0].schedule.contains("why"));
 }
 
 TEST(Composer, ConvWithoutATileableEpilogueRunsAtRoot) {
@@ -398,13 +515,15 @@ TEST(Composer, ConvWithoutATileableEpilogueRunsAtRoot) {
     for (const FusedGroup &grp : plan.groups) {
         if (grp.schedule.value("compute", "") != "root") continue;
         roots++;
-        EXPECT_EQ(grp.schedule["template"], "conv_xv") << grp.name;
+        // Pointwise masters (conv, e1; 11 wide) are flattened.
+        const bool pointwise = grp.master == "conv" || grp.master == "e1";
+        EXPECT_EQ(grp.schedule["template"], pointwise ? "conv_flat" : "conv_xv") << grp.name << " " << grp.master;
         EXPECT_FALSE(grp.schedule.value("why", "").empty()) << grp.name;  // the pool, the Concat, 2 outputs
     }
     EXPECT_EQ(roots, 2) << "the conv + pool tail and the Concat's group";
     expect_matches_reference(plan);
     // The same tiles per tile of an epilogue where there is one, and "compute" refused there.
-    FusedGraph conv_relu = fused_plan(conv_model(16, 20, 20, 16, 3, 1, 1, 1));
+    FusedGraph conv_relu = fused_plan(conv_model(16, 20, 24, 16, 3, 1, 1, 1));
     EXPECT_FALSE(conv_relu.groups[0].schedule.contains("compute"));
     conv_relu.groups[0].schedule["compute"] = "root";
     EXPECT_THROW(Executor{conv_relu}, Error);
@@ -621,7 +740,7 @@ TEST(Composer, Avx512DefaultsDifferAndCompile) {
         return with_default_schedules(plan_fusion(g, {load_rules("x86")}), t).groups[0].schedule;
     };
     Graph cell = gemm_model(1, 128, 128, false, true), rows = gemm_model(12, 64, 64, false, false);
-    Graph conv = conv_model(16, 20, 40, 16, 3, 1, 1, 1),
+    Graph conv = conv_model(16, 20, 48, 16, 3, 1, 1, 1), flat = conv_model(16, 7, 7, 16, 3, 1, 1, 1),
           pool = unary_model({1, 8, 33, 40}, "MaxPool", {{"kernel_shape", {2, 2}}});
     Graph softmax = unary_model({4, 100}, "Softmax", {});
     EXPECT_EQ(defaults(cell, avx2)["tile_x"], 8);
@@ -631,17 +750,21 @@ TEST(Composer, Avx512DefaultsDifferAndCompile) {
     EXPECT_EQ(defaults(rows, avx512)["tile_y"], 12);  // all 12 rows x 2 vectors (14 fit 32 zmm)
     EXPECT_EQ(defaults(conv, avx2)["tile_c"], 4);
     EXPECT_EQ(defaults(conv, avx512)["tile_c"], 8);
+    EXPECT_EQ(defaults(flat, avx2)["tile_c"], 6);
+    EXPECT_EQ(defaults(flat, avx512)["tile_c"], 12);
+    EXPECT_EQ(defaults(flat, avx512)["template"], "conv_flat");
     EXPECT_EQ(defaults(pool, avx512)["vector_width"], 16);
     EXPECT_EQ(defaults(softmax, avx512)["vector_width"], 16);
     // Each template compiles for AVX-512 (not run: this machine has none) and uses zmm registers.
     int i = 0;
-    for (const Graph *g : {&cell, &rows, &conv, &pool, &softmax}) {
+    for (const Graph *g : {&cell, &rows, &conv, &flat, &pool, &softmax}) {
         FusedGraph plan = with_default_schedules(plan_fusion(*g, {load_rules("x86")}), avx512);
         const FusedGroup &grp = plan.groups[0];
         std::vector<const Node *> nodes;
         for (const std::string &n : grp.nodes) nodes.push_back(plan.graph.find_node(n));
         exec::WeightBuffers weights = exec::make_weight_buffers(plan.graph);
-        exec::LoweredGroup lowered = exec::lower_group(plan.graph, nodes, handed_out_values(plan, grp), weights);
+        exec::LoweredGroup lowered = exec::lower_group(plan.graph, nodes, handed_out_values(plan, grp), weights, {},
+                                                       compose::flat_convs(plan.graph, grp, avx512));
         compose::compose_group(plan.graph, grp, lowered, avx512);
         std::vector<Halide::Argument> args(lowered.params.begin(), lowered.params.end());
         const std::string path =

@@ -26,7 +26,7 @@
 //    random placements (inline/compute_at/root) — every step kept only if check_plan accepts it;
 //    a random partition. Some plans are random partitions of the model as written
 //    ("rewritten": false: BatchNormalization, Identity and constant subgraphs are executed).
-//  - Schedules: each group's default_schedule_params(), perturbed: conv_xv/conv_dw parameters within
+//  - Schedules: each group's default_schedule_params(), perturbed: conv_xv/conv_dw/conv_flat parameters within
 //    the ranges schedules/conv_template.cpp accepts (mostly ones that fit the shapes, some that do
 //    not); other templates (gemm, pool, reduction, simple, and any added later) get their integer
 //    parameters scaled by 0.5..1.5 (at least 1) and vector_width halved, kept or doubled. A group
@@ -1038,13 +1038,32 @@ std::vector<int> range_where(int lo, int hi, const std::function<bool(int)> &ok)
     return v;
 }
 
-// Perturbs the defaults of one group. conv_xv/conv_dw: within the ranges the template accepts, mostly
+// Perturbs the defaults of one group. conv_xv/conv_dw/conv_flat: within the ranges the template accepts, mostly
 // values that fit the shapes (so most cases run); other templates: integers scaled by 0.5..1.5.
 json perturb_schedule(const FusedGraph &f, const FusedGroup &grp, const json &defaults, Rng &rng) {
     json p = defaults;
     const std::string tmpl = p.value("template", "");
     const Graph &g = f.graph;
     std::set<std::string> out = handed_out_values(f, grp);
+    if (tmpl == "conv_flat" && out.size() == 1 && p.contains("vector_width")) {
+        // Register tiles of flattened pixels within blocks of whole rows: mostly tiles that fit a block.
+        const Shape t = g.type_of(*out.begin()).shape;
+        const int tw = static_cast<int>(t[3]), th = static_cast<int>(t[2]), tc = static_cast<int>(t[1]);
+        const bool fit = rng.chance(0.93);
+        int vw = p["vector_width"].get<int>();
+        if (rng.chance(0.3)) vw = rng.chance(0.8) ? rng.pick<int>({4, 16, 2}) : rng.pick<int>({1, 3, 6, 9});
+        if (fit && vw > th * tw) vw = p["vector_width"].get<int>();
+        const int rows = fit ? static_cast<int>(rng.uniform(1, th)) : static_cast<int>(rng.uniform(1, 64));
+        auto nxs = range_where(1, 4, [&](int nx) { return vw * nx <= rows * tw; });
+        const int nc = fit ? static_cast<int>(rng.uniform(1, std::min(12, tc))) : static_cast<int>(rng.uniform(1, 64));
+        p["vector_width"] = vw;
+        p["block_rows"] = rows;
+        p["tile_x_vectors"] = fit && !nxs.empty() ? rng.pick(nxs) : static_cast<int>(rng.uniform(1, 16));
+        p["tile_c"] = nc;
+        p["channel_block"] =
+            fit && nc <= tc ? static_cast<int>(rng.uniform(nc, tc)) : static_cast<int>(rng.uniform(1, 64));
+        return p;
+    }
     if ((tmpl == "conv_xv" || tmpl == "conv_dw") && out.size() == 1 && p.contains("vector_width")) {
         const Shape t = g.type_of(*out.begin()).shape;  // the tile: the group's output
         int sx = 1, sy = 1;
