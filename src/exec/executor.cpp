@@ -4,6 +4,7 @@
 #include "exec/autoschedule.h"
 #include "exec/buffer_plan.h"
 #include "exec/group_lowering.h"
+#include "exec/jit_allocator.h"
 #include "hfuse/error.h"
 
 #include <algorithm>
@@ -212,6 +213,8 @@ std::shared_ptr<CompiledPipeline> schedule_and_compile(const Graph &g, const Fus
     }
     cp->params = lowered.params;
     cp->pipeline = Halide::Pipeline(lowered.output_funcs);
+    cp->pipeline.jit_handlers().custom_malloc = exec::jit_malloc;
+    cp->pipeline.jit_handlers().custom_free = exec::jit_free;
     if (!lowered.jit_externs.empty()) cp->pipeline.set_jit_externs(lowered.jit_externs);
     if (grp.backend.empty() && autoscheduler != ScheduleSource::Templates) {
         exec::autoschedule_group(g, lowered, cp->pipeline, autoscheduler, options.target, options.parallelism);

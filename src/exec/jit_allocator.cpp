@@ -1,0 +1,73 @@
+#include "exec/jit_allocator.h"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+namespace hfuse::exec {
+namespace {
+
+constexpr size_t kHeader = 64;                  // keeps the block 64-byte aligned; holds its size
+constexpr size_t kSmall = 64 * 1024;            // below this malloc's bins reuse blocks well enough
+constexpr size_t kMaxCached = size_t{1} << 30;  // beyond this many cached bytes, blocks go back
+
+struct Cache {
+    std::mutex mutex;
+    std::multimap<size_t, void *> free_blocks;  // by rounded size
+    size_t cached_bytes = 0;
+};
+
+Cache &cache() {
+    static Cache *c = new Cache;  // never destroyed: pipelines may free after static destructors ran
+    return *c;
+}
+
+size_t rounded(size_t size) {
+    const size_t page = 4096;
+    return (size + kHeader + page - 1) / page * page;
+}
+
+}  // namespace
+
+void *jit_malloc(Halide::JITUserContext *, size_t size) {
+    const size_t bytes = rounded(size);
+    if (bytes >= kSmall) {
+        Cache &c = cache();
+        std::lock_guard<std::mutex> lock(c.mutex);
+        auto it = c.free_blocks.find(bytes);
+        if (it != c.free_blocks.end()) {
+            void *block = it->second;
+            c.free_blocks.erase(it);
+            c.cached_bytes -= bytes;
+            return static_cast<char *>(block) + kHeader;
+        }
+    }
+    void *block = std::aligned_alloc(kHeader, bytes);
+    if (!block) return nullptr;  // Halide reports the failed allocation
+    *static_cast<size_t *>(block) = bytes;
+    return static_cast<char *>(block) + kHeader;
+}
+
+void jit_free(Halide::JITUserContext *, void *ptr) {
+    if (!ptr) return;
+    void *block = static_cast<char *>(ptr) - kHeader;
+    const size_t bytes = *static_cast<size_t *>(block);
+    if (bytes >= kSmall) {
+        Cache &c = cache();
+        std::lock_guard<std::mutex> lock(c.mutex);
+        if (c.cached_bytes + bytes <= kMaxCached) {
+            c.free_blocks.emplace(bytes, block);
+            c.cached_bytes += bytes;
+            return;
+        }
+    }
+    std::free(block);
+}
+
+size_t jit_allocator_cached_bytes() {
+    Cache &c = cache();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    return c.cached_bytes;
+}
+
+}  // namespace hfuse::exec
