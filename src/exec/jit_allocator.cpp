@@ -7,9 +7,9 @@
 namespace hfuse::exec {
 namespace {
 
-constexpr size_t kHeader = 64;                  // keeps the block 64-byte aligned; holds its size
-constexpr size_t kSmall = 64 * 1024;            // below this malloc's bins reuse blocks well enough
-constexpr size_t kMaxCached = size_t{1} << 30;  // beyond this many cached bytes, blocks go back
+constexpr size_t kHeader = 64;                    // keeps the block 64-byte aligned; holds its size
+constexpr size_t kSmall = 64 * 1024;              // below this malloc's bins reuse blocks well enough
+constexpr size_t kMaxCached = size_t{256} << 20;  // beyond this many cached bytes, blocks go back
 
 struct Cache {
     std::mutex mutex;
