@@ -1,6 +1,6 @@
 // The schedule composer: schedules one lowered group. The template of the master's kind (schedules/,
 // listed in schedules/README.md) tiles the group's output and computes the master per tile:
-// Conv -> conv_xv / conv_dw, Gemm/MatMul -> gemm_nv / gemm_dot, MaxPool/AveragePool -> pool,
+// Conv -> conv_xv / conv_dw / conv_flat, Gemm/MatMul -> gemm_nv / gemm_dot, MaxPool/AveragePool -> pool,
 // Softmax/GlobalAverage/MaxPool -> reduction. Elementwise epilogues stay inlined into the tile, a pool
 // after a conv becomes the tiled output. Injective/elementwise-led groups, and groups no template fits
 // (the defaults then say why), get the simple schedule: inlined members inline, everything else its
