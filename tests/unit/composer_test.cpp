@@ -87,7 +87,8 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
     EXPECT_EQ(one["tile_x_vectors"], 1);
     EXPECT_EQ(one["tile_y"], 2);
     // A pointwise conv whose rows are no whole number of vectors is flattened: 20 wide, blocks of 4
-    // rows (80 pixels, 5 tiles of 2 vectors; 3 blocks), 24 channels in 4 blocks of 6 for 12 tasks.
+    // rows (80 pixels, 5 tiles of 2 vectors; 3 blocks), 24 channels in 4 blocks of 6 (whole register
+    // tiles) for 12 tasks: 2 blocks of 12 would give only 6.
     if (vw == 8) {
         auto flat = fused_plan(conv_model(16, 12, 20, 24, 1, 1, 0, 1)).groups[0].schedule;
         EXPECT_EQ(flat["template"], "conv_flat");
