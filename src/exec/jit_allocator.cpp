@@ -22,9 +22,11 @@ Cache &cache() {
     return *c;
 }
 
+// Whole pages, with the header before the block and at least 64 bytes after it (Halide may read 8
+// past the end; a block ending on a page boundary could end the mapping).
 size_t rounded(size_t size) {
     const size_t page = 4096;
-    return (size + kHeader + page - 1) / page * page;
+    return (size + 2 * kHeader + page - 1) / page * page;
 }
 
 }  // namespace
