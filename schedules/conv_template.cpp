@@ -306,26 +306,23 @@ std::pair<nlohmann::json, double> conv_flat_defaults(const ConvGroupShape &s, in
 nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target &target) {
     const TargetTraits tt = target_traits(target);
     const int64_t cout = s.output[1], wout = s.output[3], hout = s.output[2];
+    const int budget = std::max(1, tt.vector_registers / 16);
+    // Narrow outputs (ResNet's and MobileNet's 7x7 layers) take narrower vectors under conv_xv, down to
+    // 4 lanes: half an AVX2 register still beats the simple schedule by far (3x3 512->512 at 7x7, 2
+    // threads, two engineers compiling beside it: simple 50 ms, 4 lanes 6.4 ms).
+    int vw = tt.vector_width;
+    while (vw > 4 && wout < vw) vw /= 2;
     // A stride-1 conv with no pool after it whose rows tile badly by (x, y) (by whole vectors, or
-    // narrowed ones below): flat, when that computes 5% fewer lanes (the strip costs an extra store
-    // and load: 1x1 24->144 at 56x56, MobileNet's expand, 2 threads, quiet machine: conv_xv 2 rows x 6
+    // narrowed ones): flat, when that computes 5% fewer lanes (the strip costs an extra store and
+    // load: 1x1 24->144 at 56x56, MobileNet's expand, 2 threads, quiet machine: conv_xv 2 rows x 6
     // channels 0.42 ms for the block, conv_flat 0.45 ms; 1x1 128->256 at 28x28: conv_xv 0.329 ms,
     // conv_flat 0.286 ms: 3.5 vectors a row, conv_xv computes 32 columns for 28).
     if (s.flat_width >= wout && !s.pooled) {
-        int xv_lanes = tt.vector_width;
-        while (xv_lanes > 4 && wout < xv_lanes) xv_lanes /= 2;
-        const double xv_use = wout < xv_lanes
-                                  ? 0.0
-                                  : static_cast<double>(wout) / ((wout + xv_lanes - 1) / xv_lanes * xv_lanes) *
-                                        xv_lanes / tt.vector_width;
-        auto [flat, flat_use] = conv_flat_defaults(s, tt.vector_width, std::max(1, tt.vector_registers / 16));
+        const double xv_use =
+            wout < vw ? 0.0 : static_cast<double>(wout) / ((wout + vw - 1) / vw * vw) * vw / tt.vector_width;
+        auto [flat, flat_use] = conv_flat_defaults(s, tt.vector_width, budget);
         if (flat_use > 1.05 * xv_use) return flat;
     }
-    // Narrow outputs (ResNet's and MobileNet's 7x7 layers) take narrower vectors, down to 4 lanes: half
-    // an AVX2 register still beats the simple schedule by far (3x3 512->512 at 7x7, 2 threads, two
-    // engineers compiling beside it: simple 50 ms, 4 lanes 6.4 ms).
-    int vw = tt.vector_width;
-    while (vw > 4 && wout < vw) vw /= 2;
     const bool depthwise = s.group > 1 && s.group == s.input[1] && s.group == cout;
     if (wout < vw) return {{"template", "simple"}, {"why", "output narrower than one vector"}};
     if (depthwise) {
@@ -335,7 +332,6 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
                 {"tile_y", std::min<int64_t>(2, hout)},
                 {"channel_block", std::min<int64_t>(64, cout)}};
     }
-    const int budget = std::max(1, tt.vector_registers / 16);
     // Register tiles that keep accumulators + operands within 16 vector registers (AVX2):
     // 1x1 kernels reuse no input across taps: 2 rows x 6 channels (128->256 at 28x28 on 2 cores:
     // 2x6 0.39 ms, 1 row x 2 vectors x 6 0.42 ms, 1x12 0.47 ms, 3x4 0.50 ms); otherwise 3 rows x 4
