@@ -248,6 +248,108 @@ void schedule_flat(Func tile, Func flat, Func padded, const ConvGroupShape &s, c
     }
 }
 
+// conv_cv: the conv lowered channel-blocked (`blocked`, (cv, p, cb, n): output channel cb * vw + cv at
+// the flattened output position p = y * W + x), output channels in vector lanes, the input broadcast.
+// T is tiled by blocks of block_rows rows x channel_block channels, one parallel task each, with the
+// epilogue along x; per task `blocked` is computed over the block's positions and channel blocks by
+// register tiles of tile_positions positions x tile_c_vectors vectors (rounded up: past the end the
+// lowering reads inside the last row, and packs zero weights past the last channel), the reduction
+// over the input channels split by ci_block (the block's weights stay in L1/L2 while every position
+// tile reads them). Any stride and row width tiles without idle lanes; the weights were packed for
+// tile_c_vectors at lowering (compose::conv_lowerings). The padded input is materialised at root.
+void schedule_cv(Func tile, Func blocked, Func padded, const ConvGroupShape &s, const nlohmann::json &p, int vw) {
+    const int64_t tw = s.tile_output[3], th = s.tile_output[2], tc = s.tile_output[1];
+    const int cin = static_cast<int>(s.input[1] / s.group);
+    const int np = get_int(p, "tile_positions", 1, 16), nc = get_int(p, "tile_c_vectors", 1, 16);
+    const int rows = get_int(p, "block_rows", 1, static_cast<int>(th));
+    const int cb = get_int(p, "channel_block", 1, static_cast<int>(tc));
+    const int ci_block = get_int(p, "ci_block", 1, cin);
+    if (s.pooled) fail_field("schedule.template", "conv_cv takes no window consumer");
+    if (s.group != 1) fail_field("schedule.template", "conv_cv needs a 2-D conv with one group");
+    if (!s.constant_weights) fail_field("schedule.template", "conv_cv needs constant weights");
+    if (np > rows * tw) fail_field("schedule.tile_positions", "exceeds a block's positions");
+    if (int64_t{nc} * vw >= cb + vw) fail_field("schedule.tile_c_vectors", "exceeds schedule.channel_block");
+    if (cin % ci_block != 0) {
+        fail_field("schedule.ci_block",
+                   std::to_string(ci_block) + " does not divide the " + std::to_string(cin) + " input channels");
+    }
+
+    Dims t(tile);
+    Var yo("yo"), yi("yi"), co("co"), ci("ci"), task("task");
+    const auto inwards = Halide::TailStrategy::ShiftInwards;
+    tile.split(t.y, yo, yi, rows, inwards)
+        .split(t.c, co, ci, cb, inwards)
+        .reorder(t.x, yi, ci, yo, co, t.n)
+        .fuse(yo, co, task)
+        .parallel(task);
+    // The epilogue, along x: whole vectors where a row holds one (it gathers from `blocked`).
+    int lanes = vw;
+    while (lanes > 4 && lanes > tw) lanes /= 2;
+    if (lanes <= tw) tile.vectorize(t.x, lanes, inwards);
+
+    const Var bv = blocked.args()[0], bp = blocked.args()[1], bc = blocked.args()[2];
+    blocked.compute_at(tile, task).vectorize(bv, vw);
+    std::vector<RVar> r = blocked.rvars(0);  // (ci, kx, ky)
+    Var po("po"), pi("pi"), cbo("cbo"), cbi("cbi");
+    const auto up = Halide::TailStrategy::RoundUp;
+    Halide::Stage u = blocked.update();
+    u.split(bp, po, pi, np, up).split(bc, cbo, cbi, nc, up);
+    if (ci_block < cin) {
+        RVar rco("rco"), rci("rci");
+        u.split(r[0], rco, rci, ci_block).reorder(bv, pi, cbi, rci, r[1], r[2], po, cbo, rco);
+        if (ci_block <= 4) u.unroll(rci);
+    } else {
+        u.reorder(bv, pi, cbi, r[0], r[1], r[2], po, cbo);
+        if (ci_block <= 4) u.unroll(r[0]);
+    }
+    u.vectorize(bv, vw).unroll(pi).unroll(cbi);
+    if (padded.defined()) {
+        Func in = padded.in(blocked);
+        Dims d(in);
+        in.compute_root().vectorize(d.x, vw, Halide::TailStrategy::GuardWithIf).parallel(d.c);
+        // The inner loop reads ci_block channels of a few rows: planes a multiple of 512 bytes apart
+        // map them to few L1 sets. One more row breaks that (256->256 at 14x14, 16x16 planes, 2
+        // threads: 1.51 -> 1.30 ms).
+        const int64_t plane_x = (s.output[3] - 1) * s.stride_x + (s.weight[3] - 1) * s.dilation_x + 1;
+        const int64_t plane_y = (s.output[2] - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
+        if (plane_x * plane_y % 128 == 0) in.bound_extent(d.y, static_cast<int>(plane_y + 1));
+    }
+}
+
+// conv_cv's defaults: register tiles of 3 positions x 4 vectors of channels (AVX2: 12 accumulators, 3
+// broadcasts and a weight vector fill the 16 registers; AVX-512, by the same budget, 3 x 8, not
+// measured); a task per register tile of channels, rows enough for 8 tasks; the reduction in passes
+// of at most 32 input channels. Quiet machine, 2 threads, 3x3 convs of ResNet-18 (prototype, relu
+// epilogue): 512->512 at 7x7 passes of 16/32/64 channels 1.38/1.36/1.39 ms (83% of peak); 256->256
+// at 14x14 1.29 ms (87%); 128->128 at 28x28 1.34 ms (84%); 64->64 at 56x56 1.28 ms (88%), rows of 4
+// or 8 alike; stride 2 256->512 14x14 -> 7x7 0.71 ms (79%). Tiles of 6 or 7 positions ran at half
+// speed (each position's address is a register of its own: spills), 2 x 6 at 59%.
+nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt) {
+    const int64_t cout = s.output[1], hout = s.output[2];
+    const int64_t cin = s.input[1] / s.group;
+    const int vw = tt.vector_width, np = 3;
+    const int64_t blocks = (cout + vw - 1) / vw;
+    const int nc = static_cast<int>(std::min<int64_t>(std::min((tt.vector_registers - np - 1) / np, 8), blocks));
+    const int64_t channel_block = std::min<int64_t>(int64_t{nc} * vw, cout);
+    const int64_t channel_tasks = (cout + channel_block - 1) / channel_block;
+    const int64_t row_blocks = std::min<int64_t>(hout, (8 + channel_tasks - 1) / channel_tasks);
+    const int64_t rows = (hout + row_blocks - 1) / row_blocks;
+    int64_t ci_block = 1;
+    for (int64_t d = std::min<int64_t>(cin, 64); d >= 1; d--) {
+        if (cin % d == 0) {
+            ci_block = d;
+            break;
+        }
+    }
+    return {{"template", "conv_cv"},
+            {"vector_width", vw},
+            {"tile_positions", std::min<int64_t>(np, rows * s.output[3])},  // a block of 2 positions: 2
+            {"tile_c_vectors", nc},
+            {"block_rows", rows},
+            {"channel_block", channel_block},
+            {"ci_block", ci_block}};
+}
+
 // conv_flat's defaults: 2 vectors x 6 channels (x 12 with AVX-512's 32 registers), as conv_xv's 1x1
 // tiles (1 vector x 12 channels: 0.45 ms against 0.32 ms at 28x28; 3 x 4: 0.39 ms); blocks of the rows
 // that waste the fewest lanes (a register tile shifts inwards at a strip's end, a block at the plane's),
@@ -312,6 +414,19 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
     // threads, two engineers compiling beside it: simple 50 ms, 4 lanes 6.4 ms).
     int vw = tt.vector_width;
     while (vw > 4 && wout < vw) vw /= 2;
+    const bool spatial_kernel = s.weight[2] > 1 || s.weight[3] > 1;
+    const bool strided = s.output[2] < s.input[2] || s.output[3] < s.input[3];
+    if (s.group == 1 && s.constant_weights && s.output[1] >= tt.vector_width && (spatial_kernel || strided)) {
+        if (!s.pooled) return conv_cv_defaults(s, tt);
+        ConvGroupShape conv_alone = s;
+        conv_alone.tile_output = s.output;
+        conv_alone.tile_stride_x = conv_alone.tile_stride_y = 1;
+        conv_alone.pooled = false;
+        nlohmann::json p = conv_cv_defaults(conv_alone, tt);
+        p["compute"] = "root";
+        p["why"] = "conv_cv takes no window consumer: the conv at root, the pool after it by its template";
+        return p;
+    }
     // A stride-1 conv with no pool after it whose rows tile badly by (x, y) (by whole vectors, or
     // narrowed ones): flat, when that computes 5% fewer lanes (the strip costs an extra store and
     // load: 1x1 24->144 at 56x56, MobileNet's expand, 2 threads, quiet machine: conv_xv 2 rows x 6
@@ -413,6 +528,9 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
         check_param_keys(p, {"vector_width", "tile_y", "channel_block", "compute"});
     } else if (tmpl == "conv_flat") {
         check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_c", "block_rows", "channel_block", "compute"});
+    } else if (tmpl == "conv_cv") {
+        check_param_keys(p, {"vector_width", "tile_positions", "tile_c_vectors", "block_rows", "channel_block",
+                             "ci_block", "compute"});
     }
     const int vw = vector_width_param(p, target, true);
     if (tmpl == "conv_xv") {
@@ -423,9 +541,12 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
     } else if (tmpl == "conv_flat") {
         if (!per_tile.empty()) fail_field("schedule.template", "conv_flat takes no window consumer");
         schedule_flat(tile, conv, padded, s, p, vw);
+    } else if (tmpl == "conv_cv") {
+        if (!per_tile.empty()) fail_field("schedule.template", "conv_cv takes no window consumer");
+        schedule_cv(tile, conv, padded, s, p, vw);
     } else {
         fail_field("schedule.template",
-                   "unknown conv template '" + tmpl + "' (expected conv_xv, conv_dw or conv_flat)");
+                   "unknown conv template '" + tmpl + "' (expected conv_xv, conv_dw, conv_flat or conv_cv)");
     }
 }
 

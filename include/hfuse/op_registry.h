@@ -45,6 +45,25 @@ struct InferContext {
     bool has_input(int i) const { return i < (int)inputs.size() && inputs[i] != nullptr; }
 };
 
+// How a Conv is lowered for the schedule template that will place it (compose::conv_lowerings()
+// says which): Direct is the plain definition; the others reshape the iteration for one template.
+struct ConvLowering {
+    enum class Form {
+        Direct,
+        // conv_flat: over the flattened rows of the padded input (2-D, stride 1, one group):
+        // Lowered::parts["flat"] is the conv as (H*Wp, C, N), the output a view of it.
+        Flat,
+        // conv_cv: output channels in vector lanes, the input broadcast (2-D, one group, constant
+        // weights): Lowered::parts["blocked"] is the conv as (lanes, H*W, blocks, N) for blocks of
+        // `lanes` output channels, its weights packed at lowering time for register tiles of
+        // `tile_blocks` blocks; the output (with the bias) a view of it.
+        ChannelBlocked,
+    };
+    Form form = Form::Direct;
+    int lanes = 0;        // ChannelBlocked: output channels per block (one vector)
+    int tile_blocks = 0;  // ChannelBlocked: blocks per register tile
+};
+
 // A tensor of ONNX shape (d0, ..., d_{r-1}) is a Func of r pure Vars in reversed order:
 // f(x_{r-1}, ..., x_0), so the first Var indexes the innermost (contiguous) ONNX dim.
 struct LowerContext {
@@ -54,9 +73,7 @@ struct LowerContext {
     std::vector<const TensorType *> input_types;
     std::vector<const Constant *> constants;  // non-null where the input is a weight
     std::vector<TensorType> output_types;
-    // Lower a Conv (2-D, stride 1, one group) over the flattened rows of its padded input, for the
-    // conv_flat template: Lowered::parts["flat"] is the conv as (H*Wp, C, N), the output a view of it.
-    bool flatten_spatial = false;
+    ConvLowering conv_lowering;  // for a Conv: the form its schedule template needs
 
     bool has_input(int i) const { return i < (int)inputs.size() && inputs[i].defined(); }
 };
@@ -67,8 +84,8 @@ struct Lowered {
     // them (at least compute_root); everything else the op creates may be inlined.
     std::vector<Halide::Func> stages;
     // Named internal Funcs a schedule template may place, inlined otherwise: Conv's "padded_input"
-    // and, lowered with flatten_spatial, its "flat" (a reduction: the template must place it)
-    // (present only when some window reaches outside the input).
+    // (present only when some window reaches outside the input) and, lowered in another form (see
+    // ConvLowering), its "flat" or "blocked" (reductions: the template must place them).
     std::map<std::string, Halide::Func> parts;
 };
 

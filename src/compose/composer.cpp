@@ -20,13 +20,13 @@ enum class Family { None, Conv, Gemm, Pool, Reduction };
 
 Family family_of_template(const std::string &tmpl) {
     if (tmpl == "simple") return Family::None;
-    if (tmpl == "conv_xv" || tmpl == "conv_dw" || tmpl == "conv_flat") return Family::Conv;
+    if (tmpl == "conv_xv" || tmpl == "conv_dw" || tmpl == "conv_flat" || tmpl == "conv_cv") return Family::Conv;
     if (tmpl == "gemm_nv" || tmpl == "gemm_dot") return Family::Gemm;
     if (tmpl == "pool") return Family::Pool;
     if (tmpl == "reduction") return Family::Reduction;
     fail_field("schedule.template", "unknown template '" + tmpl +
-                                        "' (expected simple, conv_xv, conv_dw, conv_flat, gemm_nv, gemm_dot, pool or "
-                                        "reduction)");
+                                        "' (expected simple, conv_xv, conv_dw, conv_flat, conv_cv, gemm_nv, gemm_dot, "
+                                        "pool or reduction)");
 }
 
 const char *family_needs(Family f) {
@@ -155,6 +155,7 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, Analysis &a) {
     a.conv.weight = g.type_of(m->inputs[1]).shape;
     a.conv.output = conv_shape;
     a.conv.group = static_cast<int>(Attributes(m->attrs).get_int("group", 1));
+    a.conv.constant_weights = g.is_weight(m->inputs[1]);
     a.conv.tile_output = g.type_of(a.tile_value).shape;
     a.conv.tile_stride_x = stride_x;
     a.conv.tile_stride_y = stride_y;
@@ -166,10 +167,16 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, Analysis &a) {
     a.conv.padded =
         attrs.get_string("auto_pad", "NOTSET") == "NOTSET" && pads.size() == 4 && (pads[0] > 0 || pads[1] > 0);
     const std::vector<int64_t> strides = attrs.get_ints("strides", {1, 1});
+    const std::vector<int64_t> dilations = attrs.get_ints("dilations", {1, 1});
+    if (strides.size() == 2 && dilations.size() == 2) {
+        a.conv.stride_y = static_cast<int>(strides[0]);
+        a.conv.stride_x = static_cast<int>(strides[1]);
+        a.conv.dilation_y = static_cast<int>(dilations[0]);
+        a.conv.dilation_x = static_cast<int>(dilations[1]);
+    }
     if (a.conv.group == 1 && strides == std::vector<int64_t>{1, 1}) {
         // Stride 1: the padded width is the output's plus the window's span beyond one column.
-        const int64_t dilation = attrs.get_ints("dilations", {1, 1}).back();
-        a.conv.flat_width = conv_shape[3] + dilation * (a.conv.weight[3] - 1);
+        a.conv.flat_width = conv_shape[3] + a.conv.dilation_x * (a.conv.weight[3] - 1);
     }
 }
 
@@ -369,36 +376,63 @@ std::set<std::string> chain_funcs(const Analysis &a, const exec::LoweredGroup &l
     return done;
 }
 
+// The MaxPool/AveragePool on a conv's chain (analyse_conv allows one), or nullptr.
+const exec::LoweredNode *pool_on_chain(const Analysis &a, const exec::LoweredGroup &lowered) {
+    for (const exec::LoweredNode &ln : lowered.nodes) {
+        if (a.chain.count(ln.node->name) && (ln.node->op == "MaxPool" || ln.node->op == "AveragePool")) return &ln;
+    }
+    return nullptr;
+}
+
 void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec::LoweredGroup &lowered,
                   const nlohmann::json &params, const schedules::RootScheduleParams &rest,
                   const Halide::Target &target) {
     const exec::LoweredNode &conv = lowered_node(lowered, a.master);
     Halide::Func conv_func = conv.funcs.outputs[0];
-    // conv_flat schedules the conv lowered over the flattened H*W; its output Func, a view, is inlined.
+    // conv_flat and conv_cv schedule the conv lowered in their form; its output Func, a view, is inlined.
     Halide::Func scheduled = conv_func;
-    if (params.value("template", "") == "conv_flat") {
-        auto flat = conv.funcs.parts.find("flat");
-        if (flat == conv.funcs.parts.end()) {
-            fail_field("schedule.template",
-                       "conv_flat needs the conv lowered flat (lower_group's flat_convs, from "
-                       "compose::flat_convs)");
+    const std::string tmpl = params.value("template", "");
+    if (tmpl == "conv_flat" || tmpl == "conv_cv") {
+        const char *part = tmpl == "conv_flat" ? "flat" : "blocked";
+        auto it = conv.funcs.parts.find(part);
+        if (it == conv.funcs.parts.end()) {
+            fail_field("schedule.template", tmpl + " needs the conv lowered as its \"" + part +
+                                                "\" (lower_group's conv_lowerings, from compose::conv_lowerings)");
         }
-        scheduled = flat->second;
+        scheduled = it->second;
     }
     auto padded = conv.funcs.parts.find("padded_input");
     Halide::Func padded_func = padded == conv.funcs.parts.end() ? Halide::Func() : padded->second;
     schedules::ConvGroupShape shape = a.conv;
     shape.padded = padded_func.defined();
-    if (a.conv_root) {
-        if (params.value("compute", "") != "root") {
-            fail_field("schedule.compute", "must be \"root\": " + a.why);
-        }
-        Halide::Func wrapper = root_wrapper(g, lowered, a.tile_value, conv_func, a.conv.output);
+    if (a.conv_root && params.value("compute", "") != "root") {
+        fail_field("schedule.compute", "must be \"root\": " + a.why);
+    }
+    if (params.contains("compute")) {
+        // At root over its whole output by its template; the rest of the group (also an epilogue it
+        // could have been tiled with: conv_cv's conv before a pool) by the simple schedule, but for a
+        // pool on the chain.
+        schedules::param_choice(params, "compute", {"root"});
+        shape.tile_output = shape.output;
+        shape.tile_stride_x = shape.tile_stride_y = 1;
+        shape.pooled = false;
+        Halide::Func wrapper = root_wrapper(g, lowered, a.master->outputs[0], conv_func, a.conv.output);
         schedules::schedule_conv(wrapper, scheduled, padded_func, {}, shape, params, target);
-        schedule_by_placement(g, grp, lowered, rest, {conv_func.name(), wrapper.name()});
+        std::set<std::string> done = {conv_func.name(), wrapper.name()};
+        if (const exec::LoweredNode *pool = a.conv.pooled ? pool_on_chain(a, lowered) : nullptr) {
+            // By the pool template's defaults (3x3 stride 2 over 64x112x112, the ResNet stem's: 0.19 ms,
+            // the simple schedule 0.33 ms), the epilogues after it inlined.
+            Halide::Func tile = pure_output(g, lowered, a.tile_value);
+            schedules::PoolGroupShape pool_shape{g.type_of(a.tile_value).shape, 1};
+            for (int64_t k : Attributes(pool->node->attrs).get_ints("kernel_shape")) pool_shape.window_taps *= k;
+            schedules::schedule_pool(tile, pool->funcs.outputs[0], pool_shape,
+                                     schedules::pool_default_params(pool_shape, target), target);
+            done = chain_funcs(a, lowered);
+            done.insert({tile.name(), wrapper.name()});
+        }
+        schedule_by_placement(g, grp, lowered, rest, done);
         return;
     }
-    if (params.contains("compute")) fail_field("schedule.compute", "the conv is computed per tile of " + a.tile_value);
     // The tile loop must enclose every stage of the Funcs computed in it, so an output with a
     // reduction of its own (the conv itself, a pool) is tiled through a pure copy; a pool on the
     // chain is computed per tile too.
@@ -418,11 +452,29 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
 
 }  // namespace
 
-std::set<std::string> flat_convs(const Graph &g, const FusedGroup &grp, const Halide::Target &target) {
+std::map<std::string, ConvLowering> conv_lowerings(const Graph &g, const FusedGroup &grp,
+                                                   const Halide::Target &target) {
     if (!grp.backend.empty()) return {};
     const nlohmann::json params = grp.schedule.empty() ? default_schedule_params(g, grp, target) : grp.schedule;
-    if (params.is_object() && params.value("template", "") == "conv_flat") return {grp.master};
-    return {};
+    if (!params.is_object()) return {};  // compose_group reports it
+    const std::string tmpl = params.value("template", "");
+    ConvLowering l;
+    if (tmpl == "conv_flat") {
+        l.form = ConvLowering::Form::Flat;
+    } else if (tmpl == "conv_cv") {
+        // The weights are packed for the register tile: its parameters are needed now.
+        try {
+            l.form = ConvLowering::Form::ChannelBlocked;
+            l.lanes = schedules::vector_width_param(params, target, true);
+            l.tile_blocks = schedules::param_int(params, "tile_c_vectors", 1, 16);
+        } catch (Error &e) {
+            if (const Node *master = g.find_node(grp.master)) e.at_node(master->name, master->op);
+            throw;
+        }
+    } else {
+        return {};
+    }
+    return {{grp.master, l}};
 }
 
 void compose_group(const Graph &g, const FusedGroup &grp, exec::LoweredGroup &lowered, const Halide::Target &target) {

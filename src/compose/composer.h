@@ -1,6 +1,6 @@
 // The schedule composer: schedules one lowered group. The template of the master's kind (schedules/,
 // listed in schedules/README.md) tiles the group's output and computes the master per tile:
-// Conv -> conv_xv / conv_dw / conv_flat, Gemm/MatMul -> gemm_nv / gemm_dot, MaxPool/AveragePool -> pool,
+// Conv -> conv_xv / conv_dw / conv_flat / conv_cv, Gemm/MatMul -> gemm_nv / gemm_dot, MaxPool/AveragePool -> pool,
 // Softmax/GlobalAverage/MaxPool -> reduction. Elementwise epilogues stay inlined into the tile, a pool
 // after a conv becomes the tiled output. Injective/elementwise-led groups, and groups no template fits
 // (the defaults then say why), get the simple schedule: inlined members inline, everything else its
@@ -20,14 +20,16 @@
 #include <Halide.h>
 #include <nlohmann/json.hpp>
 
-#include <set>
+#include <map>
 #include <string>
 
 namespace hfuse::compose {
 
-// The Convs of `group` its schedule (given, or the default) needs lowered over the flattened H*W
-// (conv_flat): pass them to exec::lower_group before compose_group.
-std::set<std::string> flat_convs(const Graph &graph, const FusedGroup &group, const Halide::Target &target);
+// The Convs of `group` its schedule (given, or the default) needs lowered in another form than the
+// direct one (conv_flat's flattened rows, conv_cv's channel blocks with packed weights): pass them to
+// exec::lower_group before compose_group.
+std::map<std::string, ConvLowering> conv_lowerings(const Graph &graph, const FusedGroup &group,
+                                                   const Halide::Target &target);
 
 // Schedules the group; may replace group.output_funcs (with copies that tile the master's output).
 void compose_group(const Graph &graph, const FusedGroup &group, exec::LoweredGroup &lowered,

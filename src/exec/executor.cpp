@@ -178,15 +178,15 @@ Executor::Executor(const FusedGraph &plan, ExecutorOptions options) : impl_(new 
 namespace {
 
 // Lowers a group as the op library (or its backend) defines it, unscheduled; for `schedule` by the
-// templates, as the group's template needs it (conv_flat: the conv over the flattened H*W).
+// templates, as the group's template needs it (conv_flat, conv_cv: the conv in their forms).
 exec::LoweredGroup lower(const Graph &g, const FusedGroup &grp, const std::set<std::string> &live_out,
                          const exec::WeightBuffers &weights, ScheduleSource schedule, const Halide::Target &target) {
     std::vector<const Node *> nodes;
     for (const std::string &name : grp.nodes) nodes.push_back(g.find_node(name));
     if (grp.backend.empty()) {
-        std::set<std::string> flat;
-        if (schedule == ScheduleSource::Templates) flat = compose::flat_convs(g, grp, target);
-        return exec::lower_group(g, nodes, live_out, weights, {}, flat);
+        std::map<std::string, ConvLowering> forms;
+        if (schedule == ScheduleSource::Templates) forms = compose::conv_lowerings(g, grp, target);
+        return exec::lower_group(g, nodes, live_out, weights, {}, forms);
     }
     const BackendPattern *pattern = find_backend_pattern(grp.backend);
     if (!pattern) {

@@ -112,13 +112,13 @@ WeightBuffers make_weight_buffers(const Graph &graph) {
 
 LoweredGroup lower_group(const Graph &graph, const std::vector<const Node *> &nodes,
                          const std::set<std::string> &live_out, const WeightBuffers &weights, const BoundValues &bound,
-                         const std::set<std::string> &flat_convs) {
+                         const std::map<std::string, ConvLowering> &conv_lowerings) {
     LoweredGroup group;
     Boundary boundary(graph, weights, group, &bound);
     for (const Node *n : nodes) {
         const OpSchema *op = find_op(n->op);
-        LowerContext ctx{*n, Attributes(n->attrs), {}, {}, {}, {}};
-        ctx.flatten_spatial = flat_convs.count(n->name) > 0;
+        LowerContext ctx{*n, Attributes(n->attrs), {}, {}, {}, {}, {}};
+        if (auto it = conv_lowerings.find(n->name); it != conv_lowerings.end()) ctx.conv_lowering = it->second;
         for (const std::string &v : n->inputs) {
             if (v.empty()) {
                 ctx.inputs.emplace_back();

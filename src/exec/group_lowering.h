@@ -56,11 +56,11 @@ using BoundValues = std::map<std::string, Halide::Func>;
 
 // `nodes` are in topological order. `live_out` names the values needed after the group. Values in
 // `bound` are read as those Funcs; every other activation entering the group becomes an ImageParam.
-// The Convs named in `flat_convs` are lowered over the flattened H*W (compose::flat_convs() says
-// which its schedule needs).
+// The Convs named in `conv_lowerings` are lowered in that form (compose::conv_lowerings() says which
+// their schedules need), the others directly.
 LoweredGroup lower_group(const Graph &graph, const std::vector<const Node *> &nodes,
                          const std::set<std::string> &live_out, const WeightBuffers &weights,
-                         const BoundValues &bound = {}, const std::set<std::string> &flat_convs = {});
+                         const BoundValues &bound = {}, const std::map<std::string, ConvLowering> &conv_lowerings = {});
 
 // A group a backend pattern claimed: the backend builds its single output from the group's inputs.
 LoweredGroup lower_backend_group(const Graph &graph, const std::vector<const Node *> &nodes,

@@ -44,8 +44,9 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
         }
         std::vector<const Node *> nodes;
         for (const std::string &name : grp.nodes) nodes.push_back(g.find_node(name));
-        LoweredGroup lowered = lower_group(g, nodes, live_out, weights, bound,
-                                           templates ? compose::flat_convs(g, grp, target) : std::set<std::string>{});
+        LoweredGroup lowered =
+            lower_group(g, nodes, live_out, weights, bound,
+                        templates ? compose::conv_lowerings(g, grp, target) : std::map<std::string, ConvLowering>{});
         if (!lowered.params.empty()) {
             throw Error("internal: group " + grp.name + " reads '" + lowered.input_values[0] +
                         "', which no earlier group computes")

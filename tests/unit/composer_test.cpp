@@ -29,29 +29,35 @@ namespace {
 const Halide::Target kTarget = Halide::get_jit_target_from_environment();
 
 // conv (C->K, k x k, stride s, pad p, group g) + relu [+ pool (pk, ps)] on N x C x H x W.
-Graph conv_model(int C, int H, int W, int K, int k, int s, int p, int g, int pool_k = 0, int pool_s = 0, int N = 1) {
+// A conv (+ Relu, + MaxPool if pool_k) model; `weights_input`: W is a model input, not a constant
+// (so conv_cv, which packs constant weights, is no default).
+Graph conv_model(int C, int H, int W, int K, int k, int s, int p, int g, int pool_k = 0, int pool_s = 0, int N = 1,
+                 bool weights_input = false) {
     std::string pool = pool_k
                            ? R"(, {"name": "pool", "op": "MaxPool", "inputs": ["relu"], "attrs": {"kernel_shape": [)" +
                                  std::to_string(pool_k) + ", " + std::to_string(pool_k) + R"(], "strides": [)" +
                                  std::to_string(pool_s) + ", " + std::to_string(pool_s) + R"(], "pads": [1, 1, 1, 1]}})"
                            : "";
-    std::string text = R"({"format": "hfuse-model", "version": 1, "name": "c",
+    const std::string w_shape = "[" + std::to_string(K) + ", " + std::to_string(C / g) + ", " + std::to_string(k) +
+                                ", " + std::to_string(k) + "]";
+    std::string text =
+        R"({"format": "hfuse-model", "version": 1, "name": "c",
       "inputs": [{"name": "x", "shape": [)" +
-                       std::to_string(N) + ", " + std::to_string(C) + ", " + std::to_string(H) + ", " +
-                       std::to_string(W) + R"(]}],
-      "weights": {"w": {"shape": [)" +
-                       std::to_string(K) + ", " + std::to_string(C / g) + ", " + std::to_string(k) + ", " +
-                       std::to_string(k) + R"(], "uniform": [-0.3, 0.3], "seed": 1},
+        std::to_string(N) + ", " + std::to_string(C) + ", " + std::to_string(H) + ", " + std::to_string(W) + "]}" +
+        (weights_input ? R"(, {"name": "w", "shape": )" + w_shape + "}" : std::string()) + R"(],
+      "weights": {)" +
+        (weights_input ? std::string() : R"("w": {"shape": )" + w_shape + R"(, "uniform": [-0.3, 0.3], "seed": 1},)") +
+        R"(
                   "b": {"shape": [)" +
-                       std::to_string(K) + R"(], "uniform": [-0.3, 0.3], "seed": 2}},
+        std::to_string(K) + R"(], "uniform": [-0.3, 0.3], "seed": 2}},
       "nodes": [{"name": "conv", "op": "Conv", "inputs": ["x", "w", "b"], "attrs": {"kernel_shape": [)" +
-                       std::to_string(k) + ", " + std::to_string(k) + R"(], "strides": [)" + std::to_string(s) + ", " +
-                       std::to_string(s) + R"(], "pads": [)" + std::to_string(p) + ", " + std::to_string(p) + ", " +
-                       std::to_string(p) + ", " + std::to_string(p) + R"(], "group": )" + std::to_string(g) + R"(}},
+        std::to_string(k) + ", " + std::to_string(k) + R"(], "strides": [)" + std::to_string(s) + ", " +
+        std::to_string(s) + R"(], "pads": [)" + std::to_string(p) + ", " + std::to_string(p) + ", " +
+        std::to_string(p) + ", " + std::to_string(p) + R"(], "group": )" + std::to_string(g) + R"(}},
                 {"name": "relu", "op": "Relu", "inputs": ["conv"]})" +
-                       pool + R"(],
-      "outputs": [")" + std::string(pool_k ? "pool" : "relu") +
-                       R"("]})";
+        pool + R"(],
+      "outputs": [")" +
+        std::string(pool_k ? "pool" : "relu") + R"("]})";
     std::string path = testing::TempDir() + "/composer_model_" + std::to_string(getpid()) + ".json";
     std::ofstream(path) << text;
     return load_model(path);
@@ -80,7 +86,35 @@ void expect_conv_schedule_error(const FusedGraph &plan, const std::string &field
 
 TEST(Composer, ChoosesTemplatesFromShapes) {
     const int vw = kTarget.natural_vector_size<float>();
-    EXPECT_EQ(fused_plan(conv_model(16, 20, 24, 16, 3, 1, 1, 1)).groups[0].schedule["template"], "conv_xv");
+    // Constant weights and a window or a stride, one group: output channels in vector lanes (conv_cv),
+    // for any width: 3 positions x 4 channel vectors (AVX2), a task per register tile of channels,
+    // rows for 8 tasks, the reduction in passes of at most 64 channels.
+    auto cv = fused_plan(conv_model(16, 20, 24, 16, 3, 1, 1, 1)).groups[0].schedule;
+    EXPECT_EQ(cv["template"], "conv_cv");
+    if (vw == 8) {
+        EXPECT_EQ(cv, nlohmann::json({{"template", "conv_cv"},
+                                      {"vector_width", 8},
+                                      {"tile_positions", 3},
+                                      {"tile_c_vectors", 2},
+                                      {"block_rows", 3},
+                                      {"channel_block", 16},
+                                      {"ci_block", 16}}));
+    }
+    for (const Graph &g : {conv_model(16, 12, 20, 24, 1, 2, 0, 1), conv_model(8, 9, 9, 8, 3, 2, 1, 1),
+                           conv_model(8, 6, 6, 8, 3, 2, 1, 1), conv_model(8, 7, 7, 8, 3, 1, 1, 1),
+                           conv_model(80, 14, 14, 16, 3, 2, 1, 1), conv_model(8, 2, 4, 8, 3, 2, 1, 1)}) {
+        const FusedGraph plan = fused_plan(g);
+        EXPECT_EQ(plan.groups[0].schedule["template"], "conv_cv");
+        expect_matches_reference(plan);  // the last: 2 positions, a register tile of 2
+    }
+    EXPECT_EQ(fused_plan(conv_model(80, 14, 14, 16, 3, 2, 1, 1)).groups[0].schedule["ci_block"], 40);
+    // Under a pool: the conv at root by conv_cv, the pool by its template.
+    auto cv_pooled = fused_plan(conv_model(8, 18, 18, 12, 3, 1, 1, 1, 2, 2)).groups[0].schedule;
+    EXPECT_EQ(cv_pooled["template"], "conv_cv");
+    EXPECT_EQ(cv_pooled["compute"], "root");
+    EXPECT_FALSE(cv_pooled.value("why", "").empty());
+
+    // Pointwise stride-1 convs, and convs whose weights are computed: x vectorized.
     auto one = fused_plan(conv_model(16, 12, 16, 24, 1, 1, 0, 1)).groups[0].schedule;
     EXPECT_EQ(one["template"], "conv_xv");
     EXPECT_EQ(one["reduction_order"], "ci,kx,ky");
@@ -97,29 +131,33 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
         EXPECT_EQ(flat["block_rows"], 4);
         EXPECT_EQ(flat["channel_block"], 6);
     }
-    // Strided or padded 1x1 convs are not pointwise.
-    EXPECT_EQ(fused_plan(conv_model(16, 12, 20, 24, 1, 2, 0, 1)).groups[0].schedule["template"], "conv_xv");
+    auto computed_w = [](int C, int H, int W, int K, int k, int s, int p, int g, int pool_k = 0, int pool_s = 0) {
+        return fused_plan(conv_model(C, H, W, K, k, s, p, g, pool_k, pool_s, 1, true)).groups[0].schedule;
+    };
+    EXPECT_EQ(computed_w(16, 20, 24, 16, 3, 1, 1, 1)["template"], "conv_xv");
+    EXPECT_EQ(computed_w(16, 12, 20, 24, 1, 2, 0, 1)["template"], "conv_xv");  // strided 1x1: not pointwise
+    EXPECT_EQ(computed_w(16, 14, 14, 16, 3, 1, 1, 16)["template"], "conv_dw");
     EXPECT_EQ(fused_plan(conv_model(16, 14, 14, 16, 3, 1, 1, 16)).groups[0].schedule["template"], "conv_dw");
     // Narrower than one vector, strided (not flattened): narrower vectors, down to 4 lanes; below that
     // no template fits, the simple schedule runs.
-    auto narrow = fused_plan(conv_model(8, 9, 9, 8, 3, 2, 1, 1)).groups[0].schedule;
+    auto narrow = computed_w(8, 9, 9, 8, 3, 2, 1, 1);
     EXPECT_EQ(narrow["template"], "conv_xv");
     EXPECT_EQ(narrow["vector_width"], std::min(vw, 4));
-    EXPECT_EQ(fused_plan(conv_model(8, 6, 6, 8, 3, 2, 1, 1)).groups[0].schedule["template"], "simple");
+    EXPECT_EQ(computed_w(8, 6, 6, 8, 3, 2, 1, 1)["template"], "simple");
     // Stride 1 and narrow, a padded 3x3 at 7x7 and 3x3: flat, whole vectors over the padded rows.
     for (int side : {7, 3}) {
-        auto flat = fused_plan(conv_model(8, side, side, 8, 3, 1, 1, 1)).groups[0].schedule;
+        auto flat = computed_w(8, side, side, 8, 3, 1, 1, 1);
         EXPECT_EQ(flat["template"], "conv_flat") << side;
         EXPECT_EQ(flat["vector_width"], vw) << side;
     }
     // A height that 3-row tiles would over-compute by more than 5% (7: 9 rows) takes 2 rows x 6.
-    auto seven = fused_plan(conv_model(16, 14, 14, 16, 3, 2, 1, 1)).groups[0].schedule;
+    auto seven = computed_w(16, 14, 14, 16, 3, 2, 1, 1);
     EXPECT_EQ(seven["tile_y"], 2);
     EXPECT_EQ(seven["tile_c"], 6);
     // A pool after the conv is the tile, in strips: the register tile as without the pool (3 rows x
     // 4 channels), 12 channels in strips of 4 (a divisor, a multiple of 4), 3 strips (< 4 tasks), so
     // the pool's 9 rows are split in 2 strips of 5.
-    auto pooled = fused_plan(conv_model(8, 18, 18, 12, 3, 1, 1, 1, 2, 2)).groups[0].schedule;
+    auto pooled = computed_w(8, 18, 18, 12, 3, 1, 1, 1, 2, 2);
     EXPECT_EQ(pooled["template"], "conv_xv");
     EXPECT_EQ(pooled["tile_y"], 3);
     EXPECT_EQ(pooled["tile_c"], 4);
@@ -158,7 +196,10 @@ TEST(Composer, FlatConvVariantsMatchTheReference) {
                            conv_model(5, 6, 10, 7, 5, 1, 2, 1), conv_model(6, 9, 11, 10, 3, 1, 0, 1, 0, 0, 2)}) {
         FusedGraph plan = fused_plan(g);
         ASSERT_EQ(plan.groups.size(), 1u);
-        EXPECT_EQ(plan.groups[0].schedule["template"], "conv_flat");
+        // The default for the pointwise ones and for 7 output channels (less than a vector); a window
+        // takes conv_cv.
+        const bool flat = g.type_of("w").shape[3] == 1 || g.type_of("w").shape[0] < 8;
+        EXPECT_EQ(plan.groups[0].schedule["template"], flat ? "conv_flat" : "conv_cv");
         expect_matches_reference(plan);
         const Shape t = g.type_of("relu").shape;
         for (int rows : {1, 2, static_cast<int>(t[2])}) {
@@ -237,11 +278,133 @@ TEST(Composer, FlatConvNeedsStrideOneAndOneGroup) {
     expect_error(pointwise, p, "schedule.strip_c");
 }
 
+TEST(Composer, ChannelVectorConvVariantsMatchTheReference) {
+    // Output channels in vector lanes over the flattened output: padded and unpadded 3x3, stride 2,
+    // a 7x7 stride-2 stem on 3 channels (batch 2), an unpadded 1x1 stride 2, 16x16 padded planes (one
+    // row added), output channels no multiple of a vector (20) or of the tile (24 = 3 vectors); blocks
+    // of one row to all, channel blocks shifting inwards, tiles rounded up past the last position, the
+    // reduction in passes that divide the input channels, narrower vectors.
+    int ran = 0;
+    for (const Graph &g : {conv_model(16, 9, 26, 24, 3, 1, 1, 1), conv_model(6, 9, 11, 10, 3, 1, 0, 1),
+                           conv_model(12, 14, 13, 20, 3, 2, 1, 1), conv_model(3, 23, 21, 16, 7, 2, 3, 1, 0, 0, 2),
+                           conv_model(10, 7, 9, 12, 1, 2, 0, 1), conv_model(8, 14, 14, 16, 3, 1, 1, 1)}) {
+        FusedGraph plan = fused_plan(g);
+        ASSERT_EQ(plan.groups.size(), 1u);
+        EXPECT_EQ(plan.groups[0].schedule["template"], "conv_cv");
+        expect_matches_reference(plan);
+        const Shape t = g.type_of("relu").shape;
+        const int cin = static_cast<int>(g.type_of("x").shape[1]), cout = static_cast<int>(t[1]);
+        const int h = static_cast<int>(t[2]), w = static_cast<int>(t[3]);
+        int i = 0;
+        for (int rows : {1, 2, h}) {
+            for (auto [vw, np, nc] :
+                 {std::tuple{8, 3, 4}, std::tuple{8, 1, 1}, std::tuple{4, 5, 2}, std::tuple{8, 2, 3}}) {
+                for (int cb : {nc * vw, 8, cout}) {
+                    for (int ci_block : {cin, 1, cin % 2 ? cin : cin / 2}) {
+                        if (np > rows * w || nc * vw >= cb + vw || cb > cout || i++ % 3) continue;
+                        plan.groups[0].schedule = {{"template", "conv_cv"}, {"vector_width", vw},
+                                                   {"tile_positions", np},  {"tile_c_vectors", nc},
+                                                   {"block_rows", rows},    {"channel_block", cb},
+                                                   {"ci_block", ci_block}};
+                        expect_matches_reference(plan);
+                        ran++;
+                    }
+                }
+            }
+        }
+    }
+    EXPECT_GE(ran, 60);
+}
+
+TEST(Composer, ChannelVectorConvWithDilationAndInOnePipeline) {
+    // A dilated 3x3 reading another group's Func in a whole-model pipeline (not an ImageParam), and a
+    // global pool after a 3x3 that puts the conv at root; the executor runs the same plans.
+    const std::string text = R"({"format": "hfuse-model", "version": 1, "name": "cv_chain",
+      "inputs": [{"name": "x", "shape": [2, 9, 11, 12]}],
+      "weights": {"w": {"shape": [16, 9, 3, 3], "uniform": [-0.3, 0.3], "seed": 1},
+                  "b": {"shape": [16], "uniform": [-0.3, 0.3], "seed": 2},
+                  "w2": {"shape": [12, 16, 3, 3], "uniform": [-0.3, 0.3], "seed": 3}},
+      "nodes": [{"name": "pre", "op": "Sigmoid", "inputs": ["x"]},
+                {"name": "conv", "op": "Conv", "inputs": ["pre", "w", "b"],
+                 "attrs": {"kernel_shape": [3, 3], "pads": [2, 1, 2, 1], "dilations": [2, 1]}},
+                {"name": "relu", "op": "Relu", "inputs": ["conv"]},
+                {"name": "conv2", "op": "Conv", "inputs": ["relu", "w2"], "attrs": {"kernel_shape": [3, 3], "strides": [2, 2]}},
+                {"name": "gap", "op": "GlobalAveragePool", "inputs": ["conv2"]}],
+      "outputs": ["relu", "gap"]})";
+    const std::string path = testing::TempDir() + "/composer_cv_chain_" + std::to_string(getpid()) + ".json";
+    std::ofstream(path) << text;
+    Graph g = load_model(path);
+    for (bool fused : {false, true}) {
+        FusedGraph plan = fused ? fused_plan(g) : with_default_schedules(singleton_groups(g), kTarget);
+        int cv = 0, root = 0;
+        for (const FusedGroup &grp : plan.groups) {
+            cv += grp.schedule.value("template", "") == "conv_cv";
+            root += grp.schedule.value("compute", "") == "root";
+        }
+        EXPECT_EQ(cv, 2);
+        EXPECT_EQ(root, fused ? 1 : 0);
+        test::ModelInputs in = test::make_inputs(g);
+        auto expected = reference::run(g, in.reference);
+        auto actual = ModelPipeline(plan).run(in.buffers);
+        for (const std::string &out : g.outputs) {
+            auto cmp =
+                reference::compare(actual.at(out).data(), expected.at(out).data.data(), expected.at(out).data.size());
+            EXPECT_LE(cmp.relative(), 1e-4) << out;
+        }
+        test::expect_plan_matches_reference(plan, 1e-4);
+    }
+    std::remove(path.c_str());
+}
+
+TEST(Composer, ChannelVectorConvErrorsNameTheField) {
+    auto expect_error = [](const Graph &g, const nlohmann::json &params, const std::string &field) {
+        FusedGraph plan = fused_plan(g);
+        plan.groups[0].schedule = params;
+        expect_conv_schedule_error(plan, field);
+    };
+    nlohmann::json p = {{"template", "conv_cv"}, {"vector_width", 8},   {"tile_positions", 3}, {"tile_c_vectors", 2},
+                        {"block_rows", 2},       {"channel_block", 16}, {"ci_block", 8}};
+    expect_error(conv_model(8, 9, 10, 16, 3, 1, 1, 2), p, "schedule.template");        // grouped
+    expect_error(conv_model(8, 9, 10, 16, 3, 1, 1, 1, 2, 2), p, "schedule.template");  // a pool after it
+    const Graph g = conv_model(8, 9, 10, 16, 3, 1, 1, 1);
+    p["ci_block"] = 3;  // does not divide 8
+    expect_error(g, p, "schedule.ci_block");
+    p["ci_block"] = 8;
+    p["tile_c_vectors"] = 3;  // 24 channels, a block holds 16
+    expect_error(g, p, "schedule.tile_c_vectors");
+    p["tile_c_vectors"] = 2;
+    p["tile_positions"] = 16;
+    p["block_rows"] = 1;  // 10 positions
+    expect_error(g, p, "schedule.tile_positions");
+    p["tile_positions"] = 3;
+    p["vector_width"] = 6;
+    expect_error(g, p, "schedule.vector_width");
+    p["vector_width"] = 8;
+    p["tile_y"] = 2;
+    expect_error(g, p, "schedule.tile_y");
+
+    // Weights that are an input of the model cannot be packed when lowering.
+    const std::string text = R"({"format": "hfuse-model", "version": 1, "name": "cv_input_w",
+      "inputs": [{"name": "x", "shape": [1, 8, 9, 10]}, {"name": "w", "shape": [16, 8, 3, 3]}],
+      "nodes": [{"name": "conv", "op": "Conv", "inputs": ["x", "w"], "attrs": {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}},
+                {"name": "relu", "op": "Relu", "inputs": ["conv"]}],
+      "outputs": ["relu"]})";
+    const std::string path = testing::TempDir() + "/composer_cv_input_w_" + std::to_string(getpid()) + ".json";
+    std::ofstream(path) << text;
+    const Graph gw = load_model(path);
+    EXPECT_NE(fused_plan(gw).groups[0].schedule.value("template", ""), "conv_cv");
+    p.erase("tile_y");
+    expect_error(gw, p, "schedule.template");
+    std::remove(path.c_str());
+}
+
 TEST(Composer, PoolAfterConvIsTheTile) {
     // 2x2 stride 2 and overlapping 3x3 stride 2 windows (pads 1), odd sizes.
     // An unpadded 1x1 conv under a padded stride-1 pool: the conv's region is no whole number of vectors.
-    for (const Graph &g : {conv_model(8, 18, 34, 12, 3, 1, 1, 1, 2, 2), conv_model(6, 31, 37, 10, 3, 1, 1, 1, 3, 2),
-                           conv_model(7, 8, 9, 14, 1, 1, 0, 1, 3, 1)}) {
+    // (Computed weights: with constant ones the 3x3s take conv_cv at root, tested below.)
+    for (const Graph &g :
+         {conv_model(8, 18, 34, 12, 3, 1, 1, 1, 2, 2, 1, true), conv_model(6, 31, 37, 10, 3, 1, 1, 1, 3, 2, 1, true),
+          conv_model(7, 8, 9, 14, 1, 1, 0, 1, 3, 1)}) {
         FusedGraph plan = fused_plan(g);
         ASSERT_EQ(plan.groups.size(), 1u);
         EXPECT_EQ(plan.groups[0].schedule["template"], "conv_xv");
@@ -292,9 +455,11 @@ TEST(Composer, DepthwiseAndSimpleTemplatesMatchTheReference) {
     expect_matches_reference(fused_plan(conv_model(8, 3, 3, 8, 3, 1, 1, 1)));
     // Narrow outputs on 4-lane vectors: strided convs, depthwise, a strided 1x1 (stride-1 convs are
     // flattened instead, with whole vectors).
-    for (const Graph &g : {conv_model(8, 9, 9, 8, 3, 2, 1, 1), conv_model(32, 13, 13, 40, 3, 2, 1, 1),
-                           conv_model(24, 7, 7, 24, 3, 1, 1, 24), conv_model(16, 12, 14, 20, 1, 2, 0, 1),
-                           conv_model(8, 13, 13, 12, 3, 2, 1, 1)}) {
+    // (Computed weights: with constant ones the strided convs take conv_cv.)
+    for (const Graph &g :
+         {conv_model(8, 9, 9, 8, 3, 2, 1, 1, 0, 0, 1, true), conv_model(32, 13, 13, 40, 3, 2, 1, 1, 0, 0, 1, true),
+          conv_model(24, 7, 7, 24, 3, 1, 1, 24), conv_model(16, 12, 14, 20, 1, 2, 0, 1, 0, 0, 1, true),
+          conv_model(8, 13, 13, 12, 3, 2, 1, 1, 0, 0, 1, true)}) {
         FusedGraph plan = fused_plan(g);
         EXPECT_EQ(plan.groups[0].schedule.value("vector_width", 0), std::min(kTarget.natural_vector_size<float>(), 4));
         expect_matches_reference(plan);
@@ -323,7 +488,7 @@ TEST(Composer, BadParametersNameTheField) {
 }
 
 TEST(Composer, BadStripParametersNameTheField) {
-    FusedGraph plan = fused_plan(conv_model(8, 18, 34, 12, 3, 1, 1, 1, 2, 2));  // pool output 12 x 10 x 18
+    FusedGraph plan = fused_plan(conv_model(8, 18, 34, 12, 3, 1, 1, 1, 2, 2, 1, true));  // pool output 12 x 10 x 18
     auto expect_error = [&](nlohmann::json changes, const std::string &field) {
         FusedGraph p = plan;
         p.groups[0].schedule.update(changes);
@@ -490,7 +655,7 @@ TEST(Composer, ChoosesTheTemplateOfTheMasterKind) {
         ew,
         json({{"template", "simple"}, {"vector_width", vw}, {"parallel_threshold", 4096}, {"task_elements", 8192}}));
     // A template that does not fit says why.
-    EXPECT_TRUE(fused_plan(conv_model(8, 6, 6, 8, 3, 2, 1, 1)).groups[0].schedule.contains("why"));
+    EXPECT_TRUE(fused_plan(conv_model(8, 6, 6, 8, 3, 2, 1, 1, 0, 0, 1, true)).groups[0].schedule.contains("why"));
 }
 
 TEST(Composer, ConvWithoutATileableEpilogueRunsAtRoot) {
@@ -518,15 +683,17 @@ TEST(Composer, ConvWithoutATileableEpilogueRunsAtRoot) {
         roots++;
         // Pointwise masters (conv, e1; 11 wide) are flattened.
         const bool pointwise = grp.master == "conv" || grp.master == "e1";
-        EXPECT_EQ(grp.schedule["template"], pointwise ? "conv_flat" : "conv_xv") << grp.name << " " << grp.master;
+        EXPECT_EQ(grp.schedule["template"], pointwise ? "conv_flat" : "conv_cv") << grp.name << " " << grp.master;
         EXPECT_FALSE(grp.schedule.value("why", "").empty()) << grp.name;  // the pool, the Concat, 2 outputs
     }
     EXPECT_EQ(roots, 2) << "the conv + pool tail and the Concat's group";
     expect_matches_reference(plan);
-    // The same tiles per tile of an epilogue where there is one, and "compute" refused there.
+    // Where there is an epilogue to tile, root mode only on request; "compute" takes "root" alone.
     FusedGraph conv_relu = fused_plan(conv_model(16, 20, 24, 16, 3, 1, 1, 1));
     EXPECT_FALSE(conv_relu.groups[0].schedule.contains("compute"));
     conv_relu.groups[0].schedule["compute"] = "root";
+    expect_matches_reference(conv_relu);
+    conv_relu.groups[0].schedule["compute"] = "tile";
     EXPECT_THROW(Executor{conv_relu}, Error);
     // Root mode needs "compute": "root" (a plan written before it existed said "simple" instead).
     for (FusedGroup &grp : plan.groups) {
@@ -665,8 +832,13 @@ TEST(Composer, PoolInsideAConvChain) {
                                      {{"name", "act"}, {"op", "Sigmoid"}, {"inputs", {"pool"}}}},
                                     "act"));
     FusedGraph plan = one_group(g);
-    EXPECT_EQ(plan.groups[0].schedule["template"], "conv_xv");
-    expect_matches(plan, g, expected_for(g));
+    EXPECT_EQ(plan.groups[0].schedule["template"], "conv_cv");  // at root, the pool by its template
+    EXPECT_EQ(plan.groups[0].schedule["compute"], "root");
+    const Expected e = expected_for(g);
+    expect_matches(plan, g, e);
+    plan.groups[0].schedule = {{"template", "conv_xv"}, {"vector_width", 8}, {"tile_x_vectors", 1},
+                               {"tile_y", 2},           {"tile_c", 6},       {"reduction_order", "kx,ci,ky"}};
+    expect_matches(plan, g, e);
     // A depthwise conv under a pool has no template: the simple schedule, saying why.
     Graph dw = conv_model(8, 12, 20, 8, 3, 1, 1, 8, 2, 2);
     FusedGraph dw_plan = fused_plan(dw);
@@ -741,16 +913,20 @@ TEST(Composer, Avx512DefaultsDifferAndCompile) {
         return with_default_schedules(plan_fusion(g, {load_rules("x86")}), t).groups[0].schedule;
     };
     Graph cell = gemm_model(1, 128, 128, false, true), rows = gemm_model(12, 64, 64, false, false);
-    Graph conv = conv_model(16, 20, 48, 16, 3, 1, 1, 1), flat = conv_model(16, 7, 7, 16, 3, 1, 1, 1),
+    Graph conv = conv_model(16, 20, 48, 128, 3, 1, 1, 1), flat = conv_model(16, 12, 20, 24, 1, 1, 0, 1),
+          xv = conv_model(16, 20, 48, 16, 3, 1, 1, 1, 0, 0, 1, true),
           pool = unary_model({1, 8, 33, 40}, "MaxPool", {{"kernel_shape", {2, 2}}});
     Graph softmax = unary_model({4, 100}, "Softmax", {});
     EXPECT_EQ(defaults(cell, avx2)["tile_x"], 8);
     EXPECT_EQ(defaults(cell, avx512)["tile_x"], 16);
     EXPECT_EQ(defaults(cell, avx512)["vector_width"], 16);
-    EXPECT_EQ(defaults(rows, avx2)["tile_y"], 6);     // 6 rows x 2 vectors: 12 of 16 ymm
-    EXPECT_EQ(defaults(rows, avx512)["tile_y"], 12);  // all 12 rows x 2 vectors (14 fit 32 zmm)
-    EXPECT_EQ(defaults(conv, avx2)["tile_c"], 4);
-    EXPECT_EQ(defaults(conv, avx512)["tile_c"], 8);
+    EXPECT_EQ(defaults(rows, avx2)["tile_y"], 6);          // 6 rows x 2 vectors: 12 of 16 ymm
+    EXPECT_EQ(defaults(rows, avx512)["tile_y"], 12);       // all 12 rows x 2 vectors (14 fit 32 zmm)
+    EXPECT_EQ(defaults(conv, avx2)["tile_c_vectors"], 4);  // 3 positions x 4: 12 of 16 ymm
+    EXPECT_EQ(defaults(conv, avx512)["tile_c_vectors"], 8);
+    EXPECT_EQ(defaults(conv, avx512)["vector_width"], 16);
+    EXPECT_EQ(defaults(xv, avx2)["tile_c"], 4);
+    EXPECT_EQ(defaults(xv, avx512)["tile_c"], 8);
     EXPECT_EQ(defaults(flat, avx2)["tile_c"], 6);
     EXPECT_EQ(defaults(flat, avx512)["tile_c"], 12);
     EXPECT_EQ(defaults(flat, avx512)["template"], "conv_flat");
@@ -758,14 +934,14 @@ TEST(Composer, Avx512DefaultsDifferAndCompile) {
     EXPECT_EQ(defaults(softmax, avx512)["vector_width"], 16);
     // Each template compiles for AVX-512 (not run: this machine has none) and uses zmm registers.
     int i = 0;
-    for (const Graph *g : {&cell, &rows, &conv, &flat, &pool, &softmax}) {
+    for (const Graph *g : {&cell, &rows, &conv, &flat, &xv, &pool, &softmax}) {
         FusedGraph plan = with_default_schedules(plan_fusion(*g, {load_rules("x86")}), avx512);
         const FusedGroup &grp = plan.groups[0];
         std::vector<const Node *> nodes;
         for (const std::string &n : grp.nodes) nodes.push_back(plan.graph.find_node(n));
         exec::WeightBuffers weights = exec::make_weight_buffers(plan.graph);
         exec::LoweredGroup lowered = exec::lower_group(plan.graph, nodes, handed_out_values(plan, grp), weights, {},
-                                                       compose::flat_convs(plan.graph, grp, avx512));
+                                                       compose::conv_lowerings(plan.graph, grp, avx512));
         compose::compose_group(plan.graph, grp, lowered, avx512);
         std::vector<Halide::Argument> args(lowered.params.begin(), lowered.params.end());
         const std::string path =

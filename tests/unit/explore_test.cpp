@@ -89,7 +89,7 @@ TEST(ExploreCandidate, KeyIgnoresNamesOrderAndRules) {
 
     c3.plan = c1.plan;
     for (json &grp : c3.plan["groups"]) {
-        if (grp["schedule"]["template"] == "conv_xv") grp["schedule"]["tile_c"] = 2;
+        if (grp["schedule"]["template"] == "conv_cv") grp["schedule"]["block_rows"] = 5;
     }
     explore::assign_key(c3, false);
     EXPECT_NE(c1.key, c3.key) << "template parameters are part of a plan";
@@ -226,12 +226,16 @@ TEST(ExploreVariants, NeighboursChangeOneParameterAndTheComposerAcceptsThem) {
     for (size_t i = 0; i < v.size(); i++) EXPECT_EQ(again[i].description, v[i].description);
     // The checker rejects what the composer rejects, naming the parameter.
     FusedGraph bad = plan;
+    int rejected = 0;
     for (FusedGroup &grp : bad.groups) {
-        if (grp.schedule["template"] == "conv_xv") {
-            grp.schedule["tile_c"] = 99;
-            EXPECT_TRUE(contains(checker.check(bad, grp.name), "schedule.tile_c")) << checker.check(bad, grp.name);
-        }
+        const std::string tmpl = grp.schedule.value("template", "");
+        if (tmpl != "conv_xv" && tmpl != "conv_cv") continue;
+        const std::string param = tmpl == "conv_xv" ? "tile_c" : "tile_c_vectors";
+        grp.schedule[param] = 99;
+        EXPECT_TRUE(contains(checker.check(bad, grp.name), "schedule." + param)) << checker.check(bad, grp.name);
+        rejected++;
     }
+    EXPECT_GT(rejected, 0);
 }
 
 TEST(ExploreResults, CsvQuotesAndThePlotMarksTheBest) {

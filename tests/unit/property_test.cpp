@@ -26,7 +26,7 @@
 //    random placements (inline/compute_at/root) — every step kept only if check_plan accepts it;
 //    a random partition. Some plans are random partitions of the model as written
 //    ("rewritten": false: BatchNormalization, Identity and constant subgraphs are executed).
-//  - Schedules: each group's default_schedule_params(), perturbed: conv_xv/conv_dw/conv_flat parameters within
+//  - Schedules: each group's default_schedule_params(), perturbed: conv_xv/conv_dw/conv_flat/conv_cv parameters within
 //    the ranges schedules/conv_template.cpp accepts (mostly ones that fit the shapes, some that do
 //    not); other templates (gemm, pool, reduction, simple, and any added later) get their integer
 //    parameters scaled by 0.5..1.5 (at least 1) and vector_width halved, kept or doubled. A group
@@ -1038,7 +1038,7 @@ std::vector<int> range_where(int lo, int hi, const std::function<bool(int)> &ok)
     return v;
 }
 
-// Perturbs the defaults of one group. conv_xv/conv_dw/conv_flat: within the ranges the template accepts, mostly
+// Perturbs the defaults of one group. conv_xv/conv_dw/conv_flat/conv_cv: within the ranges the template accepts, mostly
 // values that fit the shapes (so most cases run); other templates: integers scaled by 0.5..1.5.
 json perturb_schedule(const FusedGraph &f, const FusedGroup &grp, const json &defaults, Rng &rng) {
     json p = defaults;
@@ -1062,6 +1062,28 @@ json perturb_schedule(const FusedGraph &f, const FusedGroup &grp, const json &de
         p["tile_c"] = nc;
         p["channel_block"] =
             fit && nc <= tc ? static_cast<int>(rng.uniform(nc, tc)) : static_cast<int>(rng.uniform(1, 64));
+        return p;
+    }
+    if (tmpl == "conv_cv" && p.contains("vector_width")) {
+        // Register tiles of positions x channel vectors within blocks of rows x channels, the reduction
+        // in passes: mostly values that fit (a pass dividing the input channels), else any accepted.
+        const Node *conv = g.find_node(grp.master);
+        const Shape t = g.type_of(conv->outputs[0]).shape;
+        const int th = static_cast<int>(t[2]), tw = static_cast<int>(t[3]), tc = static_cast<int>(t[1]);
+        const int cin = static_cast<int>(g.type_of(conv->inputs[0]).shape[1]);
+        const bool fit = rng.chance(0.93);
+        const int vw = rng.chance(0.3) ? rng.pick<int>({4, 16, 2}) : p["vector_width"].get<int>();
+        const int rows = fit ? static_cast<int>(rng.uniform(1, th)) : static_cast<int>(rng.uniform(1, 64));
+        const int cb = fit ? static_cast<int>(rng.uniform(1, tc)) : static_cast<int>(rng.uniform(1, 64));
+        auto nps = range_where(1, 6, [&](int np) { return np <= rows * tw; });
+        auto ncs = range_where(1, 6, [&](int nc) { return nc * vw < cb + vw; });
+        auto cibs = range_where(1, cin, [&](int d) { return cin % d == 0; });
+        p["vector_width"] = vw;
+        p["block_rows"] = rows;
+        p["channel_block"] = cb;
+        p["tile_positions"] = fit && !nps.empty() ? rng.pick(nps) : static_cast<int>(rng.uniform(1, 16));
+        p["tile_c_vectors"] = fit && !ncs.empty() ? rng.pick(ncs) : static_cast<int>(rng.uniform(1, 16));
+        p["ci_block"] = fit ? rng.pick(cibs) : static_cast<int>(rng.uniform(1, cin));
         return p;
     }
     if ((tmpl == "conv_xv" || tmpl == "conv_dw") && out.size() == 1 && p.contains("vector_width")) {
@@ -1536,7 +1558,7 @@ INSTANTIATE_TEST_SUITE_P(Property, PropertyShard, testing::Range(0, kShards));
 
 // --- Meta-tests: the property test can fail, and its files reproduce --------------------------------
 
-// The first generated model (past the property cases) whose x86 plan has a conv_xv group (so
+// The first generated model (past the property cases) whose x86 plan has a conv_xv or conv_cv group (so
 // schedules matter) and passes, and that case.
 struct MetaCase {
     Model model;
@@ -1549,7 +1571,10 @@ MetaCase meta_case() {
         FusedGraph f = with_default_schedules(plan_fusion(m.graph, {load_rules("x86")}),
                                               Halide::get_jit_target_from_environment());
         bool conv = false;
-        for (const FusedGroup &grp : f.groups) conv = conv || grp.schedule.value("template", "") == "conv_xv";
+        for (const FusedGroup &grp : f.groups) {
+            const std::string tmpl = grp.schedule.value("template", "");
+            conv = conv || tmpl == "conv_xv" || tmpl == "conv_cv";
+        }
         if (!conv || f.groups.size() > 3) continue;
         Case c;
         c.index = mi * kPlansPerModel;
@@ -1569,7 +1594,7 @@ MetaCase meta_case() {
         }
         return {std::move(m), std::move(c)};
     }
-    throw std::runtime_error("no generated model has a working conv_xv group under x86");
+    throw std::runtime_error("no generated model has a working conv_xv or conv_cv group under x86");
 }
 
 TEST(PropertyMeta, ComparisonCatchesWrongResults) {
