@@ -187,9 +187,17 @@ void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, con
     std::vector<RVar> r = conv.rvars(0);  // (ci = one channel, kx, ky)
     conv.update().reorder(v.x, v.y, r[0], r[1], r[2]).vectorize(v.x).unroll(v.y).unroll(r[1]).unroll(r[2]);
     if (padded.defined()) {
-        // A channel's padded plane fits in L1: build it per channel rather than in one pass at root.
         Func in = padded.in(conv);
-        in.compute_at(tile, ci);
+        if (s.stride_x == 1 && s.stride_y == 1) {
+            // A channel's padded plane fits in L1: build it per channel rather than in one pass at root.
+            in.compute_at(tile, ci);
+        } else {
+            // Strided, per channel, the plane's constant offsets meet a Halide 14 bug: its stride-2
+            // loads from them get alignments they do not have (an aligned vmovaps 8 bytes off: a
+            // crash, e.g. 5x5 stride 2 on a 9x22 plane with 3-row tiles). At root, as conv_xv.
+            Dims d(in);
+            in.compute_root().vectorize(d.x, vw, Halide::TailStrategy::GuardWithIf).parallel(d.c);
+        }
     }
 }
 

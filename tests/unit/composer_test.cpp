@@ -658,6 +658,35 @@ TEST(Composer, ChoosesTheTemplateOfTheMasterKind) {
     EXPECT_TRUE(fused_plan(conv_model(8, 6, 6, 8, 3, 2, 1, 1, 0, 0, 1, true)).groups[0].schedule.contains("why"));
 }
 
+TEST(Composer, StridedDepthwiseConvTilesMatchTheReference) {
+    // 5x5 stride 2 with uneven pads on 2 channels (the property test's model 45, seed 7): per channel,
+    // a padded plane with constant offsets made Halide 14 emit aligned loads 8 bytes off (a crash)
+    // for 2- and 3-row tiles; strided, the plane is built at root.
+    for (int width : {11, 22}) {
+        const std::string text = R"({"format": "hfuse-model", "version": 1, "name": "dw_s2",
+          "inputs": [{"name": "x", "shape": [1, 2, )" +
+                                 std::to_string(width == 11 ? 5 : 9) + ", " + std::to_string(width) + R"(]}],
+          "weights": {"w": {"shape": [2, 1, 5, 5], "uniform": [-0.3, 0.3], "seed": 1},
+                      "b": {"shape": [2], "uniform": [-0.3, 0.3], "seed": 2}},
+          "nodes": [{"name": "conv", "op": "Conv", "inputs": ["x", "w", "b"],
+                     "attrs": {"group": 2, "kernel_shape": [5, 5], "pads": [2, 2, 2, 1], "strides": [2, 2]}}],
+          "outputs": ["conv"]})";
+        const Graph g = json_model(nlohmann::json::parse(text));
+        FusedGraph plan = fused_plan(g);
+        EXPECT_EQ(plan.groups[0].schedule["template"], "conv_dw");
+        expect_matches_reference(plan);
+        const int64_t w = g.type_of("conv").shape[3], h = g.type_of("conv").shape[2];
+        for (int vw : {4, 8}) {
+            for (int ny : {1, 2, 3}) {
+                if (vw > w || ny > h) continue;
+                plan.groups[0].schedule = {
+                    {"template", "conv_dw"}, {"vector_width", vw}, {"tile_y", ny}, {"channel_block", 2}};
+                expect_matches_reference(plan);
+            }
+        }
+    }
+}
+
 TEST(Composer, ConvWithoutATileableEpilogueRunsAtRoot) {
     // SqueezeNet's tail (conv + Relu + GlobalAveragePool + Flatten) and a fire module's expand convs
     // joined by a Concat: no epilogue the conv template can tile, so the conv runs at root by its
