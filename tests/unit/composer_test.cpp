@@ -84,6 +84,27 @@ void expect_conv_schedule_error(const FusedGraph &plan, const std::string &field
     }
 }
 
+// Expects `params` as the schedule of fused_plan(g)'s only group to be refused naming `field`.
+void expect_conv_params_error(const Graph &g, const nlohmann::json &params, const std::string &field) {
+    FusedGraph plan = fused_plan(g);
+    plan.groups[0].schedule = params;
+    expect_conv_schedule_error(plan, field);
+}
+
+// Runs `plan` as one whole-model pipeline (a group reads the Funcs of the groups before it) and by the
+// executor, and expects every output within 1e-4 of the reference.
+void expect_pipeline_matches_reference(const Graph &g, const FusedGraph &plan) {
+    test::ModelInputs in = test::make_inputs(g);
+    auto expected = reference::run(g, in.reference);
+    auto actual = ModelPipeline(plan).run(in.buffers);
+    for (const std::string &out : g.outputs) {
+        auto cmp =
+            reference::compare(actual.at(out).data(), expected.at(out).data.data(), expected.at(out).data.size());
+        EXPECT_LE(cmp.relative(), 1e-4) << out;
+    }
+    test::expect_plan_matches_reference(plan, 1e-4);
+}
+
 TEST(Composer, ChoosesTemplatesFromShapes) {
     const int vw = kTarget.natural_vector_size<float>();
     // Constant weights and a window or a stride, one group: output channels in vector lanes (conv_cv),
@@ -241,41 +262,28 @@ TEST(Composer, FlatConvReadingAnotherGroupInOnePipeline) {
         bool flat = false;
         for (const FusedGroup &grp : plan.groups) flat = flat || grp.schedule.value("template", "") == "conv_flat";
         EXPECT_TRUE(flat);
-        test::ModelInputs in = test::make_inputs(g);
-        auto expected = reference::run(g, in.reference);
-        auto actual = ModelPipeline(plan).run(in.buffers);
-        for (const std::string &out : g.outputs) {
-            auto cmp =
-                reference::compare(actual.at(out).data(), expected.at(out).data.data(), expected.at(out).data.size());
-            EXPECT_LE(cmp.relative(), 1e-4) << out;
-        }
-        test::expect_plan_matches_reference(plan, 1e-4);
+        expect_pipeline_matches_reference(g, plan);
     }
     std::remove(path.c_str());
 }
 
 TEST(Composer, FlatConvNeedsStrideOneAndOneGroup) {
-    auto expect_error = [](const Graph &g, const nlohmann::json &params, const std::string &field) {
-        FusedGraph plan = fused_plan(g);
-        plan.groups[0].schedule = params;
-        expect_conv_schedule_error(plan, field);
-    };
     nlohmann::json p = {{"template", "conv_flat"}, {"vector_width", 8}, {"tile_x_vectors", 2}, {"tile_c", 6},
                         {"block_rows", 2},         {"channel_block", 8}};
-    expect_error(conv_model(8, 9, 10, 8, 3, 2, 1, 1), p, "schedule.template");  // strided
-    expect_error(conv_model(8, 9, 10, 8, 3, 1, 1, 2), p, "schedule.template");  // grouped
+    expect_conv_params_error(conv_model(8, 9, 10, 8, 3, 2, 1, 1), p, "schedule.template");  // strided
+    expect_conv_params_error(conv_model(8, 9, 10, 8, 3, 1, 1, 2), p, "schedule.template");  // grouped
     const Graph pointwise = conv_model(8, 9, 10, 8, 1, 1, 0, 1);
     p["tile_x_vectors"] = 3;  // 24 pixels, a block of 2 rows holds 20
-    expect_error(pointwise, p, "schedule.tile_x_vectors");
+    expect_conv_params_error(pointwise, p, "schedule.tile_x_vectors");
     p["tile_x_vectors"] = 2;
     p["channel_block"] = 4;
-    expect_error(pointwise, p, "schedule.tile_c");
+    expect_conv_params_error(pointwise, p, "schedule.tile_c");
     p["channel_block"] = 8;
     p["block_rows"] = 10;
-    expect_error(pointwise, p, "schedule.block_rows");
+    expect_conv_params_error(pointwise, p, "schedule.block_rows");
     p["block_rows"] = 2;
     p["strip_c"] = 8;
-    expect_error(pointwise, p, "schedule.strip_c");
+    expect_conv_params_error(pointwise, p, "schedule.strip_c");
 }
 
 TEST(Composer, ChannelVectorConvVariantsMatchTheReference) {
@@ -343,45 +351,32 @@ TEST(Composer, ChannelVectorConvWithDilationAndInOnePipeline) {
         }
         EXPECT_EQ(cv, 2);
         EXPECT_EQ(root, fused ? 1 : 0);
-        test::ModelInputs in = test::make_inputs(g);
-        auto expected = reference::run(g, in.reference);
-        auto actual = ModelPipeline(plan).run(in.buffers);
-        for (const std::string &out : g.outputs) {
-            auto cmp =
-                reference::compare(actual.at(out).data(), expected.at(out).data.data(), expected.at(out).data.size());
-            EXPECT_LE(cmp.relative(), 1e-4) << out;
-        }
-        test::expect_plan_matches_reference(plan, 1e-4);
+        expect_pipeline_matches_reference(g, plan);
     }
     std::remove(path.c_str());
 }
 
 TEST(Composer, ChannelVectorConvErrorsNameTheField) {
-    auto expect_error = [](const Graph &g, const nlohmann::json &params, const std::string &field) {
-        FusedGraph plan = fused_plan(g);
-        plan.groups[0].schedule = params;
-        expect_conv_schedule_error(plan, field);
-    };
     nlohmann::json p = {{"template", "conv_cv"}, {"vector_width", 8},   {"tile_positions", 3}, {"tile_c_vectors", 2},
                         {"block_rows", 2},       {"channel_block", 16}, {"ci_block", 8}};
-    expect_error(conv_model(8, 9, 10, 16, 3, 1, 1, 2), p, "schedule.template");        // grouped
-    expect_error(conv_model(8, 9, 10, 16, 3, 1, 1, 1, 2, 2), p, "schedule.template");  // a pool after it
+    expect_conv_params_error(conv_model(8, 9, 10, 16, 3, 1, 1, 2), p, "schedule.template");        // grouped
+    expect_conv_params_error(conv_model(8, 9, 10, 16, 3, 1, 1, 1, 2, 2), p, "schedule.template");  // a pool after it
     const Graph g = conv_model(8, 9, 10, 16, 3, 1, 1, 1);
     p["ci_block"] = 3;  // does not divide 8
-    expect_error(g, p, "schedule.ci_block");
+    expect_conv_params_error(g, p, "schedule.ci_block");
     p["ci_block"] = 8;
     p["tile_c_vectors"] = 3;  // 24 channels, a block holds 16
-    expect_error(g, p, "schedule.tile_c_vectors");
+    expect_conv_params_error(g, p, "schedule.tile_c_vectors");
     p["tile_c_vectors"] = 2;
     p["tile_positions"] = 16;
     p["block_rows"] = 1;  // 10 positions
-    expect_error(g, p, "schedule.tile_positions");
+    expect_conv_params_error(g, p, "schedule.tile_positions");
     p["tile_positions"] = 3;
     p["vector_width"] = 6;
-    expect_error(g, p, "schedule.vector_width");
+    expect_conv_params_error(g, p, "schedule.vector_width");
     p["vector_width"] = 8;
     p["tile_y"] = 2;
-    expect_error(g, p, "schedule.tile_y");
+    expect_conv_params_error(g, p, "schedule.tile_y");
 
     // Weights that are an input of the model cannot be packed when lowering.
     const std::string text = R"({"format": "hfuse-model", "version": 1, "name": "cv_input_w",
@@ -394,7 +389,7 @@ TEST(Composer, ChannelVectorConvErrorsNameTheField) {
     const Graph gw = load_model(path);
     EXPECT_NE(fused_plan(gw).groups[0].schedule.value("template", ""), "conv_cv");
     p.erase("tile_y");
-    expect_error(gw, p, "schedule.template");
+    expect_conv_params_error(gw, p, "schedule.template");
     std::remove(path.c_str());
 }
 
