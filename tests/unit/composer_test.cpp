@@ -356,6 +356,32 @@ TEST(Composer, ChannelVectorConvWithDilationAndInOnePipeline) {
     std::remove(path.c_str());
 }
 
+TEST(Composer, ChannelVectorConvPlanesOfAKilobyte) {
+    // 16x16 padded planes get one more row (L1 sets), where the windows reach past the input's rows
+    // (3x3, pads 1 at 14x14); with a 1x3 kernel padded only along x (16 rows read of 16) they may not:
+    // the extra row would read past the input.
+    for (const char *attrs :
+         {R"({"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]})", R"({"kernel_shape": [1, 3], "pads": [0, 1, 0, 1]})"}) {
+        const bool square = std::string(attrs).find("[3, 3]") != std::string::npos;
+        const std::string text = R"({"format": "hfuse-model", "version": 1, "name": "cv_planes",
+          "inputs": [{"name": "x", "shape": [1, 8, )" +
+                                 std::string(square ? "14" : "16") + R"(, 14]}],
+          "weights": {"w": {"shape": [16, 8, )" +
+                                 std::string(square ? "3, 3" : "1, 3") +
+                                 R"(], "uniform": [-0.3, 0.3], "seed": 1}},
+          "nodes": [{"name": "conv", "op": "Conv", "inputs": ["x", "w"], "attrs": )" +
+                                 attrs + R"(},
+                    {"name": "relu", "op": "Relu", "inputs": ["conv"]}],
+          "outputs": ["relu"]})";
+        const std::string path = testing::TempDir() + "/composer_cv_planes_" + std::to_string(getpid()) + ".json";
+        std::ofstream(path) << text;
+        FusedGraph plan = fused_plan(load_model(path));
+        std::remove(path.c_str());
+        EXPECT_EQ(plan.groups[0].schedule["template"], "conv_cv") << attrs;
+        expect_matches_reference(plan);
+    }
+}
+
 TEST(Composer, ChannelVectorConvErrorsNameTheField) {
     nlohmann::json p = {{"template", "conv_cv"}, {"vector_width", 8},   {"tile_positions", 3}, {"tile_c_vectors", 2},
                         {"block_rows", 2},       {"channel_block", 16}, {"ci_block", 8}};
