@@ -36,11 +36,16 @@ std::vector<int64_t> integer_steps(const std::string &key, int64_t v) {
     return out;
 }
 
-// Accumulators a conv_xv or conv_flat register tile holds: beyond the vector registers they spill.
+// Accumulators a conv_xv, conv_flat or conv_cv register tile holds (conv_cv: plus a broadcast per
+// position and a weight vector): beyond the vector registers they spill.
 bool fits_registers(const json &s, const Halide::Target &target) {
     const std::string tmpl = s.value("template", "");
-    if (tmpl != "conv_xv" && tmpl != "conv_flat") return true;
     const int registers = target.natural_vector_size<float>() >= 16 ? 32 : 16;
+    if (tmpl == "conv_cv") {
+        const int64_t positions = s.value("tile_positions", 1);
+        return positions * s.value("tile_c_vectors", 1) + positions + 1 <= registers;
+    }
+    if (tmpl != "conv_xv" && tmpl != "conv_flat") return true;
     const int64_t acc = s.value("tile_x_vectors", 1) * s.value("tile_y", 1) * s.value("tile_c", 1);
     return acc <= registers - 2;
 }
