@@ -45,6 +45,23 @@ void schedule_accumulators(Func conv, Func padded, bool pooled, const Dims &v, c
     u.vectorize(v.x, vw, tail).unroll(v.x).unroll(v.y).unroll(v.c);
 }
 
+// The padded input materialised at root for `consumer`, in one parallel pass over its channels: a
+// boundary condition inside the reduction costs ~4x. Returns the wrapper `consumer` reads.
+Func padded_at_root(Func padded, Func consumer, int vw) {
+    Func in = padded.in(consumer);
+    Dims d(in);
+    in.compute_root().vectorize(d.x, vw, Halide::TailStrategy::GuardWithIf).parallel(d.c);
+    return in;
+}
+
+// The epilogue tile along x: whole vectors where a row holds one, narrowed down to 4 lanes; scalar
+// below that (edge vectors shift inwards).
+void vectorize_rows(Func tile, Var x, int64_t width, int vw) {
+    int lanes = vw;
+    while (lanes > 4 && lanes > width) lanes /= 2;
+    if (lanes <= width) tile.vectorize(x, lanes, Halide::TailStrategy::ShiftInwards);
+}
+
 // Funcs between the conv and the tile that cannot be inlined (a pool): computed at `level`, along x
 // in vectors of `lanes`, the last one rounded up or guarded as `tail` says.
 void schedule_per_tile(const std::vector<Func> &per_tile, Func tile, Var level, int lanes, Halide::TailStrategy tail) {
@@ -160,12 +177,7 @@ void schedule_xv(Func tile, Func conv, Func padded, const std::vector<Func> &per
     } else {
         schedule_xv_per_tile(tile, conv, per_tile, s, p, vw, padded);
     }
-    // A boundary condition inside the reduction costs ~4x: pad once, at root.
-    if (padded.defined()) {
-        Func in = padded.in(conv);
-        Dims d(in);
-        in.compute_root().vectorize(d.x, vw, Halide::TailStrategy::GuardWithIf).parallel(d.c);
-    }
+    if (padded.defined()) padded_at_root(padded, conv, vw);
 }
 
 void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, const nlohmann::json &p, int vw) {
@@ -187,16 +199,14 @@ void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, con
     std::vector<RVar> r = conv.rvars(0);  // (ci = one channel, kx, ky)
     conv.update().reorder(v.x, v.y, r[0], r[1], r[2]).vectorize(v.x).unroll(v.y).unroll(r[1]).unroll(r[2]);
     if (padded.defined()) {
-        Func in = padded.in(conv);
         if (s.stride_x == 1 && s.stride_y == 1) {
             // A channel's padded plane fits in L1: build it per channel rather than in one pass at root.
-            in.compute_at(tile, ci);
+            padded.in(conv).compute_at(tile, ci);
         } else {
             // Strided, per channel, the plane's constant offsets meet a Halide 14 bug: its stride-2
             // loads from them get alignments they do not have (an aligned vmovaps 8 bytes off: a
             // crash, e.g. 5x5 stride 2 on a 9x22 plane with 3-row tiles). At root, as conv_xv.
-            Dims d(in);
-            in.compute_root().vectorize(d.x, vw, Halide::TailStrategy::GuardWithIf).parallel(d.c);
+            padded_at_root(padded, conv, vw);
         }
     }
 }
@@ -231,10 +241,7 @@ void schedule_flat(Func tile, Func flat, Func padded, const ConvGroupShape &s, c
         .reorder(t.x, yi, ci, co, yo, cbo, t.n)
         .fuse(yo, cbo, task)
         .parallel(task);
-    // The epilogue, along x: whole vectors where a row holds one.
-    int lanes = vw;
-    while (lanes > 4 && lanes > tw) lanes /= 2;
-    if (lanes <= tw) tile.vectorize(t.x, lanes, inwards);
+    vectorize_rows(tile, t.x, tw, vw);
 
     Func strip = flat.in();
     Var po("po"), pi("pi");
@@ -249,11 +256,7 @@ void schedule_flat(Func tile, Func flat, Func padded, const ConvGroupShape &s, c
     flat.compute_at(strip, po).vectorize(fp, vw).unroll(fp).unroll(fc);
     std::vector<RVar> r = flat.rvars(0);  // (ci, kx, ky)
     flat.update().reorder(fp, fc, r[1], r[0], r[2]).vectorize(fp, vw).unroll(fp).unroll(fc).unroll(r[1]);
-    if (padded.defined()) {
-        Func in = padded.in(flat);
-        Dims d(in);
-        in.compute_root().vectorize(d.x, vw, Halide::TailStrategy::GuardWithIf).parallel(d.c);
-    }
+    if (padded.defined()) padded_at_root(padded, flat, vw);
 }
 
 // conv_cv: the conv lowered channel-blocked (`blocked`, (cv, p, cb, n): output channel cb * vw + cv at
@@ -290,10 +293,7 @@ void schedule_cv(Func tile, Func blocked, Func padded, const ConvGroupShape &s, 
         .reorder(t.x, yi, ci, yo, co, t.n)
         .fuse(yo, co, task)
         .parallel(task);
-    // The epilogue, along x: whole vectors where a row holds one (it gathers from `blocked`).
-    int lanes = vw;
-    while (lanes > 4 && lanes > tw) lanes /= 2;
-    if (lanes <= tw) tile.vectorize(t.x, lanes, inwards);
+    vectorize_rows(tile, t.x, tw, vw);  // the epilogue gathers from `blocked`
 
     const Var bv = blocked.args()[0], bp = blocked.args()[1], bc = blocked.args()[2];
     blocked.compute_at(tile, task).vectorize(bv, vw);
@@ -312,16 +312,15 @@ void schedule_cv(Func tile, Func blocked, Func padded, const ConvGroupShape &s, 
     }
     u.vectorize(bv, vw).unroll(pi).unroll(cbi);
     if (padded.defined()) {
-        Func in = padded.in(blocked);
-        Dims d(in);
-        in.compute_root().vectorize(d.x, vw, Halide::TailStrategy::GuardWithIf).parallel(d.c);
+        Func in = padded_at_root(padded, blocked, vw);
         // The inner loop reads ci_block channels of a few rows: planes a multiple of 512 bytes apart
         // map them to few L1 sets. One more row breaks that (256->256 at 14x14, 16x16 planes, 2
         // threads: 1.51 -> 1.30 ms).
         const int64_t plane_x = (s.output[3] - 1) * s.stride_x + (s.weight[3] - 1) * s.dilation_x + 1;
         const int64_t plane_y = (s.output[2] - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
         // (Only where the windows reach past the input's rows: then the padded input is zero there.)
-        if (plane_x * plane_y % 128 == 0 && plane_y > s.input[2]) in.bound_extent(d.y, static_cast<int>(plane_y + 1));
+        if (plane_x * plane_y % 128 == 0 && plane_y > s.input[2])
+            in.bound_extent(Dims(in).y, static_cast<int>(plane_y + 1));
     }
 }
 
@@ -329,11 +328,11 @@ void schedule_cv(Func tile, Func blocked, Func padded, const ConvGroupShape &s, 
 // broadcasts and a weight vector fill the 16 registers; AVX-512, by the same budget, 3 x 8, not
 // measured); a task per register tile of channels, rows enough for 8 tasks; the reduction in passes
 // of at most 64 input channels (the largest divisor; at 56x56, 64 channels in one pass 1.31 ms, two
-// of 32 1.33-1.40; at 7-28 wide 16, 32 and 64 alike). Quiet machine, 2 threads, 3x3 convs of ResNet-18 (prototype, relu
-// epilogue): 512->512 at 7x7 passes of 16/32/64 channels 1.38/1.36/1.39 ms (83% of peak); 256->256
-// at 14x14 1.29 ms (87%); 128->128 at 28x28 1.34 ms (84%); 64->64 at 56x56 1.28 ms (88%), rows of 4
-// or 8 alike; stride 2 256->512 14x14 -> 7x7 0.71 ms (79%). Tiles of 6 or 7 positions ran at half
-// speed (each position's address is a register of its own: spills), 2 x 6 at 59%.
+// of 32 1.33-1.40; at 7-28 wide 16, 32 and 64 alike). Quiet machine, 2 threads, 3x3 convs of
+// ResNet-18 (prototype, relu epilogue): 512->512 at 7x7 passes of 16/32/64 channels 1.38/1.36/1.39 ms (83% of peak);
+// 256->256 at 14x14 1.29 ms (87%); 128->128 at 28x28 1.34 ms (84%); 64->64 at 56x56 1.28 ms (88%), rows of 4 or 8
+// alike; stride 2 256->512 14x14 -> 7x7 0.71 ms (79%). Tiles of 6 or 7 positions ran at half speed (each position's
+// address is a register of its own: spills), 2 x 6 at 59%.
 nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt) {
     const int64_t cout = s.output[1], hout = s.output[2];
     const int64_t cin = s.input[1] / s.group;
@@ -415,6 +414,13 @@ std::pair<nlohmann::json, double> conv_flat_defaults(const ConvGroupShape &s, in
 
 }  // namespace
 
+ConvGroupShape conv_at_root(ConvGroupShape s) {
+    s.tile_output = s.output;
+    s.tile_stride_x = s.tile_stride_y = 1;
+    s.pooled = false;
+    return s;
+}
+
 nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target &target) {
     const TargetTraits tt = target_traits(target);
     const int64_t cout = s.output[1], wout = s.output[3], hout = s.output[2];
@@ -426,13 +432,9 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
     while (vw > 4 && wout < vw) vw /= 2;
     const bool spatial_kernel = s.weight[2] > 1 || s.weight[3] > 1;
     const bool strided = s.stride_x > 1 || s.stride_y > 1;
-    if (s.group == 1 && s.constant_weights && s.output[1] >= tt.vector_width && (spatial_kernel || strided)) {
+    if (s.group == 1 && s.constant_weights && cout >= tt.vector_width && (spatial_kernel || strided)) {
         if (!s.pooled) return conv_cv_defaults(s, tt);
-        ConvGroupShape conv_alone = s;
-        conv_alone.tile_output = s.output;
-        conv_alone.tile_stride_x = conv_alone.tile_stride_y = 1;
-        conv_alone.pooled = false;
-        nlohmann::json p = conv_cv_defaults(conv_alone, tt);
+        nlohmann::json p = conv_cv_defaults(conv_at_root(s), tt);
         p["compute"] = "root";
         p["why"] = "conv_cv takes no window consumer: the conv at root, the pool after it by its template";
         return p;

@@ -34,6 +34,10 @@ struct ConvGroupShape {
     int stride_y = 1, stride_x = 1, dilation_y = 1, dilation_x = 1;  // the conv's own
 };
 
+// `shape` with the conv computed alone, at root over its whole output (T = the conv's output, no
+// pool): what a template sees in root mode ("compute": "root").
+ConvGroupShape conv_at_root(ConvGroupShape shape);
+
 // The parameters the composer records in the plan ("schedule"), chosen from the shapes and target;
 // {"template": "simple"} when no conv template fits (e.g. an output narrower than one vector).
 nlohmann::json conv_default_params(const ConvGroupShape &shape, const Halide::Target &target);

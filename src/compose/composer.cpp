@@ -236,6 +236,13 @@ void analyse_gemm(const Graph &g, const FusedGroup &grp, Analysis &a) {
     }
 }
 
+// What the pool template needs of `pool`, computed per tile of a Func of shape `output`.
+schedules::PoolGroupShape pool_group_shape(const Node &pool, const Shape &output) {
+    schedules::PoolGroupShape s{output, 1};
+    for (int64_t k : Attributes(pool.attrs).get_ints("kernel_shape")) s.window_taps *= k;
+    return s;
+}
+
 void analyse_pool(const Graph &g, const FusedGroup &grp, Analysis &a) {
     const Shape shape = g.type_of(a.master->outputs[0]).shape;
     if (shape.size() < 3) {
@@ -247,9 +254,7 @@ void analyse_pool(const Graph &g, const FusedGroup &grp, Analysis &a) {
     if (end < 0) return;
     a.family = Family::Pool;
     a.tile_value = g.nodes[end].outputs[0];
-    a.pool.output = shape;
-    a.pool.window_taps = 1;
-    for (int64_t k : Attributes(a.master->attrs).get_ints("kernel_shape")) a.pool.window_taps *= k;
+    a.pool = pool_group_shape(*a.master, shape);
 }
 
 void analyse_reduction(const Graph &g, const FusedGroup &grp, Analysis &a) {
@@ -413,18 +418,14 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
         // could have been tiled with: conv_cv's conv before a pool) by the simple schedule, but for a
         // pool on the chain.
         schedules::param_choice(params, "compute", {"root"});
-        shape.tile_output = shape.output;
-        shape.tile_stride_x = shape.tile_stride_y = 1;
-        shape.pooled = false;
         Halide::Func wrapper = root_wrapper(g, lowered, a.master->outputs[0], conv_func, a.conv.output);
-        schedules::schedule_conv(wrapper, scheduled, padded_func, {}, shape, params, target);
+        schedules::schedule_conv(wrapper, scheduled, padded_func, {}, schedules::conv_at_root(shape), params, target);
         std::set<std::string> done = {conv_func.name(), wrapper.name()};
         if (const exec::LoweredNode *pool = a.conv.pooled ? pool_on_chain(a, lowered) : nullptr) {
             // By the pool template's defaults (3x3 stride 2 over 64x112x112, the ResNet stem's: 0.19 ms,
             // the simple schedule 0.33 ms), the epilogues after it inlined.
             Halide::Func tile = pure_output(g, lowered, a.tile_value);
-            schedules::PoolGroupShape pool_shape{g.type_of(a.tile_value).shape, 1};
-            for (int64_t k : Attributes(pool->node->attrs).get_ints("kernel_shape")) pool_shape.window_taps *= k;
+            const schedules::PoolGroupShape pool_shape = pool_group_shape(*pool->node, g.type_of(a.tile_value).shape);
             schedules::schedule_pool(tile, pool->funcs.outputs[0], pool_shape,
                                      schedules::pool_default_params(pool_shape, target), target);
             done = chain_funcs(a, lowered);
