@@ -432,7 +432,12 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
     while (vw > 4 && wout < vw) vw /= 2;
     const bool spatial_kernel = s.weight[2] > 1 || s.weight[3] > 1;
     const bool strided = s.stride_x > 1 || s.stride_y > 1;
-    if (s.group == 1 && s.constant_weights && cout >= tt.vector_width && (spatial_kernel || strided)) {
+    // Pointwise stride-1 convs keep conv_xv / conv_flat where rows are a vector wide or more: conv_cv's
+    // blocked output costs a transpose they skip (MobileNet-V2's 1x1s, 2 threads: 16->96 at 112x112
+    // 0.31 -> 0.70 ms, 32->192 at 28x28 0.072 -> 0.090). Narrower rows waste lanes there, and conv_cv
+    // wins (at 7x7: 160->960 0.18 -> 0.12 ms, 960->320 0.29 -> 0.21, 320->1280 0.45 -> 0.31).
+    const bool narrow = wout < tt.vector_width;
+    if (s.group == 1 && s.constant_weights && cout >= tt.vector_width && (spatial_kernel || strided || narrow)) {
         if (!s.pooled) return conv_cv_defaults(s, tt);
         nlohmann::json p = conv_cv_defaults(conv_at_root(s), tt);
         p["compute"] = "root";
@@ -454,10 +459,20 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
     if (wout < vw) return {{"template", "simple"}, {"why", "output narrower than one vector"}};
     if (depthwise) {
         if (s.pooled) return {{"template", "simple"}, {"why", "depthwise + window"}};
+        // Channel blocks are the parallel tasks: at least 8 of them, the largest block dividing the
+        // channels (MobileNet-V2's 3x3 on 144 channels at 56x56, 2 threads: blocks of 64, 3 tasks
+        // of which the last shifts inwards, 0.155 ms; of 36 0.078, 18 0.081, 8 0.082 ms).
+        int64_t channel_block = 1;
+        for (int64_t d = cout / 8; d >= 1; d--) {
+            if (cout % d == 0) {
+                channel_block = d;
+                break;
+            }
+        }
         return {{"template", "conv_dw"},
                 {"vector_width", vw},
                 {"tile_y", std::min<int64_t>(2, hout)},
-                {"channel_block", std::min<int64_t>(64, cout)}};
+                {"channel_block", channel_block}};
     }
     // Register tiles that keep accumulators + operands within 16 vector registers (AVX2):
     // 1x1 kernels reuse no input across taps: 2 rows x 6 channels (128->256 at 28x28 on 2 cores:

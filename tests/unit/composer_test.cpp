@@ -217,9 +217,10 @@ TEST(Composer, FlatConvVariantsMatchTheReference) {
                            conv_model(5, 6, 10, 7, 5, 1, 2, 1), conv_model(6, 9, 11, 10, 3, 1, 0, 1, 0, 0, 2)}) {
         FusedGraph plan = fused_plan(g);
         ASSERT_EQ(plan.groups.size(), 1u);
-        // The default for the pointwise ones and for 7 output channels (less than a vector); a window
-        // takes conv_cv.
-        const bool flat = g.type_of("w").shape[3] == 1 || g.type_of("w").shape[0] < 8;
+        // The default for the pointwise ones at least a vector wide and for 7 output channels (less
+        // than a vector); a window, or narrower rows, take conv_cv.
+        const bool pointwise_wide = g.type_of("w").shape[3] == 1 && g.type_of("relu").shape[3] >= 8;
+        const bool flat = pointwise_wide || g.type_of("w").shape[0] < 8;
         EXPECT_EQ(plan.groups[0].schedule["template"], flat ? "conv_flat" : "conv_cv");
         expect_matches_reference(plan);
         const Shape t = g.type_of("relu").shape;
