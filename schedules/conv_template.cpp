@@ -275,6 +275,7 @@ void schedule_cv(Func tile, Func blocked, Func padded, const ConvGroupShape &s, 
     const int rows = get_int(p, "block_rows", 1, static_cast<int>(th));
     const int cb = get_int(p, "channel_block", 1, static_cast<int>(tc));
     const int ci_block = get_int(p, "ci_block", 1, cin);
+    const int input_block = param_int_or(p, "input_block", 0, 64, 0);
     if (s.pooled) fail_field("schedule.template", "conv_cv takes no window consumer");
     if (s.group != 1) fail_field("schedule.template", "conv_cv needs a 2-D conv with one group");
     if (!s.constant_weights) fail_field("schedule.template", "conv_cv needs constant weights");
@@ -311,17 +312,31 @@ void schedule_cv(Func tile, Func blocked, Func padded, const ConvGroupShape &s, 
         if (ci_block <= 4) u.unroll(r[0]);
     }
     u.vectorize(bv, vw).unroll(pi).unroll(cbi);
-    if (padded.defined()) {
-        Func in = padded_at_root(padded, blocked, vw);
-        // The inner loop reads ci_block channels of a few rows: planes a multiple of 512 bytes apart
-        // map them to few L1 sets. One more row breaks that (256->256 at 14x14, 16x16 planes, 2
-        // threads: 1.51 -> 1.30 ms).
-        const int64_t plane_x = (s.output[3] - 1) * s.stride_x + (s.weight[3] - 1) * s.dilation_x + 1;
-        const int64_t plane_y = (s.output[2] - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
-        // (Only where the windows reach past the input's rows: then the padded input is zero there.)
-        if (plane_x * plane_y % 128 == 0 && plane_y > s.input[2])
-            in.bound_extent(Dims(in).y, static_cast<int>(plane_y + 1));
+    if (!padded.defined()) return;
+    Func in;
+    Var in_y;
+    if (input_block > 0) {
+        // The channel-blocked copy (input_block, x, y, blocks, n), in one pass parallel over rows
+        // (a row of every block a task): per position a vector of a block's channels.
+        if (padded.dimensions() != 5)
+            throw Error("internal: conv_cv's input_block needs the input copy lowered blocked");
+        in = padded;
+        const std::vector<Var> a = in.args();
+        in.compute_root().reorder(a[0], a[1], a[3], a[2], a[4]).parallel(a[2]);
+        if (input_block >= 4) in.vectorize(a[0], std::min(input_block, vw), Halide::TailStrategy::GuardWithIf);
+        in_y = a[2];
+    } else {
+        if (padded.dimensions() != 4) throw Error("internal: conv_cv's planar input copy lowered blocked");
+        in = padded_at_root(padded, blocked, vw);
+        in_y = Dims(in).y;
     }
+    // The inner loop reads ci_block channels of a few rows: planes (or blocks of them) a multiple of
+    // 512 bytes apart map them to few L1 sets. One more row breaks that (256->256 at 14x14, 16x16
+    // planes, 2 threads: 1.51 -> 1.30 ms).
+    const int64_t plane_x = (s.output[3] - 1) * s.stride_x + (s.weight[3] - 1) * s.dilation_x + 1;
+    const int64_t plane_y = (s.output[2] - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
+    // (Only where the windows reach past the input's rows: then the padded input is zero there.)
+    if (plane_x * plane_y % 128 == 0 && plane_y > s.input[2]) in.bound_extent(in_y, static_cast<int>(plane_y + 1));
 }
 
 // conv_cv's defaults: register tiles of 3 positions x 4 vectors of channels (AVX2: 12 accumulators, 3
@@ -343,6 +358,11 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     const int64_t channel_tasks = (cout + channel_block - 1) / channel_block;
     const int64_t row_blocks = std::min<int64_t>(hout, (8 + channel_tasks - 1) / channel_tasks);
     const int64_t rows = (hout + row_blocks - 1) / row_blocks;
+    // A padded input is copied anyway: channel-blocked, by 8 (3x3 convs of ResNet-18, 2 threads:
+    // 64->64 at 56x56 1.34 -> 1.28 ms, 128->128 at 28x28 1.36 -> 1.28, 256->256 at 14x14 1.35 ->
+    // 1.29, stride 2 64->128 0.75 -> 0.70; AVX-512 not measured). Unpadded, a copy would cost its
+    // pass (a 1x1 stride-2 downsample: 0.10 -> 0.14 ms).
+    const int input_block = s.padded && cin % 8 == 0 ? 8 : 0;
     int64_t ci_block = 1;
     for (int64_t d = std::min<int64_t>(cin, 64); d >= 1; d--) {
         if (cin % d == 0) {
@@ -356,7 +376,8 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
             {"tile_c_vectors", nc},
             {"block_rows", rows},
             {"channel_block", channel_block},
-            {"ci_block", ci_block}};
+            {"ci_block", ci_block},
+            {"input_block", input_block}};
 }
 
 // conv_flat's defaults: 2 vectors x 6 channels (x 12 with AVX-512's 32 registers), as conv_xv's 1x1
@@ -557,7 +578,7 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
         check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_c", "block_rows", "channel_block", "compute"});
     } else if (tmpl == "conv_cv") {
         check_param_keys(p, {"vector_width", "tile_positions", "tile_c_vectors", "block_rows", "channel_block",
-                             "ci_block", "compute"});
+                             "ci_block", "input_block", "compute"});
     }
     const int vw = vector_width_param(p, target, true);
     if (tmpl == "conv_xv") {

@@ -56,12 +56,15 @@ struct ConvLowering {
         // conv_cv: output channels in vector lanes, the input broadcast (2-D, one group, constant
         // weights): Lowered::parts["blocked"] is the conv as (lanes, H*W, blocks, N) for blocks of
         // `lanes` output channels, its weights packed at lowering time for register tiles of
-        // `tile_blocks` blocks; the output (with the bias) a view of it.
+        // `tile_blocks` blocks; the output (with the bias) a view of it. With `input_block`, the
+        // conv reads its (padded) input through parts["padded_input"], a copy of it channel-blocked
+        // as (input_block, W, H, C / input_block, N): consecutive input channels adjacent.
         ChannelBlocked,
     };
     Form form = Form::Direct;
     int lanes = 0;        // ChannelBlocked: output channels per block (one vector)
     int tile_blocks = 0;  // ChannelBlocked: blocks per register tile
+    int input_block = 0;  // ChannelBlocked: input channels per block of the input copy; 0: planar
 };
 
 // A tensor of ONNX shape (d0, ..., d_{r-1}) is a Func of r pure Vars in reversed order:

@@ -468,6 +468,7 @@ std::map<std::string, ConvLowering> conv_lowerings(const Graph &g, const FusedGr
             l.form = ConvLowering::Form::ChannelBlocked;
             l.lanes = schedules::vector_width_param(params, target, true);
             l.tile_blocks = schedules::param_int(params, "tile_c_vectors", 1, 16);
+            l.input_block = schedules::param_int_or(params, "input_block", 0, 64, 0);  // older plans: planar
         } catch (Error &e) {
             if (const Node *master = g.find_node(grp.master)) e.at_node(master->name, master->op);
             throw;

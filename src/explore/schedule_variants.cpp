@@ -20,9 +20,11 @@ const std::map<std::string, std::vector<std::string>> kChoices = {
 };
 
 // Integer steps: small values +-1 and x2 / /2 (register tiles, unrolling), large ones x2 / /2 (rows or
-// elements per task). Out-of-range values are left to the checker.
+// elements per task); conv_cv's input copy planar or blocked by x2 / /2. Out-of-range values are left
+// to the checker.
 std::vector<int64_t> integer_steps(const std::string &key, int64_t v) {
     if (key == "unroll_window") return {1 - v};
+    if (key == "input_block") return v > 0 ? std::vector<int64_t>{0, v / 2, v * 2} : std::vector<int64_t>{4, 8};
     std::set<int64_t> s = {v * 2, v / 2};
     if (v <= 8) {
         s.insert(v - 1);

@@ -284,17 +284,31 @@ Lowered lower_blocked_conv(const LowerContext &ctx, const ConvShape &c) {
     // Positions past the last stay in the last row. (Clamping the position instead, LLVM computed
     // the taps' addresses in vector registers in the inner loop: 3x3 64->64 at 56x56 15% slower.)
     const Expr ox = p % wo, oy = Halide::min(p / wo, ho - 1);
+    const Expr ix = ox * sx - pad_x + r[1] * dx, iy = oy * sy - pad_y + r[2] * dy;
+    Expr input = x(ix, iy, r[0], n);
+    Func input_copy = x.name() != ctx.inputs[0].name() ? x : Func();
+    if (const int ib = ctx.conv_lowering.input_block) {
+        // Consecutive input channels adjacent: the inner loop's broadcasts walk one block of lines
+        // rather than a plane apiece (3x3 64->64 at 56x56: 1.34 -> 1.28 ms).
+        if (cin % ib != 0) {
+            fail_field("schedule.input_block",
+                       std::to_string(ib) + " does not divide the " + std::to_string(cin) + " input channels");
+        }
+        Var c8("c8"), bx("bx"), by("by"), icb("icb");
+        input_copy = Func(func_name(ctx, "blocked_input"));
+        input_copy(c8, bx, by, icb, n) = x(bx, by, icb * ib + c8, n);
+        input = input_copy(r[0] % ib, ix, iy, r[0] / ib, n);
+    }
     Func blocked(func_name(ctx, "blocked"));
     blocked(cv, p, cb, n) = 0.0f;
-    blocked(cv, p, cb, n) += wq(cv, cb % tile, r[0], r[1], r[2], cb / tile) *
-                             x(ox * sx - pad_x + r[1] * dx, oy * sy - pad_y + r[2] * dy, r[0], n);
+    blocked(cv, p, cb, n) += wq(cv, cb % tile, r[0], r[1], r[2], cb / tile) * input;
     std::vector<Var> v = make_vars(4);  // x, y, co, n
     Func out(func_name(ctx));
     Expr value = blocked(v[2] % lanes, v[0] + v[1] * wo, v[2] / lanes, v[3]);
     out(v) = ctx.has_input(2) ? value + ctx.inputs[2](v[2]) : value;
     Lowered lowered{{out}, {}, {}};
     lowered.parts["blocked"] = blocked;
-    if (x.name() != ctx.inputs[0].name()) lowered.parts["padded_input"] = x;
+    if (input_copy.defined()) lowered.parts["padded_input"] = input_copy;
     return lowered;
 }
 

@@ -109,7 +109,8 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
     const int vw = kTarget.natural_vector_size<float>();
     // Constant weights and a window or a stride, one group: output channels in vector lanes (conv_cv),
     // for any width: 3 positions x 4 channel vectors (AVX2), a task per register tile of channels,
-    // rows for 8 tasks, the reduction in passes of at most 64 channels.
+    // rows for 8 tasks, the reduction in passes of at most 64 channels, the padded input copied in
+    // blocks of 8 channels.
     auto cv = fused_plan(conv_model(16, 20, 24, 16, 3, 1, 1, 1)).groups[0].schedule;
     EXPECT_EQ(cv["template"], "conv_cv");
     if (vw == 8) {
@@ -119,7 +120,8 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
                                       {"tile_c_vectors", 2},
                                       {"block_rows", 3},
                                       {"channel_block", 16},
-                                      {"ci_block", 16}}));
+                                      {"ci_block", 16},
+                                      {"input_block", 8}}));
     }
     for (const Graph &g : {conv_model(16, 12, 20, 24, 1, 2, 0, 1), conv_model(8, 9, 9, 8, 3, 2, 1, 1),
                            conv_model(8, 6, 6, 8, 3, 2, 1, 1), conv_model(8, 7, 7, 8, 3, 1, 1, 1),
@@ -292,7 +294,8 @@ TEST(Composer, ChannelVectorConvVariantsMatchTheReference) {
     // a 7x7 stride-2 stem on 3 channels (batch 2), an unpadded 1x1 stride 2, 16x16 padded planes (one
     // row added), output channels no multiple of a vector (20) or of the tile (24 = 3 vectors); blocks
     // of one row to all, channel blocks shifting inwards, tiles rounded up past the last position, the
-    // reduction in passes that divide the input channels, narrower vectors.
+    // reduction in passes that divide the input channels, narrower vectors; the input copied planar or
+    // channel-blocked (blocks of 1, 2, 4 channels, or all).
     int ran = 0;
     for (const Graph &g : {conv_model(16, 9, 26, 24, 3, 1, 1, 1), conv_model(6, 9, 11, 10, 3, 1, 0, 1),
                            conv_model(12, 14, 13, 20, 3, 2, 1, 1), conv_model(3, 23, 21, 16, 7, 2, 3, 1, 0, 0, 2),
@@ -304,6 +307,13 @@ TEST(Composer, ChannelVectorConvVariantsMatchTheReference) {
         const Shape t = g.type_of("relu").shape;
         const int cin = static_cast<int>(g.type_of("x").shape[1]), cout = static_cast<int>(t[1]);
         const int h = static_cast<int>(t[2]), w = static_cast<int>(t[3]);
+        // By default channel-blocked by 8 where the input is padded (so copied anyway).
+        const bool padded = g.find_node("conv")->attrs["pads"][0] != 0;
+        EXPECT_EQ(plan.groups[0].schedule["input_block"], padded && cin % 8 == 0 ? 8 : 0);
+        std::vector<int> input_blocks = {0, cin};
+        for (int d : {4, 2, 1}) {
+            if (cin % d == 0) input_blocks.push_back(d);
+        }
         int i = 0;
         for (int rows : {1, 2, h}) {
             for (auto [vw, np, nc] :
@@ -315,6 +325,8 @@ TEST(Composer, ChannelVectorConvVariantsMatchTheReference) {
                                                    {"tile_positions", np},  {"tile_c_vectors", nc},
                                                    {"block_rows", rows},    {"channel_block", cb},
                                                    {"ci_block", ci_block}};
+                        // Absent (plans before it) is planar.
+                        if (ran % 5) plan.groups[0].schedule["input_block"] = input_blocks[ran % input_blocks.size()];
                         expect_matches_reference(plan);
                         ran++;
                     }
@@ -352,6 +364,12 @@ TEST(Composer, ChannelVectorConvWithDilationAndInOnePipeline) {
         }
         EXPECT_EQ(cv, 2);
         EXPECT_EQ(root, fused ? 1 : 0);
+        expect_pipeline_matches_reference(g, plan);
+        // Both inputs copied channel-blocked (the second, unpadded, too), in the pipeline as well.
+        for (FusedGroup &grp : plan.groups) {
+            if (grp.schedule.value("template", "") == "conv_cv")
+                grp.schedule["input_block"] = grp.master == "conv" ? 3 : 8;
+        }
         expect_pipeline_matches_reference(g, plan);
     }
     std::remove(path.c_str());
@@ -392,6 +410,11 @@ TEST(Composer, ChannelVectorConvErrorsNameTheField) {
     p["ci_block"] = 3;  // does not divide 8
     expect_conv_params_error(g, p, "schedule.ci_block");
     p["ci_block"] = 8;
+    p["input_block"] = 3;
+    expect_conv_params_error(g, p, "schedule.input_block");
+    p["input_block"] = -1;
+    expect_conv_params_error(g, p, "schedule.input_block");
+    p["input_block"] = 4;
     p["tile_c_vectors"] = 3;  // 24 channels, a block holds 16
     expect_conv_params_error(g, p, "schedule.tile_c_vectors");
     p["tile_c_vectors"] = 2;
