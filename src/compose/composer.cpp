@@ -9,6 +9,7 @@
 #include "schedules/reduction_template.h"
 #include "schedules/schedule_params.h"
 
+#include <algorithm>
 #include <functional>
 #include <set>
 
@@ -122,7 +123,7 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, Analysis &a) {
     Members mem(g, grp);
     const Shape conv_shape = g.type_of(m->outputs[0]).shape;
     int stride_x = 1, stride_y = 1;
-    bool pooled = false;
+    bool pooled = false, pool_overlaps = false;
     // Elementwise ops keep the conv's shape, then optionally one pool, then elementwise ops of its shape.
     Shape shape = conv_shape;
     auto step = [&](const Node &n) {
@@ -132,6 +133,12 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, Analysis &a) {
             if (strides.size() != 2) return false;
             stride_y = static_cast<int>(strides[0]);
             stride_x = static_cast<int>(strides[1]);
+            const Attributes pool(n.attrs);
+            const std::vector<int64_t> window = pool.get_ints("kernel_shape", {});
+            const std::vector<int64_t> pads = pool.get_ints("pads", {});
+            pool_overlaps = window != strides || pool.get_string("auto_pad", "NOTSET") != "NOTSET" ||
+                            std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; }) ||
+                            pool.get_ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1};
             pooled = true;
             shape = g.type_of(n.outputs[0]).shape;
             return true;
@@ -147,7 +154,7 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, Analysis &a) {
         end = mem.ng.index.at(m->name);
         shape = conv_shape;
         stride_x = stride_y = 1;
-        pooled = false;
+        pooled = pool_overlaps = false;
     }
     a.family = Family::Conv;
     a.tile_value = g.nodes[end].outputs[0];
@@ -160,6 +167,7 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, Analysis &a) {
     a.conv.tile_stride_x = stride_x;
     a.conv.tile_stride_y = stride_y;
     a.conv.pooled = pooled;
+    a.conv.pool_overlaps = pool_overlaps;
     // Known to read outside the input (so its padded input is materialised): a leading pad. Other
     // padding (auto_pad, trailing pads a window may never reach) counts as none here.
     const Attributes attrs(m->attrs);

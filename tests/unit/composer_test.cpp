@@ -131,7 +131,8 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
         expect_matches_reference(plan);  // the last: 2 positions, a register tile of 2
     }
     EXPECT_EQ(fused_plan(conv_model(80, 14, 14, 16, 3, 2, 1, 1)).groups[0].schedule["ci_block"], 40);
-    // Under a pool: the conv at root by conv_cv, the pool by its template.
+    // Under a pool whose windows pad (or overlap): the conv at root by conv_cv, the pool by its
+    // template. (Under one that does neither, in the tile: Composer.PoolInsideAConvChain.)
     auto cv_pooled = fused_plan(conv_model(8, 18, 18, 12, 3, 1, 1, 1, 2, 2)).groups[0].schedule;
     EXPECT_EQ(cv_pooled["template"], "conv_cv");
     EXPECT_EQ(cv_pooled["compute"], "root");
@@ -404,8 +405,7 @@ TEST(Composer, ChannelVectorConvPlanesOfAKilobyte) {
 TEST(Composer, ChannelVectorConvErrorsNameTheField) {
     nlohmann::json p = {{"template", "conv_cv"}, {"vector_width", 8},   {"tile_positions", 3}, {"tile_c_vectors", 2},
                         {"block_rows", 2},       {"channel_block", 16}, {"ci_block", 8}};
-    expect_conv_params_error(conv_model(8, 9, 10, 16, 3, 1, 1, 2), p, "schedule.template");        // grouped
-    expect_conv_params_error(conv_model(8, 9, 10, 16, 3, 1, 1, 1, 2, 2), p, "schedule.template");  // a pool after it
+    expect_conv_params_error(conv_model(8, 9, 10, 16, 3, 1, 1, 2), p, "schedule.template");  // grouped
     const Graph g = conv_model(8, 9, 10, 16, 3, 1, 1, 1);
     p["ci_block"] = 3;  // does not divide 8
     expect_conv_params_error(g, p, "schedule.ci_block");
@@ -906,13 +906,40 @@ TEST(Composer, PoolInsideAConvChain) {
                                      {{"name", "act"}, {"op", "Sigmoid"}, {"inputs", {"pool"}}}},
                                     "act"));
     FusedGraph plan = one_group(g);
-    EXPECT_EQ(plan.groups[0].schedule["template"], "conv_cv");  // at root, the pool by its template
-    EXPECT_EQ(plan.groups[0].schedule["compute"], "root");
+    // The pool's windows neither overlap nor pad: conv_cv's tasks compute the pool over their rows
+    // (13 conv rows, 6 pooled: the last conv row is read by no window).
+    EXPECT_EQ(plan.groups[0].schedule["template"], "conv_cv");
+    EXPECT_FALSE(plan.groups[0].schedule.contains("compute"));
     const Expected e = expected_for(g);
+    expect_matches(plan, g, e);
+    const json cv = plan.groups[0].schedule;
+    for (int rows : {1, 2, 6}) {
+        for (int cb : {8, 10}) {
+            plan.groups[0].schedule = cv;
+            plan.groups[0].schedule["block_rows"] = rows;
+            plan.groups[0].schedule["channel_block"] = cb;
+            plan.groups[0].schedule["tile_c_vectors"] = 1;
+            expect_matches(plan, g, e);
+        }
+    }
+    plan.groups[0].schedule = cv;  // at root, the pool by its template
+    plan.groups[0].schedule["compute"] = "root";
     expect_matches(plan, g, e);
     plan.groups[0].schedule = {{"template", "conv_xv"}, {"vector_width", 8}, {"tile_x_vectors", 1},
                                {"tile_y", 2},           {"tile_c", 6},       {"reduction_order", "kx,ci,ky"}};
     expect_matches(plan, g, e);
+    // Padded and overlapping windows (2x2 and 3x3 stride 2, pads 1; a strided conv) in conv_cv's tile
+    // too, when a plan asks: the windows at a task's edge reach into the next task's conv rows.
+    for (const Graph &pg : {conv_model(8, 9, 10, 16, 3, 1, 1, 1, 2, 2), conv_model(8, 14, 13, 16, 3, 2, 1, 1, 3, 2)}) {
+        FusedGraph pp = fused_plan(pg);
+        EXPECT_EQ(pp.groups[0].schedule["compute"], "root");
+        const Expected pe = expected_for(pg);
+        for (int rows : {1, 3}) {
+            pp.groups[0].schedule.erase("compute");
+            pp.groups[0].schedule["block_rows"] = rows;
+            expect_matches(pp, pg, pe);
+        }
+    }
     // A depthwise conv under a pool has no template: the simple schedule, saying why.
     Graph dw = conv_model(8, 12, 20, 8, 3, 1, 1, 8, 2, 2);
     FusedGraph dw_plan = fused_plan(dw);
