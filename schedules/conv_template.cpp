@@ -267,7 +267,8 @@ void schedule_flat(Func tile, Func flat, Func padded, const ConvGroupShape &s, c
 // lowering reads inside the last row, and packs zero weights past the last channel), the reduction
 // over the input channels split by ci_block (the block's weights stay in L1/L2 while every position
 // tile reads them). Any stride and row width tiles without idle lanes; the weights were packed for
-// tile_c_vectors at lowering (compose::conv_lowerings). The padded input is materialised at root.
+// tile_c_vectors at lowering (compose::conv_lowerings). The padded input is materialised at root,
+// planar or channel-blocked (input_block); a pool after the conv is computed per task.
 void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &per_tile, const ConvGroupShape &s,
                  const nlohmann::json &p, int vw) {
     const int64_t tw = s.tile_output[3], th = s.tile_output[2], tc = s.tile_output[1];
@@ -470,8 +471,9 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
         if (!s.pooled || !s.pool_overlaps) return conv_cv_defaults(s, tt);
         nlohmann::json p = conv_cv_defaults(conv_at_root(s), tt);
         p["compute"] = "root";
-        p["why"] = "the pool's windows overlap or pad (conv_cv's tile would read them through gathers): the conv "
-                   "at root, the pool after it by its template";
+        p["why"] =
+            "the pool's windows overlap or pad (conv_cv's tile would read them through gathers): the conv "
+            "at root, the pool after it by its template";
         return p;
     }
     // A stride-1 conv with no pool after it whose rows tile badly by (x, y) (by whole vectors, or

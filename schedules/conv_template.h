@@ -28,7 +28,7 @@ struct ConvGroupShape {
     Shape tile_output;                         // NCHW shape of T, the Func the conv is computed per tile of
     int tile_stride_x = 1, tile_stride_y = 1;  // conv pixels per T pixel (a stride-2 pool after it: 2)
     bool pooled = false;                       // a pool after the conv (T is the pool or after it)
-    bool pool_overlaps = false;                // its windows overlap, or pad: wider than its strides
+    bool pool_overlaps = false;                // its windows differ from its strides (overlap, gaps) or pad
     int64_t flat_width = 0;         // stride 1, one group: the padded input's width, the row pitch of the conv
                                     // flattened (conv_flat); 0 for other convs
     bool constant_weights = false;  // the weights are a constant (conv_cv packs them when lowering)

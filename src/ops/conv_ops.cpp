@@ -294,9 +294,9 @@ Lowered lower_blocked_conv(const LowerContext &ctx, const ConvShape &c) {
             fail_field("schedule.input_block",
                        std::to_string(ib) + " does not divide the " + std::to_string(cin) + " input channels");
         }
-        Var c8("c8"), bx("bx"), by("by"), icb("icb");
+        Var bi("bi"), bx("bx"), by("by"), icb("icb");  // channel icb * ib + bi at (bx, by)
         input_copy = Func(func_name(ctx, "blocked_input"));
-        input_copy(c8, bx, by, icb, n) = x(bx, by, icb * ib + c8, n);
+        input_copy(bi, bx, by, icb, n) = x(bx, by, icb * ib + bi, n);
         input = input_copy(r[0] % ib, ix, iy, r[0] / ib, n);
     }
     Func blocked(func_name(ctx, "blocked"));
