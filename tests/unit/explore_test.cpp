@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -33,8 +34,12 @@ using test::CommandResult;
 using test::contains;
 using test::read_file;
 
+// A path of this process's, cleared first: an earlier process with the same pid may have left it (a
+// run directory that `explore -o` would then refuse).
 std::string tmp(const std::string &name) {
-    return testing::TempDir() + "/hfuse_explore_test_" + std::to_string(getpid()) + "_" + name;
+    const std::string path = testing::TempDir() + "/hfuse_explore_test_" + std::to_string(getpid()) + "_" + name;
+    std::filesystem::remove_all(path);
+    return path;
 }
 
 json op(const std::string &name, const std::string &type, const std::vector<std::string> &inputs,
