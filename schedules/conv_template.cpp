@@ -16,6 +16,14 @@ int get_int(const nlohmann::json &p, const char *key, int lo, int hi) {
     return param_int(p, key, lo, hi);
 }
 
+// The largest divisor of n not above `limit` (1 when limit < 1).
+int64_t largest_divisor_at_most(int64_t n, int64_t limit) {
+    for (int64_t d = std::min(n, limit); d > 1; d--) {
+        if (n % d == 0) return d;
+    }
+    return 1;
+}
+
 // Halide Vars of a rank-4 Func in Halide order: x (W), y (H), c (C), n (N).
 struct Dims {
     Var x, y, c, n;
@@ -368,13 +376,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // 1.29, stride 2 64->128 0.75 -> 0.70; AVX-512 not measured). Unpadded, a copy would cost its
     // pass (a 1x1 stride-2 downsample: 0.10 -> 0.14 ms).
     const int input_block = s.padded && cin % 8 == 0 ? 8 : 0;
-    int64_t ci_block = 1;
-    for (int64_t d = std::min<int64_t>(cin, 64); d >= 1; d--) {
-        if (cin % d == 0) {
-            ci_block = d;
-            break;
-        }
-    }
+    const int64_t ci_block = largest_divisor_at_most(cin, 64);
     return {{"template", "conv_cv"},
             {"vector_width", vw},
             {"tile_positions", std::min<int64_t>(np, rows * s.tile_output[3])},  // a block of 2 positions: 2
@@ -494,17 +496,10 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
         // Channel blocks are the parallel tasks: at least 8 of them, the largest block dividing the
         // channels (MobileNet-V2's 3x3 on 144 channels at 56x56, 2 threads: blocks of 64, 3 tasks
         // of which the last shifts inwards, 0.155 ms; of 36 0.078, 18 0.081, 8 0.082 ms).
-        int64_t channel_block = 1;
-        for (int64_t d = cout / 8; d >= 1; d--) {
-            if (cout % d == 0) {
-                channel_block = d;
-                break;
-            }
-        }
         return {{"template", "conv_dw"},
                 {"vector_width", vw},
                 {"tile_y", std::min<int64_t>(2, hout)},
-                {"channel_block", channel_block}};
+                {"channel_block", largest_divisor_at_most(cout, cout / 8)}};
     }
     // Register tiles that keep accumulators + operands within 16 vector registers (AVX2):
     // 1x1 kernels reuse no input across taps: 2 rows x 6 channels (128->256 at 28x28 on 2 cores:
