@@ -295,15 +295,29 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
                    std::to_string(ci_block) + " does not divide the " + std::to_string(cin) + " input channels");
     }
 
-    Dims t(tile);
     Var yo("yo"), yi("yi"), co("co"), ci("ci"), task("task");
     const auto inwards = Halide::TailStrategy::ShiftInwards;
-    tile.split(t.y, yo, yi, rows, inwards)
-        .split(t.c, co, ci, cb, inwards)
-        .reorder(t.x, yi, ci, yo, co, t.n)
-        .fuse(yo, co, task)
-        .parallel(task);
-    vectorize_rows(tile, t.x, tw, vw);  // the epilogue gathers from `blocked`
+    if (s.output_block > 0) {
+        // T stored channel-blocked, (bi, x, y, cb, n): the epilogue a vector of a block's channels per
+        // position, read from `blocked` as they lie.
+        if (tile.dimensions() != 5 || cb % s.output_block != 0 || !per_tile.empty())
+            throw Error("internal: conv_cv's blocked output needs a 5-D tile, whole blocks per task and no pool");
+        const std::vector<Var> a = tile.args();  // bi, x, y, cb, n
+        tile.split(a[2], yo, yi, rows, inwards)
+            .split(a[3], co, ci, cb / s.output_block, inwards)
+            .reorder(a[0], a[1], yi, ci, yo, co, a[4])
+            .fuse(yo, co, task)
+            .parallel(task)
+            .vectorize(a[0]);
+    } else {
+        Dims t(tile);
+        tile.split(t.y, yo, yi, rows, inwards)
+            .split(t.c, co, ci, cb, inwards)
+            .reorder(t.x, yi, ci, yo, co, t.n)
+            .fuse(yo, co, task)
+            .parallel(task);
+        vectorize_rows(tile, t.x, tw, vw);  // the epilogue gathers from `blocked`
+    }
     // A pool after the conv: per task over its rows, reading the task's `blocked` (the conv rows its
     // windows need; overlapping windows recompute a row at a task's edge).
     schedule_per_tile(per_tile, tile, task, std::min<int>(vw, static_cast<int>(tw)), Halide::TailStrategy::GuardWithIf);

@@ -33,6 +33,9 @@ struct ConvGroupShape {
                                     // flattened (conv_flat); 0 for other convs
     bool constant_weights = false;  // the weights are a constant (conv_cv packs them when lowering)
     int stride_y = 1, stride_x = 1, dilation_y = 1, dilation_x = 1;  // the conv's own
+    // conv_cv: T handed out channel-blocked by this many channels (src/exec/value_layout.h), its Func
+    // then in storage order (bi, x, y, cb, n); 0: T is NCHW.
+    int output_block = 0;
 };
 
 // `shape` with the conv computed alone, at root over its whole output (T = the conv's output, no

@@ -58,6 +58,11 @@ struct ExecutorOptions {
     bool fallback_to_templates = true;
     // Intermediates (values passed between groups) share storage when their lifetimes do not overlap.
     bool reuse_buffers = true;
+    // With the templates: a value passed between conv_cv groups that both read and write it that way
+    // is stored channel-blocked (nChw8c) with a zero halo for the consumer's padding, so neither copies
+    // it (ResNet-18's 3x3 convs: the consumer's padded, blocked input copy, ~5% of each). False: every
+    // intermediate dense NCHW. See value_layouts().
+    bool blocked_layouts = true;
 };
 
 // A group as the executor runs it.
@@ -112,6 +117,10 @@ public:
     // return), and what they would take with a buffer each (ExecutorOptions::reuse_buffers = false).
     int64_t intermediate_bytes() const;
     int64_t intermediate_bytes_unshared() const;
+
+    // The intermediates stored other than dense NCHW, and how: {"relu_3", "blocked 8, halo 1x1"}
+    // (channels in blocks of 8, innermost; a zero border of 1 column and 1 row around each plane).
+    std::map<std::string, std::string> value_layouts() const;
 
     // Runs the model. `inputs` holds one buffer per model input, by name, shaped as the model says
     // (an Error names the input otherwise). Returns the model outputs by name, in fresh buffers.

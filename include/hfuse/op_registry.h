@@ -67,6 +67,15 @@ struct ConvLowering {
     int input_block = 0;  // ChannelBlocked: input channels per block of the input copy; 0: planar
 };
 
+// An input stored channel-blocked with a zero halo (a value handed between groups that way, see
+// src/exec/value_layout.h): func(bi, x, y, cb, n) is channel cb * block + bi at (x, y) for x in
+// [-halo_x, W + halo_x) and y in [-halo_y, H + halo_y), zero outside the tensor. An op may read it in
+// place of the input's Func (a conv_cv conv then needs no padded, blocked copy of its input).
+struct BlockedInput {
+    Halide::Func func;  // undefined: the input is not stored so
+    int block = 0, halo_x = 0, halo_y = 0;
+};
+
 // A tensor of ONNX shape (d0, ..., d_{r-1}) is a Func of r pure Vars in reversed order:
 // f(x_{r-1}, ..., x_0), so the first Var indexes the innermost (contiguous) ONNX dim.
 struct LowerContext {
@@ -76,9 +85,13 @@ struct LowerContext {
     std::vector<const TensorType *> input_types;
     std::vector<const Constant *> constants;  // non-null where the input is a weight
     std::vector<TensorType> output_types;
-    ConvLowering conv_lowering;  // for a Conv: the form its schedule template needs
+    ConvLowering conv_lowering;                // for a Conv: the form its schedule template needs
+    std::vector<BlockedInput> blocked_inputs;  // per input (may be shorter: the rest are not stored so)
 
     bool has_input(int i) const { return i < (int)inputs.size() && inputs[i].defined(); }
+    const BlockedInput *blocked_input(int i) const {
+        return i < (int)blocked_inputs.size() && blocked_inputs[i].func.defined() ? &blocked_inputs[i] : nullptr;
+    }
 };
 
 struct Lowered {

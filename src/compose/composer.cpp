@@ -1,6 +1,7 @@
 #include "compose/composer.h"
 
 #include "hfuse/error.h"
+#include "ops/window_util.h"
 #include "planner/graph_util.h"
 #include "schedules/conv_template.h"
 #include "schedules/default_schedule.h"
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <set>
 
 namespace hfuse::compose {
@@ -445,6 +447,10 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
     // The tile loop must enclose every stage of the Funcs computed in it, so an output with a
     // reduction of its own (the conv itself, a pool) is tiled through a pure copy; a pool on the
     // chain is computed per tile too.
+    if (auto it = lowered.layouts.find(a.tile_value); it != lowered.layouts.end()) {
+        if (tmpl != "conv_cv" || a.conv.pooled) throw Error("internal: only conv_cv's unpooled tile stores blocked");
+        shape.output_block = it->second.block;
+    }
     Halide::Func tile = pure_output(g, lowered, a.tile_value);
     std::vector<Halide::Func> per_tile;
     for (const exec::LoweredNode &ln : lowered.nodes) {
@@ -485,6 +491,36 @@ std::map<std::string, ConvLowering> conv_lowerings(const Graph &g, const FusedGr
         return {};
     }
     return {{grp.master, l}};
+}
+
+BlockedExchange blocked_exchange(const Graph &g, const FusedGroup &grp, const Halide::Target &target) {
+    BlockedExchange e;
+    if (!grp.backend.empty()) return e;
+    const nlohmann::json params = grp.schedule.empty() ? default_schedule_params(g, grp, target) : grp.schedule;
+    if (!params.is_object() || params.value("template", "") != "conv_cv") return e;
+    const Analysis a = analyse(g, grp);
+    if (a.family != Family::Conv || a.conv.group != 1) return e;  // compose_group reports the misfit
+    const Node &conv = *a.master;
+    const Shape &in = g.type_of(conv.inputs[0]).shape;
+    ops::WindowGeometry geo;
+    try {
+        e.vector_width = schedules::vector_width_param(params, target, true);
+        e.channel_block = schedules::param_int(params, "channel_block", 1, std::numeric_limits<int>::max());
+        e.input_block = schedules::param_int_or(params, "input_block", 0, 64, 0);
+        const Attributes attrs(conv.attrs);
+        const Shape &w = g.type_of(conv.inputs[1]).shape;
+        geo = ops::resolve_window(attrs, Shape(in.begin() + 2, in.end()), std::vector<int64_t>(w.begin() + 2, w.end()),
+                                  /*ceil_mode=*/false, "kernel_shape");
+    } catch (const Error &) {
+        return BlockedExchange();  // compose_group reports it, naming the field
+    }
+    e.conv = conv.name;
+    e.reach_y = static_cast<int>(geo.reach(0));
+    e.reach_x = static_cast<int>(geo.reach(1));
+    if (a.conv_root || a.conv.pooled || params.contains("compute")) return e;
+    e.output = a.tile_value;
+    e.epilogue = a.chain;
+    return e;
 }
 
 void compose_group(const Graph &g, const FusedGroup &grp, exec::LoweredGroup &lowered, const Halide::Target &target) {

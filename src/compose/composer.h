@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <set>
 #include <string>
 
 namespace hfuse::compose {
@@ -30,6 +31,25 @@ namespace hfuse::compose {
 // exec::lower_group before compose_group.
 std::map<std::string, ConvLowering> conv_lowerings(const Graph &graph, const FusedGroup &group,
                                                    const Halide::Target &target);
+
+// What a group, as its schedule (given, or the default) places it, can read and write channel-blocked
+// (exec/value_layout.h): the facts exec::choose_value_layouts() decides from.
+struct BlockedExchange {
+    // conv_cv tiling the conv's epilogue: the value it hands out (its only one, of the conv's shape),
+    // which it can store channel-blocked in any block dividing both `vector_width` and `channel_block`.
+    std::string output;
+    int vector_width = 0, channel_block = 0;
+    // conv_cv: its conv (the master), whose input X it reads by blocks of `input_block` channels (0:
+    // planar), and how far the conv's windows reach past X's edges (its pads, or less where a stride
+    // never reaches the end).
+    std::string conv;
+    int input_block = 0;
+    int reach_x = 0, reach_y = 0;
+    // conv_cv tiling the conv's epilogue: the epilogue's nodes, which read what they read from outside
+    // the group (a residual Add's other operand) per output element, as the tile stores it.
+    std::set<std::string> epilogue;
+};
+BlockedExchange blocked_exchange(const Graph &graph, const FusedGroup &group, const Halide::Target &target);
 
 // Schedules the group; may replace group.output_funcs (with copies that tile the master's output).
 void compose_group(const Graph &graph, const FusedGroup &group, exec::LoweredGroup &lowered,

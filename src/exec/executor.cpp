@@ -5,6 +5,7 @@
 #include "exec/buffer_plan.h"
 #include "exec/group_lowering.h"
 #include "exec/jit_allocator.h"
+#include "exec/value_layout.h"
 #include "hfuse/error.h"
 
 #include <algorithm>
@@ -77,7 +78,11 @@ bool is_dense(const TensorBuffer &b) {
 // into the code), which values leave the group, and the schedule, backend and target. Two groups with
 // equal keys lower to the same Funcs in the same order, so they can share one compiled pipeline.
 std::string group_key(const Graph &g, const FusedGroup &grp, const std::set<std::string> &live_out,
-                      const ExecutorOptions &options) {
+                      const ExecutorOptions &options, const exec::ValueLayouts &layouts) {
+    auto layout = [&](const std::string &v) {
+        auto it = layouts.find(v);
+        return it == layouts.end() ? std::string() : " " + exec::to_string(it->second);
+    };
     std::string key = options.target.to_string() + "|" + to_string(options.schedule) + "|" + grp.backend + "|" +
                       (options.schedule == ScheduleSource::Templates ? grp.schedule.dump() : "") + "\n";
     std::map<std::string, std::string> local;  // value -> "n<member>.<output>" or "i<k>"
@@ -95,7 +100,7 @@ std::string group_key(const Graph &g, const FusedGroup &grp, const std::set<std:
                 key += "w:" + v;
             } else {
                 local[v] = "i" + std::to_string(external++);
-                key += local[v] + "[" + to_string(g.type_of(v).shape) + "]";
+                key += local[v] + "[" + to_string(g.type_of(v).shape) + "]" + layout(v);
             }
             key += ",";
         }
@@ -103,7 +108,7 @@ std::string group_key(const Graph &g, const FusedGroup &grp, const std::set<std:
         for (size_t o = 0; o < n->outputs.size(); o++) {
             const std::string &v = n->outputs[o];
             local[v] = "n" + std::to_string(member) + "." + std::to_string(o);
-            key += " [" + to_string(g.type_of(v).shape) + "]" + (live_out.count(v) ? "out" : "");
+            key += " [" + to_string(g.type_of(v).shape) + "]" + (live_out.count(v) ? "out" + layout(v) : "");
         }
         key += "\n";
         member++;
@@ -126,15 +131,19 @@ struct Executor::Impl {
     exec::WeightBuffers weights;
     std::vector<GroupRun> groups;  // in execution order
     int num_compiled = 0;
-    // Values passed between groups: views into one arena laid out by exec::plan_buffers (or a buffer
-    // each without reuse), allocated once and reused by every run.
-    std::unique_ptr<float, decltype(&std::free)> arena{nullptr, &std::free};
-    std::map<std::string, TensorBuffer> intermediates;
+    exec::ValueLayouts layouts;  // intermediates stored other than dense NCHW
+    // Values passed between groups: views into arenas laid out by exec::plan_buffers (or a buffer each
+    // without reuse), allocated once and reused by every run. Values stored with a halo share an arena
+    // only with values of the same layout and shape, so every halo stays zero.
+    std::vector<std::unique_ptr<float, decltype(&std::free)>> arenas;
+    std::map<std::string, TensorBuffer> intermediates;  // the storage, halo included, as groups read it
+    std::map<std::string, TensorBuffer> interiors;      // the same without the halo, as its group writes it
     int64_t intermediate_bytes = 0, unshared_bytes = 0;
     // Every value a run passes between groups, by index, so that a run looks nothing up by name
     // (at a few microseconds a model, maps of strings showed): model inputs first, then the values
     // groups write. Intermediates stay bound to their arena views; inputs and outputs are bound per run.
-    std::vector<TensorBuffer> slots;
+    // Groups read slots and write write_slots (the same buffer, but for a halo).
+    std::vector<TensorBuffer> slots, write_slots;
     std::vector<int> output_slots;  // per model output (g.outputs order); -1 for an input returned as is
 
     void compile(const FusedGraph &plan);
@@ -180,13 +189,14 @@ namespace {
 // Lowers a group as the op library (or its backend) defines it, unscheduled; for `schedule` by the
 // templates, as the group's template needs it (conv_flat, conv_cv: the conv in their forms).
 exec::LoweredGroup lower(const Graph &g, const FusedGroup &grp, const std::set<std::string> &live_out,
-                         const exec::WeightBuffers &weights, ScheduleSource schedule, const Halide::Target &target) {
+                         const exec::WeightBuffers &weights, ScheduleSource schedule, const Halide::Target &target,
+                         const exec::ValueLayouts &layouts) {
     std::vector<const Node *> nodes;
     for (const std::string &name : grp.nodes) nodes.push_back(g.find_node(name));
     if (grp.backend.empty()) {
         std::map<std::string, ConvLowering> forms;
         if (schedule == ScheduleSource::Templates) forms = compose::conv_lowerings(g, grp, target);
-        return exec::lower_group(g, nodes, live_out, weights, {}, forms);
+        return exec::lower_group(g, nodes, live_out, weights, {}, forms, layouts);
     }
     const BackendPattern *pattern = find_backend_pattern(grp.backend);
     if (!pattern) {
@@ -229,12 +239,15 @@ std::shared_ptr<CompiledPipeline> schedule_and_compile(const Graph &g, const Fus
 void Executor::Impl::compile(const FusedGraph &plan) {
     const Graph &g = graph;
     std::map<std::string, std::shared_ptr<CompiledPipeline>> cache;
+    if (options.blocked_layouts && options.schedule == ScheduleSource::Templates) {
+        layouts = exec::choose_value_layouts(plan, options.target);
+    }
     for (const FusedGroup &grp : plan.groups) {  // check_plan ordered them
         std::set<std::string> live_out = handed_out_values(plan, grp);
         // A group whose values nobody reads (dead nodes of a graph run as written, or an owner every
         // reader recomputes) has nothing to compute.
         if (live_out.empty()) continue;
-        exec::LoweredGroup lowered = lower(g, grp, live_out, weights, options.schedule, options.target);
+        exec::LoweredGroup lowered = lower(g, grp, live_out, weights, options.schedule, options.target, layouts);
         GroupRun run{grp.name,
                      grp.master,
                      static_cast<int>(grp.nodes.size()),
@@ -243,7 +256,7 @@ void Executor::Impl::compile(const FusedGraph &plan) {
                      lowered.output_values,
                      {},
                      {}};
-        std::shared_ptr<CompiledPipeline> &compiled = cache[group_key(g, grp, live_out, options)];
+        std::shared_ptr<CompiledPipeline> &compiled = cache[group_key(g, grp, live_out, options, layouts)];
         if (!compiled) {
             const Node *master = g.find_node(grp.master);
             try {
@@ -253,7 +266,7 @@ void Executor::Impl::compile(const FusedGraph &plan) {
                     if (options.schedule == ScheduleSource::Templates || !options.fallback_to_templates) throw;
                     // The autoscheduler's Funcs are scheduled now: lower afresh for the templates.
                     exec::LoweredGroup again =
-                        lower(g, grp, live_out, weights, ScheduleSource::Templates, options.target);
+                        lower(g, grp, live_out, weights, ScheduleSource::Templates, options.target, layouts);
                     compiled = schedule_and_compile(g, grp, again, ScheduleSource::Templates, options);
                     std::string why = e.what();
                     while (!why.empty() && std::isspace(static_cast<unsigned char>(why.back()))) why.pop_back();
@@ -278,37 +291,70 @@ void Executor::Impl::compile(const FusedGraph &plan) {
 
 void Executor::Impl::allocate_intermediates() {
     const std::set<std::string> returned(graph.outputs.begin(), graph.outputs.end());
-    std::vector<exec::BufferRequest> requests;
-    std::map<std::string, size_t> index;
+    auto layout_of = [&](const std::string &v) {
+        auto it = layouts.find(v);
+        return it == layouts.end() ? exec::ValueLayout() : it->second;
+    };
+    // Requests by storage class: "" for dense values, else the layout and shape.
+    std::map<std::string, std::vector<exec::BufferRequest>> classes;
+    std::map<std::string, std::pair<std::string, size_t>> index;
     for (size_t i = 0; i < groups.size(); i++) {
         for (const std::string &v : groups[i].input_values) {
-            if (auto it = index.find(v); it != index.end()) requests[it->second].last_use = static_cast<int>(i);
+            if (auto it = index.find(v); it != index.end()) {
+                classes[it->second.first][it->second.second].last_use = static_cast<int>(i);
+            }
         }
         for (const std::string &v : groups[i].output_values) {
             if (returned.count(v)) continue;
-            index[v] = requests.size();
-            requests.push_back({v, 4 * num_elements(graph.type_of(v).shape), static_cast<int>(i), static_cast<int>(i)});
+            const Shape &shape = graph.type_of(v).shape;
+            const exec::ValueLayout l = layout_of(v);
+            const std::string cls = l.planar() ? "" : exec::to_string(l) + " [" + to_string(shape) + "]";
+            index[v] = {cls, classes[cls].size()};
+            classes[cls].push_back({v, 4 * exec::storage_elements(shape, l), static_cast<int>(i), static_cast<int>(i)});
         }
     }
-    for (const exec::BufferRequest &r : requests) unshared_bytes += r.bytes;
-    if (!options.reuse_buffers) {
-        for (const exec::BufferRequest &r : requests)
-            intermediates[r.value] = make_tensor_buffer(graph.type_of(r.value).shape);
-        intermediate_bytes = unshared_bytes;
-        return;
-    }
-    exec::BufferPlan layout = exec::plan_buffers(requests);
-    intermediate_bytes = layout.arena_bytes;
-    if (layout.arena_bytes == 0) return;
-    arena.reset(static_cast<float *>(std::aligned_alloc(64, layout.arena_bytes)));  // plan_buffers aligns to 64
-    if (!arena) {
-        throw Error("cannot allocate " + std::to_string(layout.arena_bytes) + " bytes for intermediates")
-            .in_file(graph.source);
-    }
-    for (const exec::BufferRequest &r : requests) {
-        const Shape &shape = graph.type_of(r.value).shape;
-        std::vector<int> extents(shape.rbegin(), shape.rend());
-        intermediates[r.value] = TensorBuffer(arena.get() + layout.offsets.at(r.value) / sizeof(float), extents);
+    for (const auto &[cls, requests] : classes) {
+        std::map<std::string, int64_t> offsets;
+        int64_t bytes = 0, unshared = 0;
+        for (const exec::BufferRequest &r : requests) {
+            offsets[r.value] = bytes;  // a buffer each (aligned as plan_buffers aligns)
+            bytes += (r.bytes + 63) / 64 * 64;
+            unshared += r.bytes;
+        }
+        if (options.reuse_buffers) {
+            exec::BufferPlan plan = exec::plan_buffers(requests);
+            offsets = plan.offsets;
+            bytes = plan.arena_bytes;
+        }
+        unshared_bytes += unshared;
+        intermediate_bytes += options.reuse_buffers ? bytes : unshared;
+        if (bytes == 0) continue;
+        float *arena = static_cast<float *>(std::aligned_alloc(64, bytes));  // offsets are multiples of 64
+        if (!arena) {
+            throw Error("cannot allocate " + std::to_string(bytes) + " bytes for intermediates").in_file(graph.source);
+        }
+        arenas.emplace_back(arena, &std::free);
+        std::memset(arena, 0, bytes);  // the halos' zeros
+        for (const exec::BufferRequest &r : requests) {
+            const Shape &shape = graph.type_of(r.value).shape;
+            const exec::ValueLayout l = layout_of(r.value);
+            std::vector<halide_dimension_t> dims = exec::storage_dims(shape, l);
+            TensorBuffer storage(arena + offsets.at(r.value) / sizeof(float), static_cast<int>(dims.size()),
+                                 dims.data());
+            intermediates[r.value] = storage;
+            if (l.planar()) {
+                interiors[r.value] = storage;
+            } else {
+                // The interior: from (0, 0, 0, 0, 0), the storage's strides.
+                std::vector<halide_dimension_t> inner = dims;
+                inner[1].min = inner[2].min = 0;
+                inner[1].extent = static_cast<int32_t>(shape[3]);
+                inner[2].extent = static_cast<int32_t>(shape[2]);
+                float *origin = storage.data() + l.halo_x * inner[1].stride + l.halo_y * inner[2].stride;
+                TensorBuffer interior(origin, static_cast<int>(inner.size()), inner.data());
+                interiors[r.value] = interior;
+            }
+        }
     }
 }
 
@@ -316,7 +362,10 @@ void Executor::Impl::assign_slots() {
     std::map<std::string, int> slot_of;
     auto slot = [&](const std::string &v) {
         auto [it, added] = slot_of.emplace(v, static_cast<int>(slots.size()));
-        if (added) slots.push_back(intermediates.count(v) ? intermediates.at(v) : TensorBuffer());
+        if (added) {
+            slots.push_back(intermediates.count(v) ? intermediates.at(v) : TensorBuffer());
+            write_slots.push_back(interiors.count(v) ? interiors.at(v) : TensorBuffer());
+        }
         return it->second;
     };
     for (const GraphInput &in : graph.inputs) slot(in.name);
@@ -356,6 +405,11 @@ int64_t Executor::intermediate_bytes() const {
 int64_t Executor::intermediate_bytes_unshared() const {
     return impl_->unshared_bytes;
 }
+std::map<std::string, std::string> Executor::value_layouts() const {
+    std::map<std::string, std::string> out;
+    for (const auto &[value, layout] : impl_->layouts) out[value] = exec::to_string(layout);
+    return out;
+}
 
 std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, TensorBuffer> &inputs,
                                                   std::vector<double> *group_ms) {
@@ -382,7 +436,8 @@ std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, Te
         const std::string &v = g.outputs[i];
         if (outputs.count(v)) continue;
         const int s = impl_->output_slots[i];
-        outputs[v] = s < 0 ? inputs.at(v).copy() : (slots[s] = make_tensor_buffer(g.type_of(v).shape));
+        outputs[v] =
+            s < 0 ? inputs.at(v).copy() : (slots[s] = impl_->write_slots[s] = make_tensor_buffer(g.type_of(v).shape));
     }
     if (group_ms) group_ms->clear();
     std::vector<Halide::Buffer<void>> results;
@@ -391,7 +446,7 @@ std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, Te
         CompiledPipeline &cp = *gr.compiled;
         for (size_t i = 0; i < cp.params.size(); i++) cp.params[i].set(slots[gr.input_slots[i]]);
         results.clear();
-        for (int s : gr.output_slots) results.push_back(slots[s]);
+        for (int s : gr.output_slots) results.push_back(impl_->write_slots[s]);
         Halide::Realization realization(results);
         try {
             cp.pipeline.realize(realization, impl_->options.target);
@@ -403,7 +458,7 @@ std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, Te
     // Do not keep the caller's buffers alive (or writable through the slots) past the run.
     for (size_t i = 0; i < g.inputs.size(); i++) slots[i] = TensorBuffer();
     for (int s : impl_->output_slots) {
-        if (s >= 0) slots[s] = TensorBuffer();
+        if (s >= 0) slots[s] = impl_->write_slots[s] = TensorBuffer();
     }
     return outputs;
 }

@@ -21,12 +21,34 @@ void pin_dense_shape(Dims dim, const Shape &shape) {
     }
 }
 
+// Pins a buffer's dims to `dims`.
+template <typename Dims>
+void pin_dims(Dims dim, const std::vector<halide_dimension_t> &dims) {
+    for (size_t k = 0; k < dims.size(); k++) {
+        dim(static_cast<int>(k)).set_bounds(dims[k].min, dims[k].extent).set_stride(dims[k].stride);
+    }
+}
+
 // The Funcs a group reads from outside: ImageParams for activations, constant Funcs for weights.
 class Boundary {
 public:
-    // `bound` (may be null) must outlive the Boundary.
-    Boundary(const Graph &g, const WeightBuffers &w, LoweredGroup &group, const BoundValues *bound = nullptr)
-        : g_(g), weights_(w), group_(group), bound_(bound) {}
+    // `bound` and `layouts` (may be null) must outlive the Boundary.
+    Boundary(const Graph &g, const WeightBuffers &w, LoweredGroup &group, const BoundValues *bound = nullptr,
+             const ValueLayouts *layouts = nullptr)
+        : g_(g), weights_(w), group_(group), bound_(bound), layouts_(layouts) {}
+
+    // The layout `value` crosses the group's boundary in (planar unless chosen otherwise).
+    ValueLayout layout_of(const std::string &value) const {
+        if (!layouts_) return {};
+        auto it = layouts_->find(value);
+        return it == layouts_->end() ? ValueLayout() : it->second;
+    }
+
+    // `value`'s storage if the group reads it channel-blocked (func_for first), else none.
+    BlockedInput blocked_for(const std::string &value) const {
+        auto it = blocked_.find(value);
+        return it == blocked_.end() ? BlockedInput() : it->second;
+    }
 
     // A Func for `value`: defined inside the group if it is, otherwise a boundary Func (an undefined
     // Func for int64 weights, which ops read as Constants).
@@ -43,11 +65,22 @@ public:
             f = ops::constant_func(w->second, halide_name(value));
         } else {
             const TensorType &t = g_.type_of(value);
-            Halide::ImageParam param(Halide::Float(32), t.rank(), halide_name(value));
-            pin_dense_shape([&](int k) { return param.dim(k); }, t.shape);
-            f = Halide::Func(param.name() + "_in");
+            const ValueLayout layout = layout_of(value);
             std::vector<Halide::Var> vars = ops::make_vars(t.rank());
-            f(vars) = param(ops::as_exprs(vars));
+            Halide::ImageParam param(Halide::Float(32), layout.planar() ? t.rank() : 5, halide_name(value));
+            pin_dims([&](int k) { return param.dim(k); }, storage_dims(t.shape, layout));
+            f = Halide::Func(param.name() + "_in");
+            if (layout.planar()) {
+                f(vars) = param(ops::as_exprs(vars));
+            } else {
+                const int b = layout.block;  // vars: x, y, c, n
+                f(vars) = param(vars[2] % b, vars[0], vars[1], vars[2] / b, vars[3]);
+                Halide::Func storage(param.name() + "_blocked");
+                std::vector<Halide::Var> s = ops::make_vars(5);
+                storage(s) = param(ops::as_exprs(s));
+                blocked_[value] = {storage, b, layout.halo_x, layout.halo_y};
+                group_.layouts[value] = layout;
+            }
             group_.input_values.push_back(value);
             group_.params.push_back(param);
         }
@@ -62,7 +95,22 @@ public:
         if (!output_names_.insert(f.name()).second) {
             f = pure_copy(f, g_.type_of(value).rank(), halide_name(value));
         }
-        pin_output_shape(f, g_.type_of(value).shape);
+        const ValueLayout layout = layout_of(value);
+        if (!layout.planar()) {
+            // In storage order, (bi, x, y, cb, n), into the storage's interior.
+            Halide::Func store(halide_name(value, "blocked_"));
+            std::vector<Halide::Var> s = ops::make_vars(5);
+            store(s) = f(s[1], s[2], s[3] * layout.block + s[0], s[4]);
+            const Shape &shape = g_.type_of(value).shape;
+            std::vector<halide_dimension_t> dims = storage_dims(shape, layout);
+            dims[1] = {0, static_cast<int32_t>(shape[3]), dims[1].stride, 0};
+            dims[2] = {0, static_cast<int32_t>(shape[2]), dims[2].stride, 0};
+            pin_dims([&](int k) { return store.output_buffer().dim(k); }, dims);
+            f = store;
+            group_.layouts[value] = layout;
+        } else {
+            pin_output_shape(f, g_.type_of(value).shape);
+        }
         group_.output_values.push_back(value);
         group_.output_funcs.push_back(f);
     }
@@ -72,7 +120,9 @@ private:
     const WeightBuffers &weights_;
     LoweredGroup &group_;
     const BoundValues *bound_;
+    const ValueLayouts *layouts_;
     std::map<std::string, Halide::Func> funcs_;
+    std::map<std::string, BlockedInput> blocked_;
     std::set<std::string> output_names_;
 };
 
@@ -112,12 +162,12 @@ WeightBuffers make_weight_buffers(const Graph &graph) {
 
 LoweredGroup lower_group(const Graph &graph, const std::vector<const Node *> &nodes,
                          const std::set<std::string> &live_out, const WeightBuffers &weights, const BoundValues &bound,
-                         const std::map<std::string, ConvLowering> &conv_lowerings) {
+                         const std::map<std::string, ConvLowering> &conv_lowerings, const ValueLayouts &layouts) {
     LoweredGroup group;
-    Boundary boundary(graph, weights, group, &bound);
+    Boundary boundary(graph, weights, group, &bound, &layouts);
     for (const Node *n : nodes) {
         const OpSchema *op = find_op(n->op);
-        LowerContext ctx{*n, Attributes(n->attrs), {}, {}, {}, {}, {}};
+        LowerContext ctx{*n, Attributes(n->attrs), {}, {}, {}, {}, {}, {}};
         if (auto it = conv_lowerings.find(n->name); it != conv_lowerings.end()) ctx.conv_lowering = it->second;
         for (const std::string &v : n->inputs) {
             if (v.empty()) {
@@ -127,6 +177,8 @@ LoweredGroup lower_group(const Graph &graph, const std::vector<const Node *> &no
                 continue;
             }
             ctx.inputs.push_back(boundary.func_for(v));
+            ctx.blocked_inputs.resize(ctx.inputs.size());
+            ctx.blocked_inputs.back() = boundary.blocked_for(v);
             ctx.input_types.push_back(&graph.type_of(v));
             ctx.constants.push_back(graph.is_weight(v) ? &graph.weights.at(v) : nullptr);
         }

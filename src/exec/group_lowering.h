@@ -4,6 +4,7 @@
 // No schedule is applied here: that is the schedule composer's job.
 #pragma once
 
+#include "exec/value_layout.h"
 #include "hfuse/executor.h"
 #include "hfuse/graph.h"
 #include "hfuse/op_registry.h"
@@ -48,6 +49,10 @@ struct LoweredGroup {
     std::map<std::string, Halide::Func> values;  // every value the group defines
     std::vector<LoweredNode> nodes;              // in topological order (empty for backend groups)
     std::map<std::string, Halide::JITExtern> jit_externs;  // extern functions a backend's Funcs call
+    // The values it reads or hands out stored channel-blocked (the rest: dense NCHW). Such an input's
+    // ImageParam is the storage, halo included; such an output's Func is in storage order,
+    // (bi, x, y, cb, n), its buffer the storage's interior.
+    ValueLayouts layouts;
 };
 
 // Values already defined as Funcs outside the group (earlier groups of one whole-model pipeline):
@@ -57,10 +62,12 @@ using BoundValues = std::map<std::string, Halide::Func>;
 // `nodes` are in topological order. `live_out` names the values needed after the group. Values in
 // `bound` are read as those Funcs; every other activation entering the group becomes an ImageParam.
 // The Convs named in `conv_lowerings` are lowered in that form (compose::conv_lowerings() says which
-// their schedules need), the others directly.
+// their schedules need), the others directly. Values in `layouts` (choose_value_layouts) are read and
+// handed out in that storage; ops see them as their values (an op may read the storage: BlockedInput).
 LoweredGroup lower_group(const Graph &graph, const std::vector<const Node *> &nodes,
                          const std::set<std::string> &live_out, const WeightBuffers &weights,
-                         const BoundValues &bound = {}, const std::map<std::string, ConvLowering> &conv_lowerings = {});
+                         const BoundValues &bound = {}, const std::map<std::string, ConvLowering> &conv_lowerings = {},
+                         const ValueLayouts &layouts = {});
 
 // A group a backend pattern claimed: the backend builds its single output from the group's inputs.
 LoweredGroup lower_backend_group(const Graph &graph, const std::vector<const Node *> &nodes,

@@ -46,6 +46,11 @@ bool WindowGeometry::reads_outside(int i) const {
     return pads_begin[i] > 0 || last_window_end > input[i];
 }
 
+int64_t WindowGeometry::reach(int i) const {
+    const int64_t last_window_end = (output[i] - 1) * strides[i] - pads_begin[i] + extent(i);
+    return std::max<int64_t>({pads_begin[i], last_window_end - input[i], 0});
+}
+
 int window_spatial_rank(const TensorType &x) {
     if (x.rank() != 3 && x.rank() != 4) {
         fail_field("input 0 (X)",
@@ -249,7 +254,8 @@ Lowered lower_flat_conv(const LowerContext &ctx, const ConvShape &c) {
 // one tap are adjacent, one stream (3x3 512->512 at 7x7, 2 threads: 1.45 ms with the blocks apart,
 // 4 streams 576 KB apart aliasing in L1; 1.39 ms packed). Channels past the last are zero weights,
 // plus one spare tile of blocks for a channel block shifted inwards and rounded up. A position past
-// the last (a register tile rounded up) reads inside the last row, in bounds.
+// the last (a register tile rounded up) reads inside the last row, in bounds. An input another group
+// stored channel-blocked with a zero halo (ctx.blocked_input) is read in place: no padded copy.
 Lowered lower_blocked_conv(const LowerContext &ctx, const ConvShape &c) {
     const Constant *weights = ctx.constants[1];
     if (!weights) fail_field("schedule.template", "conv_cv needs constant weights; input 1 (W) is computed");
@@ -274,7 +280,6 @@ Lowered lower_blocked_conv(const LowerContext &ctx, const ConvShape &c) {
     }
     Func wq = constant_func(packed, func_name(ctx, "packed_w"));
 
-    const Func x = pad_spatial(ctx.inputs[0], ctx.input_types[0]->shape, c.g, 0.0f);
     const int wo = to_int(c.g.output[1], "output 0 (Y)"), ho = to_int(c.g.output[0], "output 0 (Y)");
     const int sx = static_cast<int>(c.g.strides[1]), sy = static_cast<int>(c.g.strides[0]);
     const int dx = static_cast<int>(c.g.dilations[1]), dy = static_cast<int>(c.g.dilations[0]);
@@ -285,19 +290,34 @@ Lowered lower_blocked_conv(const LowerContext &ctx, const ConvShape &c) {
     // the taps' addresses in vector registers in the inner loop: 3x3 64->64 at 56x56 15% slower.)
     const Expr ox = p % wo, oy = Halide::min(p / wo, ho - 1);
     const Expr ix = ox * sx - pad_x + r[1] * dx, iy = oy * sy - pad_y + r[2] * dy;
-    Expr input = x(ix, iy, r[0], n);
-    Func input_copy = x.name() != ctx.inputs[0].name() ? x : Func();
-    if (const int ib = ctx.conv_lowering.input_block) {
-        // Consecutive input channels adjacent: the inner loop's broadcasts walk one block of lines
-        // rather than a plane apiece (3x3 64->64 at 56x56: 1.34 -> 1.28 ms).
-        if (cin % ib != 0) {
-            fail_field("schedule.input_block",
-                       std::to_string(ib) + " does not divide the " + std::to_string(cin) + " input channels");
+    const int ib = ctx.conv_lowering.input_block;
+    Expr input;
+    Func input_copy;
+    if (const BlockedInput *stored = ctx.blocked_input(0)) {
+        // Stored channel-blocked with a zero halo by the group that made it: read in place, no copy.
+        if ((ib != 0 && ib != stored->block) || c.g.reach(1) > stored->halo_x || c.g.reach(0) > stored->halo_y) {
+            throw Error("internal: conv_cv reads blocks of " + std::to_string(ib) + " reaching " +
+                        std::to_string(c.g.reach(1)) + "x" + std::to_string(c.g.reach(0)) +
+                        " past its input, stored in blocks of " + std::to_string(stored->block) + " with a halo of " +
+                        std::to_string(stored->halo_x) + "x" + std::to_string(stored->halo_y));
         }
-        Var bi("bi"), bx("bx"), by("by"), icb("icb");  // channel icb * ib + bi at (bx, by)
-        input_copy = Func(func_name(ctx, "blocked_input"));
-        input_copy(bi, bx, by, icb, n) = x(bx, by, icb * ib + bi, n);
-        input = input_copy(r[0] % ib, ix, iy, r[0] / ib, n);
+        input = stored->func(r[0] % stored->block, ix, iy, r[0] / stored->block, n);
+    } else {
+        const Func x = pad_spatial(ctx.inputs[0], ctx.input_types[0]->shape, c.g, 0.0f);
+        input = x(ix, iy, r[0], n);
+        if (x.name() != ctx.inputs[0].name()) input_copy = x;
+        if (ib) {
+            // Consecutive input channels adjacent: the inner loop's broadcasts walk one block of lines
+            // rather than a plane apiece (3x3 64->64 at 56x56: 1.34 -> 1.28 ms).
+            if (cin % ib != 0) {
+                fail_field("schedule.input_block",
+                           std::to_string(ib) + " does not divide the " + std::to_string(cin) + " input channels");
+            }
+            Var bi("bi"), bx("bx"), by("by"), icb("icb");  // channel icb * ib + bi at (bx, by)
+            input_copy = Func(func_name(ctx, "blocked_input"));
+            input_copy(bi, bx, by, icb, n) = x(bx, by, icb * ib + bi, n);
+            input = input_copy(r[0] % ib, ix, iy, r[0] / ib, n);
+        }
     }
     Func blocked(func_name(ctx, "blocked"));
     blocked(cv, p, cb, n) = 0.0f;

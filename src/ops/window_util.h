@@ -25,6 +25,9 @@ struct WindowGeometry {
     int64_t extent(int i) const { return (kernel[i] - 1) * dilations[i] + 1; }
     // Whether some window reads outside [0, input[i]), so the input needs a boundary condition there.
     bool reads_outside(int i) const;
+    // How far the windows read outside [0, input[i]) on either side: the leading pad, or the last
+    // window's end past the input, whichever is further (0: they stay inside).
+    int64_t reach(int i) const;
 };
 
 // Checks that input 0 (X) is N x C x L or N x C x H x W; returns the number of spatial dims.

@@ -68,6 +68,19 @@ TEST(CliExec, BenchJsonRecordsTheSchedule) {
     EXPECT_EQ(j["intermediate_bytes"], 0);
 }
 
+TEST(CliExec, PlanarStoresEveryValueDense) {
+    // resnet_block: conv1's output, read by conv2 (pads 1), stored channel-blocked unless --planar.
+    Result r = test::run_cli("bench " + kModels + "resnet_block.json --json --runs 1");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(last_json(r.out)["blocked_values"], 1);
+    r = test::run_cli("bench " + kModels + "resnet_block.json --json --runs 1 --planar");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(last_json(r.out)["blocked_values"], 0);
+    r = test::run_cli("run " + kModels + "resnet_block.json --profile --runs 1 --planar --check");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(test::contains(r.out, "0 of the values passed between groups stored channel-blocked")) << r.out;
+}
+
 TEST(CliExec, BenchCompareWithAnAutoscheduler) {
     Result r =
         test::run_cli("bench " + kModels + "rnn_cell.json --compare --json --autoschedule mullapudi2016 --runs 2");

@@ -122,6 +122,12 @@ void PlanChoice::add_schedule_flags(CLI::App *cmd, const std::string &what) {
         ->check(CLI::IsMember({"mullapudi2016", "adams2019", "li2018"}));
 }
 
+void PlanChoice::add_layout_flag(CLI::App *cmd) {
+    cmd->add_flag("--planar", planar,
+                  "store every value passed between groups dense NCHW (default: conv_cv groups pass theirs "
+                  "channel-blocked, with a zero border for the reader's padding)");
+}
+
 FusedGraph PlanChoice::make(const Graph &g) const {
     return make(g, Halide::get_jit_target_from_environment());
 }
@@ -149,6 +155,7 @@ FusedGraph PlanChoice::make(const Graph &g, const Halide::Target &target) const 
 ExecutorOptions PlanChoice::options() const {
     ExecutorOptions o;
     if (!autoschedule.empty()) o.schedule = parse_schedule_source(autoschedule);
+    o.blocked_layouts = !planar;
     return o;
 }
 

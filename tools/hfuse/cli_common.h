@@ -71,10 +71,12 @@ struct PlanChoice {
     bool unfused = false;            // --unfused: the graph as written, one group per op, no rewrites
     bool whole = false;              // --whole: the rewritten model as one group (whole_model_plan)
     std::string autoschedule;        // --autoschedule: a Halide autoscheduler; "" = hfuse's templates
+    bool planar = false;             // --planar: every intermediate dense NCHW (ExecutorOptions::blocked_layouts)
 
     void add_flags(CLI::App *cmd);  // --plan, --rules, --unfused, --whole
     // --autoschedule; `what` says what the autoscheduler schedules (each group, or the whole pipeline).
     void add_schedule_flags(CLI::App *cmd, const std::string &what = "each group");
+    void add_layout_flag(CLI::App *cmd);  // --planar
     // The plan, its schedule parameters chosen for `target` (default: the JIT target).
     FusedGraph make(const Graph &g) const;
     FusedGraph make(const Graph &g, const Halide::Target &target) const;

@@ -56,6 +56,7 @@ int bench(const BenchOptions &o) {
                                 {"compiled_pipelines", t.executor.num_compiled()},
                                 {"intermediate_bytes", t.executor.intermediate_bytes()},
                                 {"intermediate_bytes_unshared", t.executor.intermediate_bytes_unshared()},
+                                {"blocked_values", t.executor.value_layouts().size()},
                                 {"median_ms", med},
                                 {"min_ms", best},
                                 {"runs", o.runs},
@@ -116,6 +117,7 @@ Command add_bench(CLI::App &app) {
     o->model.add(cmd);
     o->plan.add_flags(cmd);
     o->plan.add_schedule_flags(cmd);
+    o->plan.add_layout_flag(cmd);
     cmd->add_option("--runs", o->runs, "timed runs after one warm-up run")->check(CLI::Range(1, 100000));
     cmd->add_flag("--json", o->json, "print one JSON object");
     cmd->add_flag("--compare", o->compare, "also time the unfused model, interleaved, and print the speedup");

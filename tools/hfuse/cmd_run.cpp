@@ -49,7 +49,12 @@ int run(const RunOptions &o) {
             print_summary(name, outputs.at(name));
         }
     }
-    if (o.profile) print_profile(ex.profile(inputs, o.runs));
+    if (o.profile) {
+        print_profile(ex.profile(inputs, o.runs));
+        const auto layouts = ex.value_layouts();
+        std::printf("  %zu of the values passed between groups stored channel-blocked%s\n", layouts.size(),
+                    layouts.empty() ? "" : " (--planar: none)");
+    }
     if (o.check && !check_against_reference(g, inputs, outputs)) return 1;
     return 0;
 }
@@ -62,6 +67,7 @@ Command add_run(CLI::App &app) {
     o->model.add(cmd);
     o->plan.add_flags(cmd);
     o->plan.add_schedule_flags(cmd);
+    o->plan.add_layout_flag(cmd);
     cmd->add_option("--input", o->inputs, "FILE or NAME=FILE: raw little-endian float32, NCHW order")
         ->allow_extra_args(false);
     cmd->add_option("--output", o->outputs, "FILE or NAME=FILE: write an output as raw float32")

@@ -1,0 +1,63 @@
+// How a value handed from one group to another is stored between them. Planar: dense NCHW, as the API
+// hands tensors over. ChannelBlocked: oneDNN's nChw8c with a zero halo, the form conv_cv reads its input
+// in and writes its output tiles in, so that neither the padded, channel-blocked input copy of a conv_cv
+// consumer nor the transpose of its producer's epilogue is needed (3x3 64->64 at 56x56, 2 threads: the
+// copy is ~0.06 ms of 1.29):
+//
+//   storage(bi, x, y, cb, n) = value[n][cb * block + bi][y][x]    x in [-halo_x, W + halo_x), etc.
+//                            = 0                                  in the halo
+//
+// The halo is zero for the storage's whole life: the producer writes only the interior, and storage
+// holding a halo is shared only between values of the same layout and shape.
+//
+// choose_value_layouts() stores a value blocked when every group touching it can use that directly:
+//
+//   conv_cv group P --V--> conv_cv group C1 (V is its conv's input, input_block = block)
+//                      \-> conv_cv group C2 (V feeds its epilogue: a residual Add)
+//
+// and planar otherwise (model inputs and outputs always). A plan controls it through the groups'
+// schedules: a padded consumer with "input_block": 0 keeps the value planar. The Executor stores values
+// so (ExecutorOptions::blocked_layouts); a whole-model pipeline (ModelPipeline, the generators) hands
+// its groups' Funcs to each other planar, each conv_cv copying its padded input as before.
+//
+// Measured (2 threads, 3x3 conv + ReLU groups in a chain, the middle group): 64->64 at 56x56 1.29 ->
+// 1.22 ms, 128->128 at 28x28 1.31 -> 1.24 ms; at 14x14 and 7x7 (weights, not the copy, bound) ~1%.
+// ResNet-18: 22.0-22.2 -> 21.6-21.7 ms.
+#pragma once
+
+#include "hfuse/fused_graph.h"
+
+#include <Halide.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace hfuse::exec {
+
+struct ValueLayout {
+    int block = 0;  // channels per block; 0: planar
+    int halo_x = 0, halo_y = 0;
+
+    bool planar() const { return block == 0; }
+    bool operator==(const ValueLayout &o) const { return block == o.block && halo_x == o.halo_x && halo_y == o.halo_y; }
+    bool operator!=(const ValueLayout &o) const { return !(*this == o); }
+};
+
+// "planar", or "blocked 8, halo 1x1" (x then y).
+std::string to_string(const ValueLayout &layout);
+
+// The values stored channel-blocked (absent: planar), for the plan's groups scheduled by the templates
+// with their schedules (the plan's, else the defaults for `target`).
+using ValueLayouts = std::map<std::string, ValueLayout>;
+ValueLayouts choose_value_layouts(const FusedGraph &plan, const Halide::Target &target);
+
+// The whole storage of a 4-D NCHW value of `shape` in `layout` as Halide dims, halo included: mins
+// (0, -halo_x, -halo_y, 0, 0), dense in that order but for one cache line more between blocks of
+// planes that would be an even number of lines apart (their lines would share L1 sets). For planar:
+// the dense NCHW dims.
+std::vector<halide_dimension_t> storage_dims(const Shape &shape, const ValueLayout &layout);
+// Floats of that storage.
+int64_t storage_elements(const Shape &shape, const ValueLayout &layout);
+
+}  // namespace hfuse::exec

@@ -1,0 +1,194 @@
+// Values passed between groups channel-blocked with a zero halo (exec/value_layout.h): which values
+// choose_value_layouts() stores so, the storage's geometry, and that the executor computes what the
+// reference does with them (odd sizes, batch 2, strides, dilation, residual epilogues) and exactly
+// what it computes with every value dense.
+#include "exec/value_layout.h"
+#include "hfuse/composer.h"
+#include "hfuse/executor.h"
+#include "hfuse/model_io.h"
+#include "hfuse/passes.h"
+#include "hfuse/planner.h"
+#include "hfuse/reference.h"
+
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+
+namespace hfuse {
+namespace {
+
+using nlohmann::json;
+
+const Halide::Target kTarget = Halide::get_jit_target_from_environment();
+
+json conv(const std::string &name, const std::string &in, const std::string &w, const json &attrs) {
+    return {{"name", name}, {"op", "Conv"}, {"inputs", {in, w}}, {"attrs", attrs}};
+}
+json op(const std::string &name, const std::string &type, const std::vector<std::string> &inputs) {
+    return {{"name", name}, {"op", type}, {"inputs", inputs}};
+}
+json weight(const Shape &shape, int seed) {
+    return {{"shape", shape}, {"uniform", {-0.3, 0.3}}, {"seed", seed}};
+}
+
+// Two residual stages on `c` channels (batch 2, 13x11): v0 and v2 read by a padded 3x3 and by a
+// residual Add; v2 also by a stride-2 3x3 and a 1x1 stride-2 downsample; v3 by a dilated 3x3 (pads
+// 2), whose output c4 the downsample's group adds (the planner makes the downsample its master);
+// v4 by a 1x1 stride-2 conv before a global pool; v1 returned.
+Graph two_stages(int c) {
+    const json p1 = {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}};
+    const json nodes = json::array(
+        {conv("c0", "x", "w0", p1), op("v0", "Relu", {"c0"}), conv("c1", "v0", "w1", p1), op("v1", "Relu", {"c1"}),
+         conv("c2", "v1", "w2", p1), op("a2", "Add", {"c2", "v0"}), op("v2", "Relu", {"a2"}),
+         conv("c3", "v2", "w3", {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}, {"strides", {2, 2}}}),
+         op("v3", "Relu", {"c3"}), conv("ds", "v2", "wd", {{"kernel_shape", {1, 1}}, {"strides", {2, 2}}}),
+         conv("c4", "v3", "w4", {{"kernel_shape", {3, 3}}, {"pads", {2, 2, 2, 2}}, {"dilations", {2, 2}}}),
+         op("a4", "Add", {"c4", "ds"}), op("v4", "Relu", {"a4"}),
+         conv("c5", "v4", "w5", {{"kernel_shape", {1, 1}}, {"strides", {2, 2}}}),
+         op("gap", "GlobalAveragePool", {"c5"})});
+    const json m = {{"format", "hfuse-model"},
+                    {"version", 1},
+                    {"name", "two_stages"},
+                    {"inputs", {{{"name", "x"}, {"shape", {2, c, 13, 11}}}}},
+                    {"weights",
+                     {{"w0", weight({c, c, 3, 3}, 1)},
+                      {"w1", weight({c, c, 3, 3}, 2)},
+                      {"w2", weight({c, c, 3, 3}, 3)},
+                      {"w3", weight({2 * c, c, 3, 3}, 4)},
+                      {"wd", weight({2 * c, c, 1, 1}, 5)},
+                      {"w4", weight({2 * c, 2 * c, 3, 3}, 6)},
+                      {"w5", weight({2 * c, 2 * c, 1, 1}, 7)}}},
+                    {"nodes", nodes},
+                    {"outputs", {"gap", "v1"}}};
+    return prepare(parse_model(m, ".", "two_stages.json"));
+}
+
+FusedGraph default_plan(const Graph &g) {
+    return with_default_schedules(plan_fusion(simplify(g), {load_rules("x86")}), kTarget);
+}
+
+// The group handing out `value`.
+FusedGroup &producer(FusedGraph &plan, const std::string &node) {
+    for (FusedGroup &grp : plan.groups) {
+        if (std::find(grp.nodes.begin(), grp.nodes.end(), node) != grp.nodes.end()) return grp;
+    }
+    throw std::runtime_error("no group holds " + node);
+}
+
+// Runs `plan` with and without blocked values: both match the reference, and each other exactly (the
+// same arithmetic in the same order, only the storage differs).
+void expect_layouts_compute_the_same(const Graph &g, const FusedGraph &plan, size_t blocked) {
+    test::ModelInputs in = test::make_inputs(g);
+    Executor ex(plan);
+    EXPECT_EQ(ex.value_layouts().size(), blocked);
+    ExecutorOptions dense;
+    dense.blocked_layouts = false;
+    Executor planar(plan, dense);
+    EXPECT_TRUE(planar.value_layouts().empty());
+    for (int run = 0; run < 2; run++) {  // the second run reuses the storage: halos still zero
+        auto a = ex.run(in.buffers), b = planar.run(in.buffers);
+        auto expected = reference::run(g, in.reference);
+        for (const std::string &out : g.outputs) {
+            const TensorBuffer &x = a.at(out), &y = b.at(out);
+            ASSERT_EQ(shape_of(x), shape_of(y));
+            EXPECT_EQ(0, std::memcmp(x.data(), y.data(), x.size_in_bytes())) << out;
+            auto cmp = reference::compare(x.data(), expected.at(out).data.data(), expected.at(out).data.size());
+            EXPECT_LE(cmp.relative(), 1e-4) << out;
+        }
+    }
+}
+
+TEST(ValueLayout, ChoosesBlockedWhereEveryReaderTakesIt) {
+    const Graph g = two_stages(16);
+    FusedGraph plan = default_plan(g);
+    for (const FusedGroup &grp : plan.groups) {
+        if (grp.master != "gap") EXPECT_EQ(grp.schedule["template"], "conv_cv") << grp.master;
+    }
+    const exec::ValueLayouts l = exec::choose_value_layouts(plan, kTarget);
+    const int vw = kTarget.natural_vector_size<float>();
+    const int b = 8;  // the padded readers' input_block
+    // v1 is returned; c4 read by an epilogue alone, v4 by an unpadded conv: in vectors of the producer.
+    const exec::ValueLayouts want = {{"v0", {b, 1, 1}},
+                                     {"v2", {b, 1, 1}},  // 1x1 stride 2: no reach; the stride-2 3x3: 1
+                                     {"v3", {b, 2, 2}},  // dilation 2
+                                     {"c4", {vw, 0, 0}},
+                                     {"v4", {vw, 0, 0}}};
+    if (vw == 8) {
+        EXPECT_EQ(l, want);
+    }
+    EXPECT_EQ(exec::to_string(exec::ValueLayout{8, 2, 1}), "blocked 8, halo 2x1");
+    expect_layouts_compute_the_same(g, plan, l.size());
+    Executor ex(plan);
+    EXPECT_EQ(ex.value_layouts().at("v3"), "blocked 8, halo 2x2");
+
+    // A padded reader asking for a planar input keeps its input planar; the other values stay blocked.
+    producer(plan, "c1").schedule["input_block"] = 0;
+    const exec::ValueLayouts fewer = exec::choose_value_layouts(plan, kTarget);
+    EXPECT_FALSE(fewer.count("v0"));
+    EXPECT_TRUE(fewer.count("v2"));
+    expect_layouts_compute_the_same(g, plan, fewer.size());
+    // The block follows its conv reader; readers disagreeing on it: planar.
+    producer(plan, "c1").schedule["input_block"] = 4;
+    producer(plan, "ds").schedule["input_block"] = 4;
+    const exec::ValueLayouts by4 = exec::choose_value_layouts(plan, kTarget);
+    EXPECT_EQ(by4.at("v0"), (exec::ValueLayout{4, 1, 1}));
+    EXPECT_FALSE(by4.count("v2"));
+    expect_layouts_compute_the_same(g, plan, by4.size());
+    // A producer whose channel tasks split a block: planar.
+    producer(plan, "c1").schedule["input_block"] = 8;
+    producer(plan, "c0").schedule["channel_block"] = 12;
+    producer(plan, "c0").schedule["tile_c_vectors"] = 1;
+    EXPECT_FALSE(exec::choose_value_layouts(plan, kTarget).count("v0"));
+    expect_layouts_compute_the_same(g, plan, exec::choose_value_layouts(plan, kTarget).size());
+}
+
+TEST(ValueLayout, NoBlocksWhereTheyDoNotFit) {
+    // 12 channels: no multiple of 8 (the convs reading them copy their input planar); the 24-channel
+    // values of the second stage blocked.
+    const Graph g = two_stages(12);
+    const FusedGraph plan = default_plan(g);
+    const exec::ValueLayouts l = exec::choose_value_layouts(plan, kTarget);
+    EXPECT_FALSE(l.count("v0") || l.count("v2"));
+    if (kTarget.natural_vector_size<float>() == 8) {
+        EXPECT_EQ(l.size(), 3u);
+        EXPECT_TRUE(l.count("v3") && l.count("c4") && l.count("v4"));
+    }
+    expect_layouts_compute_the_same(g, plan, l.size());
+    // Every op its own group: the epilogues are groups of their own, not conv_cv.
+    const Graph g16 = two_stages(16);
+    const FusedGraph unfused = with_default_schedules(singleton_groups(g16), kTarget);
+    for (const auto &[value, layout] : exec::choose_value_layouts(unfused, kTarget)) {
+        // Only conv -> conv hand-offs qualify: a Relu group reads every conv output.
+        ADD_FAILURE() << value << " stored " << exec::to_string(layout);
+    }
+    // The autoschedulers' groups never store blocked.
+    ExecutorOptions o;
+    o.schedule = ScheduleSource::Mullapudi2016;
+    EXPECT_TRUE(Executor(default_plan(g16), o).value_layouts().empty());
+}
+
+TEST(ValueLayout, StorageGeometry) {
+    // 8 channels innermost, the halo around each plane, dense but for one cache line between blocks of
+    // planes an even number of lines apart (16 x 16 x 8 floats = 128 lines -> 129).
+    const std::vector<halide_dimension_t> d = exec::storage_dims({2, 256, 14, 14}, {8, 1, 1});
+    ASSERT_EQ(d.size(), 5u);
+    const std::vector<std::tuple<int, int, int>> want = {
+        {0, 8, 1}, {-1, 16, 8}, {-1, 16, 128}, {0, 32, 2048 + 16}, {0, 2, 32 * (2048 + 16)}};
+    for (size_t k = 0; k < d.size(); k++) {
+        EXPECT_EQ(std::make_tuple(d[k].min, d[k].extent, d[k].stride), want[k]) << "dim " << k;
+    }
+    EXPECT_EQ(exec::storage_elements({2, 256, 14, 14}, {8, 1, 1}), 2 * 32 * (2048 + 16));
+    // 58 x 58 x 8 floats: 1682 lines -> 1683; halo 0, 9 x 7: not a whole number of lines.
+    EXPECT_EQ(exec::storage_dims({1, 64, 56, 56}, {8, 1, 1})[3].stride, 58 * 58 * 8 + 16);
+    EXPECT_EQ(exec::storage_dims({1, 16, 7, 9}, {8, 0, 0})[3].stride, 9 * 7 * 8);
+    // Planar: dense NCHW.
+    const std::vector<halide_dimension_t> p = exec::storage_dims({2, 3, 4, 5}, {});
+    EXPECT_EQ(p[3].stride, 60);
+    EXPECT_EQ(exec::storage_elements({2, 3, 4, 5}, {}), 120);
+}
+
+}  // namespace
+}  // namespace hfuse
