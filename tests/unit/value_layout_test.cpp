@@ -170,6 +170,21 @@ TEST(ValueLayout, NoBlocksWhereTheyDoNotFit) {
     EXPECT_TRUE(Executor(default_plan(g16), o).value_layouts().empty());
 }
 
+TEST(ValueLayout, CompilesForAvx512) {
+    // Vectors of 16 storing blocks of 8 (the padded readers' input_block): compiled, not run (this
+    // machine may lack AVX-512).
+    const Halide::Target avx512 = Halide::Target("x86-64-linux-avx-avx2-fma-f16c-sse41-avx512-avx512_skylake");
+    const Graph g = two_stages(16);
+    FusedGraph plan = with_default_schedules(plan_fusion(simplify(g), {load_rules("x86")}), avx512);
+    EXPECT_EQ(producer(plan, "c0").schedule["vector_width"], 16);
+    ExecutorOptions o;
+    o.target = avx512;
+    const exec::ValueLayouts l = exec::choose_value_layouts(plan, avx512);
+    EXPECT_EQ(l.at("v0"), (exec::ValueLayout{8, 1, 1}));
+    EXPECT_EQ(l.at("c4"), (exec::ValueLayout{16, 0, 0}));  // no conv reader: the producer's vector
+    EXPECT_EQ(Executor(plan, o).value_layouts().size(), l.size());
+}
+
 TEST(ValueLayout, StorageGeometry) {
     // 8 channels innermost, the halo around each plane, dense but for one cache line between blocks of
     // planes an even number of lines apart (16 x 16 x 8 floats = 128 lines -> 129).
