@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 namespace hfuse {
@@ -70,7 +71,7 @@ FusedGraph default_plan(const Graph &g) {
     return with_default_schedules(plan_fusion(simplify(g), {load_rules("x86")}), kTarget);
 }
 
-// The group handing out `value`.
+// The group holding `node`.
 FusedGroup &producer(FusedGraph &plan, const std::string &node) {
     for (FusedGroup &grp : plan.groups) {
         if (std::find(grp.nodes.begin(), grp.nodes.end(), node) != grp.nodes.end()) return grp;
