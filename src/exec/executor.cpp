@@ -80,8 +80,8 @@ bool is_dense(const TensorBuffer &b) {
 std::string group_key(const Graph &g, const FusedGroup &grp, const std::set<std::string> &live_out,
                       const ExecutorOptions &options, const exec::ValueLayouts &layouts) {
     auto layout = [&](const std::string &v) {
-        auto it = layouts.find(v);
-        return it == layouts.end() ? std::string() : " " + exec::to_string(it->second);
+        const exec::ValueLayout l = exec::layout_of(layouts, v);
+        return l.planar() ? std::string() : " " + exec::to_string(l);
     };
     std::string key = options.target.to_string() + "|" + to_string(options.schedule) + "|" + grp.backend + "|" +
                       (options.schedule == ScheduleSource::Templates ? grp.schedule.dump() : "") + "\n";
@@ -291,10 +291,6 @@ void Executor::Impl::compile(const FusedGraph &plan) {
 
 void Executor::Impl::allocate_intermediates() {
     const std::set<std::string> returned(graph.outputs.begin(), graph.outputs.end());
-    auto layout_of = [&](const std::string &v) {
-        auto it = layouts.find(v);
-        return it == layouts.end() ? exec::ValueLayout() : it->second;
-    };
     // Requests by storage class: "" for dense values, else the layout and shape.
     std::map<std::string, std::vector<exec::BufferRequest>> classes;
     std::map<std::string, std::pair<std::string, size_t>> index;
@@ -307,24 +303,26 @@ void Executor::Impl::allocate_intermediates() {
         for (const std::string &v : groups[i].output_values) {
             if (returned.count(v)) continue;
             const Shape &shape = graph.type_of(v).shape;
-            const exec::ValueLayout l = layout_of(v);
+            const exec::ValueLayout l = exec::layout_of(layouts, v);
             const std::string cls = l.planar() ? "" : exec::to_string(l) + " [" + to_string(shape) + "]";
             index[v] = {cls, classes[cls].size()};
             classes[cls].push_back({v, 4 * exec::storage_elements(shape, l), static_cast<int>(i), static_cast<int>(i)});
         }
     }
     for (const auto &[cls, requests] : classes) {
+        int64_t unshared = 0;
+        for (const exec::BufferRequest &r : requests) unshared += r.bytes;
         std::map<std::string, int64_t> offsets;
-        int64_t bytes = 0, unshared = 0;
-        for (const exec::BufferRequest &r : requests) {
-            offsets[r.value] = bytes;  // a buffer each (aligned as plan_buffers aligns)
-            bytes += (r.bytes + 63) / 64 * 64;
-            unshared += r.bytes;
-        }
+        int64_t bytes = 0;
         if (options.reuse_buffers) {
             exec::BufferPlan plan = exec::plan_buffers(requests);
             offsets = plan.offsets;
             bytes = plan.arena_bytes;
+        } else {
+            for (const exec::BufferRequest &r : requests) {
+                offsets[r.value] = bytes;  // a buffer each (aligned as plan_buffers aligns)
+                bytes += (r.bytes + 63) / 64 * 64;
+            }
         }
         unshared_bytes += unshared;
         intermediate_bytes += options.reuse_buffers ? bytes : unshared;
@@ -337,23 +335,13 @@ void Executor::Impl::allocate_intermediates() {
         std::memset(arena, 0, bytes);  // the halos' zeros
         for (const exec::BufferRequest &r : requests) {
             const Shape &shape = graph.type_of(r.value).shape;
-            const exec::ValueLayout l = layout_of(r.value);
+            const exec::ValueLayout l = exec::layout_of(layouts, r.value);
+            float *storage = arena + offsets.at(r.value) / sizeof(float);
             std::vector<halide_dimension_t> dims = exec::storage_dims(shape, l);
-            TensorBuffer storage(arena + offsets.at(r.value) / sizeof(float), static_cast<int>(dims.size()),
-                                 dims.data());
-            intermediates[r.value] = storage;
-            if (l.planar()) {
-                interiors[r.value] = storage;
-            } else {
-                // The interior: from (0, 0, 0, 0, 0), the storage's strides.
-                std::vector<halide_dimension_t> inner = dims;
-                inner[1].min = inner[2].min = 0;
-                inner[1].extent = static_cast<int32_t>(shape[3]);
-                inner[2].extent = static_cast<int32_t>(shape[2]);
-                float *origin = storage.data() + l.halo_x * inner[1].stride + l.halo_y * inner[2].stride;
-                TensorBuffer interior(origin, static_cast<int>(inner.size()), inner.data());
-                interiors[r.value] = interior;
-            }
+            intermediates[r.value] = TensorBuffer(storage, static_cast<int>(dims.size()), dims.data());
+            dims = exec::interior_dims(shape, l);
+            interiors[r.value] =
+                TensorBuffer(storage + exec::interior_offset(shape, l), static_cast<int>(dims.size()), dims.data());
         }
     }
 }

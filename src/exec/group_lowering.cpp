@@ -8,20 +8,8 @@
 namespace hfuse::exec {
 namespace {
 
-// Pins every dim of a buffer (input or output) to the value's static shape, dense row-major, so the
-// compiled pipeline refuses anything else and addresses fold to constants.
-template <typename Dims>
-void pin_dense_shape(Dims dim, const Shape &shape) {
-    const int rank = static_cast<int>(shape.size());
-    int stride = 1;
-    for (int k = 0; k < rank; k++) {
-        int extent = static_cast<int>(shape[rank - 1 - k]);
-        dim(k).set_bounds(0, extent).set_stride(stride);
-        stride *= extent;
-    }
-}
-
-// Pins a buffer's dims to `dims`.
+// Pins a buffer's dims to `dims` (a value's storage_dims: dense NCHW pins the static shape, so the
+// compiled pipeline refuses anything else and addresses fold to constants).
 template <typename Dims>
 void pin_dims(Dims dim, const std::vector<halide_dimension_t> &dims) {
     for (size_t k = 0; k < dims.size(); k++) {
@@ -39,9 +27,7 @@ public:
 
     // The layout `value` crosses the group's boundary in (planar unless chosen otherwise).
     ValueLayout layout_of(const std::string &value) const {
-        if (!layouts_) return {};
-        auto it = layouts_->find(value);
-        return it == layouts_->end() ? ValueLayout() : it->second;
+        return layouts_ ? exec::layout_of(*layouts_, value) : ValueLayout();
     }
 
     // `value`'s storage if the group reads it channel-blocked (func_for first), else none.
@@ -101,16 +87,10 @@ public:
             Halide::Func store(halide_name(value, "blocked_"));
             std::vector<Halide::Var> s = ops::make_vars(5);
             store(s) = f(s[1], s[2], s[3] * layout.block + s[0], s[4]);
-            const Shape &shape = g_.type_of(value).shape;
-            std::vector<halide_dimension_t> dims = storage_dims(shape, layout);
-            dims[1] = {0, static_cast<int32_t>(shape[3]), dims[1].stride, 0};
-            dims[2] = {0, static_cast<int32_t>(shape[2]), dims[2].stride, 0};
-            pin_dims([&](int k) { return store.output_buffer().dim(k); }, dims);
             f = store;
             group_.layouts[value] = layout;
-        } else {
-            pin_output_shape(f, g_.type_of(value).shape);
         }
+        pin_dims([&](int k) { return f.output_buffer().dim(k); }, interior_dims(g_.type_of(value).shape, layout));
         group_.output_values.push_back(value);
         group_.output_funcs.push_back(f);
     }
@@ -144,11 +124,11 @@ Halide::Func pure_copy(const Halide::Func &f, int rank, const std::string &name)
 }
 
 void pin_output_shape(Halide::Func f, const Shape &shape) {
-    pin_dense_shape([&](int k) { return f.output_buffer().dim(k); }, shape);
+    pin_dims([&](int k) { return f.output_buffer().dim(k); }, storage_dims(shape, {}));
 }
 
 void pin_input_shape(Halide::ImageParam p, const Shape &shape) {
-    pin_dense_shape([&](int k) { return p.dim(k); }, shape);
+    pin_dims([&](int k) { return p.dim(k); }, storage_dims(shape, {}));
 }
 
 WeightBuffers make_weight_buffers(const Graph &graph) {

@@ -96,4 +96,24 @@ int64_t storage_elements(const Shape &shape, const ValueLayout &l) {
     return dims.empty() ? 1 : int64_t{dims.back().stride} * dims.back().extent;
 }
 
+std::vector<halide_dimension_t> interior_dims(const Shape &shape, const ValueLayout &l) {
+    std::vector<halide_dimension_t> dims = storage_dims(shape, l);
+    if (!l.planar()) {
+        dims[1] = {0, static_cast<int32_t>(shape[3]), dims[1].stride, 0};
+        dims[2] = {0, static_cast<int32_t>(shape[2]), dims[2].stride, 0};
+    }
+    return dims;
+}
+
+int64_t interior_offset(const Shape &shape, const ValueLayout &l) {
+    if (l.planar()) return 0;
+    const std::vector<halide_dimension_t> dims = storage_dims(shape, l);
+    return int64_t{l.halo_x} * dims[1].stride + int64_t{l.halo_y} * dims[2].stride;
+}
+
+ValueLayout layout_of(const ValueLayouts &layouts, const std::string &value) {
+    auto it = layouts.find(value);
+    return it == layouts.end() ? ValueLayout() : it->second;
+}
+
 }  // namespace hfuse::exec

@@ -59,5 +59,12 @@ ValueLayouts choose_value_layouts(const FusedGraph &plan, const Halide::Target &
 std::vector<halide_dimension_t> storage_dims(const Shape &shape, const ValueLayout &layout);
 // Floats of that storage.
 int64_t storage_elements(const Shape &shape, const ValueLayout &layout);
+// The storage's interior, the tensor without its halo, as its producer writes it: dims from 0 with the
+// storage's strides, starting `interior_offset` floats past the storage's first.
+std::vector<halide_dimension_t> interior_dims(const Shape &shape, const ValueLayout &layout);
+int64_t interior_offset(const Shape &shape, const ValueLayout &layout);
+
+// `value`'s layout in `layouts` (planar when absent).
+ValueLayout layout_of(const ValueLayouts &layouts, const std::string &value);
 
 }  // namespace hfuse::exec
