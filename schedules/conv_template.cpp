@@ -285,7 +285,7 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     const int rows = get_int(p, "block_rows", 1, static_cast<int>(th));
     const int cb = get_int(p, "channel_block", 1, static_cast<int>(tc));
     const int ci_block = get_int(p, "ci_block", 1, cin);
-    const int input_block = param_int_or(p, "input_block", 0, 64, 0);
+    const int input_block = conv_cv_input_block(p);
     if (s.group != 1) fail_field("schedule.template", "conv_cv needs a 2-D conv with one group");
     if (!s.constant_weights) fail_field("schedule.template", "conv_cv needs constant weights");
     if (np > rows * tw) fail_field("schedule.tile_positions", "exceeds a block's positions");
@@ -297,26 +297,24 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
 
     Var yo("yo"), yi("yi"), co("co"), ci("ci"), task("task");
     const auto inwards = Halide::TailStrategy::ShiftInwards;
-    if (s.output_block > 0) {
-        // T stored channel-blocked, (bi, x, y, cb, n): the epilogue a vector of a block's channels per
-        // position, read from `blocked` as they lie.
-        if (tile.dimensions() != 5 || cb % s.output_block != 0 || !per_tile.empty())
-            throw Error("internal: conv_cv's blocked output needs a 5-D tile, whole blocks per task and no pool");
-        const std::vector<Var> a = tile.args();  // bi, x, y, cb, n
-        tile.split(a[2], yo, yi, rows, inwards)
-            .split(a[3], co, ci, cb / s.output_block, inwards)
-            .reorder(a[0], a[1], yi, ci, yo, co, a[4])
-            .fuse(yo, co, task)
-            .parallel(task)
-            .vectorize(a[0]);
+    // NCHW T along x, the epilogue gathering from `blocked`; T stored channel-blocked, (bi, x, y, cb,
+    // n), a vector of a block's channels per position, read from `blocked` as they lie.
+    const bool stored_blocked = s.output_block > 0;
+    if (stored_blocked && (tile.dimensions() != 5 || cb % s.output_block != 0 || !per_tile.empty()))
+        throw Error("internal: conv_cv's blocked output needs a 5-D tile, whole blocks per task and no pool");
+    const std::vector<Var> a = tile.args();
+    const size_t k = stored_blocked ? 1 : 0;  // T's x, y, channels (or blocks of them), n: args k.. k + 3
+    std::vector<Halide::VarOrRVar> order = {a[k], yi, ci, yo, co, a[k + 3]};
+    if (stored_blocked) order.insert(order.begin(), a[0]);
+    tile.split(a[k + 1], yo, yi, rows, inwards)
+        .split(a[k + 2], co, ci, stored_blocked ? cb / s.output_block : cb, inwards)
+        .reorder(order)
+        .fuse(yo, co, task)
+        .parallel(task);
+    if (stored_blocked) {
+        tile.vectorize(a[0]);
     } else {
-        Dims t(tile);
-        tile.split(t.y, yo, yi, rows, inwards)
-            .split(t.c, co, ci, cb, inwards)
-            .reorder(t.x, yi, ci, yo, co, t.n)
-            .fuse(yo, co, task)
-            .parallel(task);
-        vectorize_rows(tile, t.x, tw, vw);  // the epilogue gathers from `blocked`
+        vectorize_rows(tile, a[0], tw, vw);
     }
     // A pool after the conv: per task over its rows, reading the task's `blocked` (the conv rows its
     // windows need; overlapping windows recompute a row at a task's edge).
@@ -455,6 +453,10 @@ std::pair<nlohmann::json, double> conv_flat_defaults(const ConvGroupShape &s, in
 }
 
 }  // namespace
+
+int conv_cv_input_block(const nlohmann::json &params) {
+    return param_int_or(params, "input_block", 0, 64, 0);  // absent in plans written before it: planar
+}
 
 ConvGroupShape conv_at_root(ConvGroupShape s) {
     s.tile_output = s.output;

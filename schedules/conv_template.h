@@ -56,4 +56,7 @@ void schedule_conv(Halide::Func tile, Halide::Func conv, Halide::Func padded_inp
                    const std::vector<Halide::Func> &per_tile, const ConvGroupShape &shape, const nlohmann::json &params,
                    const Halide::Target &target);
 
+// conv_cv's "input_block" (0..64; 0, planar, when absent), as its lowering and its template read it.
+int conv_cv_input_block(const nlohmann::json &params);
+
 }  // namespace hfuse::schedules

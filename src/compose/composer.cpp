@@ -32,6 +32,11 @@ Family family_of_template(const std::string &tmpl) {
                                         "pool or reduction)");
 }
 
+// The group's template parameters: the plan's, or the defaults for `target` when it gives none.
+nlohmann::json group_params(const Graph &g, const FusedGroup &grp, const Halide::Target &target) {
+    return grp.schedule.empty() ? default_schedule_params(g, grp, target) : grp.schedule;
+}
+
 const char *family_needs(Family f) {
     switch (f) {
     case Family::Conv: return "a group led by a 2-D Conv";
@@ -470,7 +475,7 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
 std::map<std::string, ConvLowering> conv_lowerings(const Graph &g, const FusedGroup &grp,
                                                    const Halide::Target &target) {
     if (!grp.backend.empty()) return {};
-    const nlohmann::json params = grp.schedule.empty() ? default_schedule_params(g, grp, target) : grp.schedule;
+    const nlohmann::json params = group_params(g, grp, target);
     if (!params.is_object()) return {};  // compose_group reports it
     const std::string tmpl = params.value("template", "");
     ConvLowering l;
@@ -482,7 +487,7 @@ std::map<std::string, ConvLowering> conv_lowerings(const Graph &g, const FusedGr
             l.form = ConvLowering::Form::ChannelBlocked;
             l.lanes = schedules::vector_width_param(params, target, true);
             l.tile_blocks = schedules::param_int(params, "tile_c_vectors", 1, 16);
-            l.input_block = schedules::param_int_or(params, "input_block", 0, 64, 0);  // older plans: planar
+            l.input_block = schedules::conv_cv_input_block(params);
         } catch (Error &e) {
             if (const Node *master = g.find_node(grp.master)) e.at_node(master->name, master->op);
             throw;
@@ -496,7 +501,7 @@ std::map<std::string, ConvLowering> conv_lowerings(const Graph &g, const FusedGr
 BlockedExchange blocked_exchange(const Graph &g, const FusedGroup &grp, const Halide::Target &target) {
     BlockedExchange e;
     if (!grp.backend.empty()) return e;
-    const nlohmann::json params = grp.schedule.empty() ? default_schedule_params(g, grp, target) : grp.schedule;
+    const nlohmann::json params = group_params(g, grp, target);
     if (!params.is_object() || params.value("template", "") != "conv_cv") return e;
     const Analysis a = analyse(g, grp);
     if (a.family != Family::Conv || a.conv.group != 1) return e;  // compose_group reports the misfit
@@ -506,7 +511,7 @@ BlockedExchange blocked_exchange(const Graph &g, const FusedGroup &grp, const Ha
     try {
         e.vector_width = schedules::vector_width_param(params, target, true);
         e.channel_block = schedules::param_int(params, "channel_block", 1, std::numeric_limits<int>::max());
-        e.input_block = schedules::param_int_or(params, "input_block", 0, 64, 0);
+        e.input_block = schedules::conv_cv_input_block(params);
         const Attributes attrs(conv.attrs);
         const Shape &w = g.type_of(conv.inputs[1]).shape;
         geo = ops::resolve_window(attrs, Shape(in.begin() + 2, in.end()), std::vector<int64_t>(w.begin() + 2, w.end()),
@@ -524,7 +529,7 @@ BlockedExchange blocked_exchange(const Graph &g, const FusedGroup &grp, const Ha
 }
 
 void compose_group(const Graph &g, const FusedGroup &grp, exec::LoweredGroup &lowered, const Halide::Target &target) {
-    const nlohmann::json params = grp.schedule.empty() ? default_schedule_params(g, grp, target) : grp.schedule;
+    const nlohmann::json params = group_params(g, grp, target);
     const Node *master = g.find_node(grp.master);
     try {
         if (!params.is_object()) fail_field("schedule", "expected an object, got " + params.dump());
