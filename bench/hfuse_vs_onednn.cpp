@@ -149,7 +149,10 @@ void timed(benchmark::State &state, const Workload &w, Impl &impl) {
 
 // ---- hfuse ------------------------------------------------------------------------------------------
 
-enum class Variant { Fused, Unfused, AutoGroups, AutoWhole };
+// FusedBlockedIo: the fused plan taking its input and returning its output channel-blocked where its
+// conv_cv groups would convert them (ExecutorOptions::blocked_io), the conversions outside the timed
+// runs, as the oneDNN peer's reorders are.
+enum class Variant { Fused, FusedBlockedIo, Unfused, AutoGroups, AutoWhole };
 
 Impl make_hfuse(const Workload &w, Variant v) {
     ExecutorOptions opts;
@@ -157,6 +160,10 @@ Impl make_hfuse(const Workload &w, Variant v) {
     FusedGraph plan;
     switch (v) {
     case Variant::Fused: plan = plan_fusion(w.graph, {load_rules("x86")}); break;
+    case Variant::FusedBlockedIo:
+        plan = plan_fusion(w.graph, {load_rules("x86")});
+        opts.blocked_io = true;
+        break;
     case Variant::Unfused:
         plan = singleton_groups(w.graph);
         plan.rules = {"unfused"};
@@ -175,8 +182,13 @@ Impl make_hfuse(const Workload &w, Variant v) {
     const double compile_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     Impl impl;
+    std::map<std::string, TensorBuffer> inputs;
+    for (const auto &[name, buf] : w.inputs) inputs[name] = ex->pack_input(name, buf);
     Outputs actual;
-    for (auto &[name, buf] : ex->run(w.inputs)) actual[name].assign(buf.data(), buf.data() + buf.number_of_elements());
+    for (auto &[name, stored] : ex->run(inputs)) {
+        TensorBuffer buf = ex->unpack_output(name, stored);
+        actual[name].assign(buf.data(), buf.data() + buf.number_of_elements());
+    }
     impl.error = check(w, actual);
     impl.groups = ex->num_groups();
     for (const GroupInfo &g : ex->groups()) {
@@ -184,7 +196,17 @@ Impl make_hfuse(const Workload &w, Variant v) {
         impl.compile_max_ms = std::max(impl.compile_max_ms, g.compile_ms);
     }
     impl.compile_ms = compile_ms;
-    impl.run = [ex, &w] { benchmark::DoNotOptimize(ex->run(w.inputs)); };
+    if (v == Variant::FusedBlockedIo) {
+        std::string stored;
+        for (const auto &[value, layout] : ex->value_layouts()) {
+            const auto &outs = w.graph.outputs;
+            if (w.graph.is_input(value) || std::find(outs.begin(), outs.end(), value) != outs.end())
+                stored += (stored.empty() ? "" : ", ") + value;
+        }
+        impl.label +=
+            (impl.label.empty() ? "" : "; ") + (stored.empty() ? "no input or output stored" : "stored: " + stored);
+    }
+    impl.run = [ex, inputs] { benchmark::DoNotOptimize(ex->run(inputs)); };
     return impl;
 }
 
@@ -443,6 +465,7 @@ void register_benchmarks() {
     register_peak_benchmarks(g_threads);
     const std::vector<std::pair<std::string, Variant>> variants = {
         {"hfuse_fused", Variant::Fused},
+        {"hfuse_fused_blocked_io", Variant::FusedBlockedIo},
         {"hfuse_unfused", Variant::Unfused},
         {"hfuse_" + g_autoschedule + "_groups", Variant::AutoGroups},
         {"hfuse_" + g_autoschedule + "_whole", Variant::AutoWhole},
@@ -450,6 +473,7 @@ void register_benchmarks() {
     for (const Spec &spec : specs()) {
         std::vector<std::pair<std::string, Maker>> impls;
         for (const auto &[suffix, v] : variants) {
+            if (v == Variant::FusedBlockedIo && std::string(spec.peer) != "onednn") continue;  // no 4-D values
             impls.emplace_back(suffix, [v = v](const Workload &w) { return make_hfuse(w, v); });
         }
         impls.emplace_back(spec.peer, spec.make_peer);

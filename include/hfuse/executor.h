@@ -63,6 +63,14 @@ struct ExecutorOptions {
     // it (ResNet-18's 3x3 convs: the consumer's padded, blocked input copy, ~5% of each). False: every
     // intermediate dense NCHW. See value_layouts().
     bool blocked_layouts = true;
+    // With blocked_layouts: model inputs and outputs stored channel-blocked too, by the same rule (an
+    // input where a padded conv_cv reader would copy it so; an output its producer can write so), as
+    // an expert oneDNN user takes the layouts its primitives pick (format_tag::any) and reorders once
+    // outside the hot path. run() then takes and returns those values in their storage: make such an
+    // input with pack_input() (run() refuses any other buffer, and a halo that is not zero), and read
+    // such an output with unpack_output(); value_layouts() names them. False: model inputs and outputs
+    // are dense NCHW.
+    bool blocked_io = false;
 };
 
 // A group as the executor runs it.
@@ -118,12 +126,27 @@ public:
     int64_t intermediate_bytes() const;
     int64_t intermediate_bytes_unshared() const;
 
-    // The intermediates stored other than dense NCHW, and how: {"relu_3", "blocked 8, halo 1x1"}
-    // (channels in blocks of 8, innermost; a zero border of 1 column and 1 row around each plane).
+    // The values stored other than dense NCHW, and how: {"relu_3", "blocked 8, halo 1x1"} (channels in
+    // blocks of 8, innermost; a zero border of 1 column and 1 row around each plane). Model inputs and
+    // outputs are among them only with ExecutorOptions::blocked_io.
     std::map<std::string, std::string> value_layouts() const;
 
+    // With ExecutorOptions::blocked_io, model input `name` as run() takes it, made from `nchw` (dense
+    // NCHW, shaped as the model says): its channel-blocked storage with a zero halo, or `nchw` itself
+    // where the input stays dense. Pack once and run many times:
+    //
+    //   ExecutorOptions opts;
+    //   opts.blocked_io = true;
+    //   Executor ex(plan, opts);
+    //   std::map<std::string, TensorBuffer> in = {{"input", ex.pack_input("input", nchw)}};
+    //   TensorBuffer out = ex.unpack_output("relu2", ex.run(in).at("relu2"));
+    TensorBuffer pack_input(const std::string &name, const TensorBuffer &nchw) const;
+    // Model output `name` as run() returned it, made dense NCHW (itself where it is returned so).
+    TensorBuffer unpack_output(const std::string &name, const TensorBuffer &stored) const;
+
     // Runs the model. `inputs` holds one buffer per model input, by name, shaped as the model says
-    // (an Error names the input otherwise). Returns the model outputs by name, in fresh buffers.
+    // (stored as pack_input() makes it, with blocked_io; an Error names the input otherwise). Returns
+    // the model outputs by name, in fresh buffers (stored, with blocked_io: see unpack_output()).
     // Intermediate storage is allocated once and reused by later runs. With `group_ms`, it receives
     // each group's wall time in milliseconds, in execution order.
     std::map<std::string, TensorBuffer> run(const std::map<std::string, TensorBuffer> &inputs,

@@ -116,6 +116,49 @@ std::string group_key(const Graph &g, const FusedGroup &grp, const std::set<std:
     return key;
 }
 
+// A fresh buffer holding a value of `shape` stored in `layout`, halo included (zero).
+TensorBuffer make_storage(const Shape &shape, const exec::ValueLayout &layout) {
+    std::vector<halide_dimension_t> dims = exec::storage_dims(shape, layout);
+    TensorBuffer b(nullptr, static_cast<int>(dims.size()), dims.data());
+    b.allocate();
+    if (layout.halo_x || layout.halo_y) std::memset(b.data(), 0, b.size_in_bytes());
+    return b;
+}
+
+// Whether `b` is laid out exactly as storage_dims(shape, layout) says.
+bool has_storage_dims(const TensorBuffer &b, const Shape &shape, const exec::ValueLayout &layout) {
+    const std::vector<halide_dimension_t> dims = exec::storage_dims(shape, layout);
+    if (b.dimensions() != static_cast<int>(dims.size())) return false;
+    for (int k = 0; k < b.dimensions(); k++) {
+        if (b.dim(k).min() != dims[k].min || b.dim(k).extent() != dims[k].extent || b.dim(k).stride() != dims[k].stride)
+            return false;
+    }
+    return true;
+}
+
+// The first non-zero float in the halo of blocked storage `b` of a value of `shape`, as "[n, c, y, x]"
+// (NCHW coordinates, the halo's negative or past the end), or "" if the halo is all zeros.
+std::string nonzero_halo(const TensorBuffer &b, const Shape &shape, const exec::ValueLayout &l) {
+    for (int n = 0; n < shape[0]; n++) {
+        for (int cb = 0; cb < shape[1] / l.block; cb++) {
+            for (int y = -l.halo_y; y < shape[2] + l.halo_y; y++) {
+                const bool row_in = y >= 0 && y < shape[2];
+                for (int x = -l.halo_x; x < shape[3] + l.halo_x; x++) {
+                    if (row_in && x == 0) x = shape[3];  // skip the row's interior
+                    if (x >= shape[3] + l.halo_x) break;
+                    for (int bi = 0; bi < l.block; bi++) {
+                        if (b(bi, x, y, cb, n) != 0.0f) {
+                            return "[" + std::to_string(n) + ", " + std::to_string(cb * l.block + bi) + ", " +
+                                   std::to_string(y) + ", " + std::to_string(x) + "]";
+                        }
+                    }
+                }
+            }
+        }
+    }
+    return "";
+}
+
 double median(std::vector<double> v) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
@@ -131,7 +174,7 @@ struct Executor::Impl {
     exec::WeightBuffers weights;
     std::vector<GroupRun> groups;  // in execution order
     int num_compiled = 0;
-    exec::ValueLayouts layouts;  // intermediates stored other than dense NCHW
+    exec::ValueLayouts layouts;  // values stored other than dense NCHW
     // Values passed between groups: views into arenas laid out by exec::plan_buffers (or a buffer each
     // without reuse), allocated once and reused by every run. Values stored with a halo share an arena
     // only with values of the same layout and shape, so every halo stays zero.
@@ -240,7 +283,7 @@ void Executor::Impl::compile(const FusedGraph &plan) {
     const Graph &g = graph;
     std::map<std::string, std::shared_ptr<CompiledPipeline>> cache;
     if (options.blocked_layouts && options.schedule == ScheduleSource::Templates) {
-        layouts = exec::choose_value_layouts(plan, options.target);
+        layouts = exec::choose_value_layouts(plan, options.target, options.blocked_io);
     }
     for (const FusedGroup &grp : plan.groups) {  // check_plan ordered them
         std::set<std::string> live_out = handed_out_values(plan, grp);
@@ -399,6 +442,46 @@ std::map<std::string, std::string> Executor::value_layouts() const {
     return out;
 }
 
+TensorBuffer Executor::pack_input(const std::string &name, const TensorBuffer &nchw) const {
+    const Graph &g = impl_->graph;
+    if (!g.is_input(name)) throw Error("'" + name + "' is not an input of the model").in_file(g.source);
+    const Shape &shape = g.type_of(name).shape;
+    if (shape_of(nchw) != shape) {
+        throw Error("pack_input: model input '" + name + "' has shape [" + to_string(shape) + "], got [" +
+                    to_string(shape_of(nchw)) + "]")
+            .in_file(g.source);
+    }
+    const exec::ValueLayout l = exec::layout_of(impl_->layouts, name);
+    if (l.planar()) return nchw;
+    TensorBuffer stored = make_storage(shape, l);
+    for (int n = 0; n < shape[0]; n++)
+        for (int c = 0; c < shape[1]; c++)
+            for (int y = 0; y < shape[2]; y++)
+                for (int x = 0; x < shape[3]; x++) stored(c % l.block, x, y, c / l.block, n) = nchw(x, y, c, n);
+    return stored;
+}
+
+TensorBuffer Executor::unpack_output(const std::string &name, const TensorBuffer &stored) const {
+    const Graph &g = impl_->graph;
+    if (std::find(g.outputs.begin(), g.outputs.end(), name) == g.outputs.end()) {
+        throw Error("'" + name + "' is not an output of the model").in_file(g.source);
+    }
+    const Shape &shape = g.type_of(name).shape;
+    const exec::ValueLayout l = exec::layout_of(impl_->layouts, name);
+    if (l.planar()) return stored;
+    if (!has_storage_dims(stored, shape, l)) {
+        throw Error("unpack_output: model output '" + name + "' is returned stored " + exec::to_string(l) +
+                    "; the buffer given is not laid out so")
+            .in_file(g.source);
+    }
+    TensorBuffer nchw = make_tensor_buffer(shape);
+    for (int n = 0; n < shape[0]; n++)
+        for (int c = 0; c < shape[1]; c++)
+            for (int y = 0; y < shape[2]; y++)
+                for (int x = 0; x < shape[3]; x++) nchw(x, y, c, n) = stored(c % l.block, x, y, c / l.block, n);
+    return nchw;
+}
+
 std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, TensorBuffer> &inputs,
                                                   std::vector<double> *group_ms) {
     using clock = std::chrono::steady_clock;
@@ -411,12 +494,26 @@ std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, Te
         const GraphInput &in = g.inputs[i];
         auto it = inputs.find(in.name);
         if (it == inputs.end()) throw Error("no data given for model input '" + in.name + "'").in_file(g.source);
-        if (shape_of(it->second) != in.shape || !is_dense(it->second)) {
+        const TensorBuffer &b = it->second;
+        const exec::ValueLayout l = exec::layout_of(impl_->layouts, in.name);
+        if (l.planar() && (shape_of(b) != in.shape || !is_dense(b))) {
             throw Error("model input '" + in.name + "' must be a dense tensor of shape [" + to_string(in.shape) +
-                        "], got [" + to_string(shape_of(it->second)) + "]" + (is_dense(it->second) ? "" : " (strided)"))
+                        "], got [" + to_string(shape_of(b)) + "]" + (is_dense(b) ? "" : " (strided)"))
                 .in_file(g.source);
         }
-        slots[i] = it->second;
+        if (!l.planar()) {
+            const std::string taken = "model input '" + in.name + "' [" + to_string(in.shape) + "] is taken stored " +
+                                      exec::to_string(l) + " (ExecutorOptions::blocked_io): ";
+            if (!has_storage_dims(b, in.shape, l)) {
+                throw Error(taken + "make it with Executor::pack_input(); got a buffer of " +
+                            std::to_string(b.dimensions()) + " dimensions, extents [" + to_string(shape_of(b)) + "]")
+                    .in_file(g.source);
+            }
+            if (std::string at = nonzero_halo(b, in.shape, l); !at.empty()) {
+                throw Error(taken + "its halo must be zero, but is not at " + at).in_file(g.source);
+            }
+        }
+        slots[i] = b;
     }
     // Model outputs get fresh buffers each run, so results stay valid after the next run.
     std::map<std::string, TensorBuffer> outputs;
@@ -424,8 +521,16 @@ std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, Te
         const std::string &v = g.outputs[i];
         if (outputs.count(v)) continue;
         const int s = impl_->output_slots[i];
-        outputs[v] =
-            s < 0 ? inputs.at(v).copy() : (slots[s] = impl_->write_slots[s] = make_tensor_buffer(g.type_of(v).shape));
+        if (s < 0) {
+            outputs[v] = inputs.at(v).copy();
+            continue;
+        }
+        const Shape &shape = g.type_of(v).shape;
+        const exec::ValueLayout l = exec::layout_of(impl_->layouts, v);
+        outputs[v] = slots[s] = make_storage(shape, l);
+        std::vector<halide_dimension_t> dims = exec::interior_dims(shape, l);
+        impl_->write_slots[s] =
+            TensorBuffer(slots[s].data() + exec::interior_offset(shape, l), static_cast<int>(dims.size()), dims.data());
     }
     if (group_ms) group_ms->clear();
     std::vector<Halide::Buffer<void>> results;

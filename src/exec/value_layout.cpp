@@ -11,7 +11,7 @@ std::string to_string(const ValueLayout &l) {
     return "blocked " + std::to_string(l.block) + ", halo " + std::to_string(l.halo_x) + "x" + std::to_string(l.halo_y);
 }
 
-ValueLayouts choose_value_layouts(const FusedGraph &plan, const Halide::Target &target) {
+ValueLayouts choose_value_layouts(const FusedGraph &plan, const Halide::Target &target, bool model_io) {
     const Graph &g = plan.graph;
     std::vector<compose::BlockedExchange> exchange;
     // Who reads each value from outside its own group: (group index, node).
@@ -32,19 +32,13 @@ ValueLayouts choose_value_layouts(const FusedGraph &plan, const Halide::Target &
         }
     }
     const std::set<std::string> returned(g.outputs.begin(), g.outputs.end());
-    ValueLayouts layouts;
-    for (size_t p = 0; p < plan.groups.size(); p++) {
-        const compose::BlockedExchange &producer = exchange[p];
-        const std::string &v = producer.output;
-        if (v.empty() || returned.count(v) || g.is_input(v)) continue;
-        if (handed_out_values(plan, plan.groups[p]) != std::set<std::string>{v}) continue;
-        const Shape &shape = g.type_of(v).shape;
-        if (shape.size() != 4) continue;
-        // Every read by a conv_cv conv as its input (by blocks it names, or unpadded) or by an epilogue.
-        bool ok = readers.count(v) > 0;
-        int block = 0;
-        ValueLayout layout;
-        for (const auto &[c, node] : ok ? readers.at(v) : std::vector<std::pair<size_t, const Node *>>{}) {
+    // Whether every group reading `v` can read it blocked: each read by a conv_cv conv as its input (by
+    // blocks it names, or unpadded) or by an epilogue. Sets the block the readers name (0: none) and
+    // the halo their windows reach.
+    auto readers_take = [&](const std::string &v, int &block, ValueLayout &layout) {
+        auto it = readers.find(v);
+        if (it == readers.end()) return true;
+        for (const auto &[c, node] : it->second) {
             const compose::BlockedExchange &reader = exchange[c];
             if (reader.epilogue.count(node->name)) continue;
             const bool as_input = node->name == reader.conv &&
@@ -52,18 +46,40 @@ ValueLayouts choose_value_layouts(const FusedGraph &plan, const Halide::Target &
             const bool padded = reader.reach_x > 0 || reader.reach_y > 0;
             if (!as_input || (reader.input_block == 0 && padded) ||
                 (block && reader.input_block && reader.input_block != block)) {
-                ok = false;
-                break;
+                return false;
             }
             if (reader.input_block) block = reader.input_block;
             layout.halo_x = std::max(layout.halo_x, reader.reach_x);
             layout.halo_y = std::max(layout.halo_y, reader.reach_y);
         }
+        return true;
+    };
+    ValueLayouts layouts;
+    for (size_t p = 0; p < plan.groups.size(); p++) {
+        const compose::BlockedExchange &producer = exchange[p];
+        const std::string &v = producer.output;
+        if (v.empty() || g.is_input(v) || (returned.count(v) && !model_io)) continue;
+        if (handed_out_values(plan, plan.groups[p]) != std::set<std::string>{v}) continue;
+        const Shape &shape = g.type_of(v).shape;
+        if (shape.size() != 4) continue;
+        // An intermediate nobody reads is not handed out; a model output may have no readers.
+        int block = 0;
+        ValueLayout layout;
+        if ((!readers.count(v) && !returned.count(v)) || !readers_take(v, block, layout)) continue;
         if (!block) block = producer.vector_width;
-        if (!ok || block <= 0 || producer.vector_width % block || producer.channel_block % block || shape[1] % block)
-            continue;
+        if (block <= 0 || producer.vector_width % block || producer.channel_block % block || shape[1] % block) continue;
         layout.block = block;
         layouts[v] = layout;
+    }
+    // Model inputs, when the caller hands them over stored: blocked where a reader would copy them so
+    // (a padded conv naming its input_block), as that reader's copy is then gone.
+    for (const GraphInput &in : model_io ? g.inputs : std::vector<GraphInput>{}) {
+        int block = 0;
+        ValueLayout layout;
+        if (in.shape.size() != 4 || returned.count(in.name) || !readers_take(in.name, block, layout)) continue;
+        if (block <= 0 || in.shape[1] % block) continue;
+        layout.block = block;
+        layouts[in.name] = layout;
     }
     return layouts;
 }

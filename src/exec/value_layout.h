@@ -15,8 +15,11 @@
 //   conv_cv group P --V--> conv_cv group C1 (V is its conv's input, input_block = block)
 //                      \-> conv_cv group C2 (V feeds its epilogue: a residual Add)
 //
-// and planar otherwise (model inputs and outputs always). A plan controls it through the groups'
-// schedules: a padded consumer with "input_block": 0 keeps the value planar. The Executor stores values
+// and planar otherwise. Model inputs and outputs are planar unless the caller takes them stored
+// (`model_io`, ExecutorOptions::blocked_io): then an output whose producer could hand it out blocked
+// is (no halo unless a group reads it), and an input is where a padded reader would copy it blocked
+// (the block that reader names). A plan controls it through the groups' schedules: a padded consumer
+// with "input_block": 0 keeps the value planar. The Executor stores values
 // so (ExecutorOptions::blocked_layouts); a whole-model pipeline (ModelPipeline, the generators) hands
 // its groups' Funcs to each other planar, each conv_cv copying its padded input as before.
 //
@@ -50,7 +53,7 @@ std::string to_string(const ValueLayout &layout);
 // The values stored channel-blocked (absent: planar), for the plan's groups scheduled by the templates
 // with their schedules (the plan's, else the defaults for `target`).
 using ValueLayouts = std::map<std::string, ValueLayout>;
-ValueLayouts choose_value_layouts(const FusedGraph &plan, const Halide::Target &target);
+ValueLayouts choose_value_layouts(const FusedGraph &plan, const Halide::Target &target, bool model_io = false);
 
 // The whole storage of a 4-D NCHW value of `shape` in `layout` as Halide dims, halo included: mins
 // (0, -halo_x, -halo_y, 0, 0), dense in that order but for one cache line more between blocks of

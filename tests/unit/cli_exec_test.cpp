@@ -81,6 +81,25 @@ TEST(CliExec, PlanarStoresEveryValueDense) {
     EXPECT_TRUE(test::contains(r.out, "0 of the values passed between groups stored channel-blocked")) << r.out;
 }
 
+TEST(CliExec, BlockedIoTakesTheInputAndReturnsTheOutputStored) {
+    // resnet_block's input (read by conv1, padded, and by conv2's residual Add) and output, stored
+    // channel-blocked; packed before and unpacked after the runs, so --check sees NCHW.
+    Result r = test::run_cli("run " + kModels + "resnet_block.json --profile --runs 1 --blocked-io --check");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(test::contains(r.out, "model input 'input' taken stored blocked 8, halo 1x1")) << r.out;
+    EXPECT_TRUE(test::contains(r.out, "model output 'relu2' taken stored blocked 8, halo 0x0")) << r.out;
+    EXPECT_TRUE(test::contains(r.out, "check 'relu2' against the reference")) << r.out;
+    r = test::run_cli("bench " + kModels + "resnet_block.json --json --runs 1 --blocked-io --compare");
+    ASSERT_EQ(r.code, 0) << r.out;
+    r = test::run_cli("bench " + kModels + "resnet_block.json --json --runs 1 --blocked-io");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(last_json(r.out)["blocked_io"], true);
+    EXPECT_EQ(last_json(r.out)["blocked_values"], 3);
+    r = test::run_cli("run " + kModels + "resnet_block.json --blocked-io --planar");
+    EXPECT_NE(r.code, 0);
+    EXPECT_TRUE(test::contains(r.out, "--planar excludes --blocked-io")) << r.out;
+}
+
 TEST(CliExec, BenchCompareWithAnAutoscheduler) {
     Result r =
         test::run_cli("bench " + kModels + "rnn_cell.json --compare --json --autoschedule mullapudi2016 --runs 2");

@@ -4,6 +4,7 @@
 // what it computes with every value dense.
 #include "exec/value_layout.h"
 #include "hfuse/composer.h"
+#include "hfuse/error.h"
 #include "hfuse/executor.h"
 #include "hfuse/model_io.h"
 #include "hfuse/passes.h"
@@ -169,6 +170,73 @@ TEST(ValueLayout, NoBlocksWhereTheyDoNotFit) {
     ExecutorOptions o;
     o.schedule = ScheduleSource::Mullapudi2016;
     EXPECT_TRUE(Executor(default_plan(g16), o).value_layouts().empty());
+}
+
+// The Error `f` throws, or "" if none.
+template <typename F>
+std::string error_of(F f) {
+    try {
+        f();
+    } catch (const Error &e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST(ValueLayout, ModelInputsAndOutputsStoredOnRequest) {
+    const Graph g = two_stages(16);
+    const FusedGraph plan = default_plan(g);
+    const exec::ValueLayouts inner = exec::choose_value_layouts(plan, kTarget);
+    EXPECT_FALSE(inner.count("x") || inner.count("v1"));
+    // x is read by a padded conv copying it in blocks of 8; v1, returned, by another (a halo of 1);
+    // gap comes from a reduction group. The intermediates as before.
+    const exec::ValueLayouts io = exec::choose_value_layouts(plan, kTarget, /*model_io=*/true);
+    EXPECT_EQ(exec::layout_of(io, "x"), (exec::ValueLayout{8, 1, 1}));
+    EXPECT_EQ(exec::layout_of(io, "v1"), (exec::ValueLayout{8, 1, 1}));
+    EXPECT_FALSE(io.count("gap"));
+    EXPECT_EQ(io.size(), inner.size() + 2);
+    for (const auto &[value, layout] : inner) EXPECT_EQ(exec::layout_of(io, value), layout) << value;
+
+    ExecutorOptions o;
+    o.blocked_io = true;
+    Executor ex(plan, o), dense(plan);
+    EXPECT_EQ(ex.value_layouts().at("x"), "blocked 8, halo 1x1");
+    test::ModelInputs in = test::make_inputs(g);
+    const std::map<std::string, TensorBuffer> packed = {{"x", ex.pack_input("x", in.buffers.at("x"))}};
+    ASSERT_EQ(packed.at("x").dimensions(), 5);
+    for (int run = 0; run < 2; run++) {  // v1's storage is fresh each run: its halo zeroed each time
+        auto stored = ex.run(packed), want = dense.run(in.buffers);
+        EXPECT_EQ(stored.at("v1").dimensions(), 5);
+        EXPECT_EQ(stored.at("gap").dimensions(), 4);
+        for (const std::string &out : g.outputs) {
+            const TensorBuffer x = ex.unpack_output(out, stored.at(out)), &y = want.at(out);
+            ASSERT_EQ(shape_of(x), shape_of(y));
+            EXPECT_EQ(0, std::memcmp(x.data(), y.data(), y.size_in_bytes())) << out;
+        }
+    }
+
+    // run() refuses a dense x, and stored x whose halo is not zero, naming where.
+    EXPECT_TRUE(test::contains(error_of([&] { ex.run(in.buffers); }), "make it with Executor::pack_input()"));
+    TensorBuffer bad = packed.at("x").copy();
+    bad(3, -1, 0, 1, 1) = 1.0f;  // n 1, channel 8 + 3, row 0, column -1
+    EXPECT_TRUE(test::contains(error_of([&] {
+                                   ex.run({{"x", bad}});
+                               }),
+                               "halo must be zero, but is not at [1, 11, 0, -1]"));
+    bad(3, -1, 0, 1, 1) = 0.0f;
+    bad(0, 11, 13, 0, 0) = 1.0f;  // the bottom-right corner of the halo
+    EXPECT_TRUE(test::contains(error_of([&] { ex.run({{"x", bad}}); }), "is not at [0, 0, 13, 11]"));
+    EXPECT_TRUE(test::contains(error_of([&] {
+                                   ex.pack_input("x", make_tensor_buffer({2, 16, 11, 13}));
+                               }),
+                               "model input 'x' has shape [2x16x13x11]"));
+    EXPECT_TRUE(test::contains(error_of([&] {
+                                   ex.unpack_output("v1", make_tensor_buffer({2, 16, 13, 11}));
+                               }),
+                               "is returned stored blocked 8, halo 1x1"));
+    // Where nothing is stored, pack and unpack hand the buffer back.
+    const TensorBuffer same = dense.pack_input("x", in.buffers.at("x"));
+    EXPECT_EQ(same.data(), in.buffers.at("x").data());
 }
 
 TEST(ValueLayout, CompilesForAvx512) {

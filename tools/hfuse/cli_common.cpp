@@ -123,9 +123,13 @@ void PlanChoice::add_schedule_flags(CLI::App *cmd, const std::string &what) {
 }
 
 void PlanChoice::add_layout_flag(CLI::App *cmd) {
-    cmd->add_flag("--planar", planar,
-                  "store every value passed between groups dense NCHW (default: conv_cv groups pass theirs "
-                  "channel-blocked, with a zero border for the reader's padding)");
+    auto *p = cmd->add_flag("--planar", planar,
+                            "store every value passed between groups dense NCHW (default: conv_cv groups pass "
+                            "theirs channel-blocked, with a zero border for the reader's padding)");
+    cmd->add_flag("--blocked-io", blocked_io,
+                  "take model inputs and return model outputs channel-blocked too where conv_cv groups read or "
+                  "write them (the conversions from and to NCHW done once, outside the runs, as oneDNN users do)")
+        ->excludes(p);
 }
 
 FusedGraph PlanChoice::make(const Graph &g) const {
@@ -156,6 +160,7 @@ ExecutorOptions PlanChoice::options() const {
     ExecutorOptions o;
     if (!autoschedule.empty()) o.schedule = parse_schedule_source(autoschedule);
     o.blocked_layouts = !planar;
+    o.blocked_io = blocked_io;
     return o;
 }
 
@@ -181,6 +186,19 @@ std::vector<std::string> report_fallbacks(const Executor &ex) {
         names.push_back(g.name);
     }
     return names;
+}
+
+std::map<std::string, TensorBuffer> pack_inputs(const Executor &ex, const std::map<std::string, TensorBuffer> &nchw) {
+    std::map<std::string, TensorBuffer> out;
+    for (const auto &[name, b] : nchw) out[name] = ex.pack_input(name, b);
+    return out;
+}
+
+std::map<std::string, TensorBuffer> unpack_outputs(const Executor &ex,
+                                                   const std::map<std::string, TensorBuffer> &stored) {
+    std::map<std::string, TensorBuffer> out;
+    for (const auto &[name, b] : stored) out[name] = ex.unpack_output(name, b);
+    return out;
 }
 
 std::vector<double> time_runs(Executor &ex, const std::map<std::string, TensorBuffer> &inputs, int runs) {

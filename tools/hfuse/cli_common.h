@@ -57,6 +57,10 @@ std::map<std::string, std::string> bind_files(const std::vector<std::string> &ar
 
 // Model inputs from --input arguments; generated (and said on stdout unless quiet) where none is given.
 std::map<std::string, TensorBuffer> load_inputs(const Graph &g, const std::vector<std::string> &args, bool quiet);
+// Dense NCHW model inputs as `ex` takes them, and its outputs made dense NCHW (ExecutorOptions::blocked_io).
+std::map<std::string, TensorBuffer> pack_inputs(const Executor &ex, const std::map<std::string, TensorBuffer> &nchw);
+std::map<std::string, TensorBuffer> unpack_outputs(const Executor &ex,
+                                                   const std::map<std::string, TensorBuffer> &stored);
 
 void print_summary(const std::string &name, const TensorBuffer &b);
 
@@ -72,11 +76,12 @@ struct PlanChoice {
     bool whole = false;              // --whole: the rewritten model as one group (whole_model_plan)
     std::string autoschedule;        // --autoschedule: a Halide autoscheduler; "" = hfuse's templates
     bool planar = false;             // --planar: every intermediate dense NCHW (ExecutorOptions::blocked_layouts)
+    bool blocked_io = false;         // --blocked-io: model inputs and outputs stored too (ExecutorOptions::blocked_io)
 
     void add_flags(CLI::App *cmd);  // --plan, --rules, --unfused, --whole
     // --autoschedule; `what` says what the autoscheduler schedules (each group, or the whole pipeline).
     void add_schedule_flags(CLI::App *cmd, const std::string &what = "each group");
-    void add_layout_flag(CLI::App *cmd);  // --planar
+    void add_layout_flag(CLI::App *cmd);  // --planar, --blocked-io
     // The plan, its schedule parameters chosen for `target` (default: the JIT target).
     FusedGraph make(const Graph &g) const;
     FusedGraph make(const Graph &g, const Halide::Target &target) const;

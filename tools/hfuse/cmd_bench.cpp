@@ -44,7 +44,7 @@ int bench(const BenchOptions &o) {
     if (!o.compare) {
         Timed t = build(o.plan.make(g), o.plan.options());
         std::vector<std::string> fallbacks = report_fallbacks(t.executor);
-        t.ms = time_runs(t.executor, inputs, o.runs);
+        t.ms = time_runs(t.executor, pack_inputs(t.executor, inputs), o.runs);
         double med = median(t.ms), best = *std::min_element(t.ms.begin(), t.ms.end());
         if (o.json) {
             nlohmann::json j = {{"model", g.name},
@@ -57,6 +57,7 @@ int bench(const BenchOptions &o) {
                                 {"intermediate_bytes", t.executor.intermediate_bytes()},
                                 {"intermediate_bytes_unshared", t.executor.intermediate_bytes_unshared()},
                                 {"blocked_values", t.executor.value_layouts().size()},
+                                {"blocked_io", o.plan.blocked_io},
                                 {"median_ms", med},
                                 {"min_ms", best},
                                 {"runs", o.runs},
@@ -74,12 +75,13 @@ int bench(const BenchOptions &o) {
     unfused.unfused = true;
     Timed fused = build(o.plan.make(g), o.plan.options()), base = build(unfused.make(g), unfused.options());
     std::vector<std::string> fallbacks = report_fallbacks(fused.executor);
+    const auto fused_inputs = pack_inputs(fused.executor, inputs);
     // Interleave in chunks so slow drifts of the machine affect both alike.
     const int chunk = std::max(1, o.runs / 5);
     for (int done = 0; done < o.runs; done += chunk) {
         int n = std::min(chunk, o.runs - done);
         for (Timed *t : {&fused, &base}) {
-            std::vector<double> ms = time_runs(t->executor, inputs, n);
+            std::vector<double> ms = time_runs(t->executor, t == &fused ? fused_inputs : inputs, n);
             t->ms.insert(t->ms.end(), ms.begin(), ms.end());
         }
     }

@@ -41,7 +41,8 @@ int run(const RunOptions &o) {
     std::map<std::string, TensorBuffer> inputs = load_inputs(g, o.inputs, !out_files.empty());
     Executor ex(o.plan.make(g), o.plan.options());
     report_fallbacks(ex);
-    auto outputs = ex.run(inputs);
+    const std::map<std::string, TensorBuffer> packed = pack_inputs(ex, inputs);
+    auto outputs = unpack_outputs(ex, ex.run(packed));
     for (const std::string &name : g.outputs) {
         if (auto it = out_files.find(name); it != out_files.end()) {
             write_f32_file(it->second, outputs.at(name).data(), outputs.at(name).number_of_elements());
@@ -50,10 +51,20 @@ int run(const RunOptions &o) {
         }
     }
     if (o.profile) {
-        print_profile(ex.profile(inputs, o.runs));
+        print_profile(ex.profile(packed, o.runs));
         const auto layouts = ex.value_layouts();
-        std::printf("  %zu of the values passed between groups stored channel-blocked%s\n", layouts.size(),
-                    layouts.empty() ? "" : " (--planar: none)");
+        std::vector<std::string> io;  // model inputs and outputs
+        for (const GraphInput &in : g.inputs) io.push_back(in.name);
+        io.insert(io.end(), g.outputs.begin(), g.outputs.end());
+        size_t blocked = 0;
+        for (const auto &kv : layouts) blocked += std::find(io.begin(), io.end(), kv.first) == io.end();
+        std::printf("  %zu of the values passed between groups stored channel-blocked%s\n", blocked,
+                    blocked ? " (--planar: none)" : "");
+        for (const std::string &v : o.plan.blocked_io ? io : std::vector<std::string>{}) {
+            auto it = layouts.find(v);
+            std::printf("  model %s '%s' taken %s\n", g.is_input(v) ? "input" : "output", v.c_str(),
+                        it == layouts.end() ? "dense NCHW" : ("stored " + it->second).c_str());
+        }
     }
     if (o.check && !check_against_reference(g, inputs, outputs)) return 1;
     return 0;
