@@ -300,8 +300,8 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     // NCHW T along x, the epilogue gathering from `blocked`; T stored channel-blocked, (bi, x, y, cb,
     // n), a vector of a block's channels per position, read from `blocked` as they lie.
     const bool stored_blocked = s.output_block > 0;
-    if (stored_blocked && (tile.dimensions() != 5 || cb % s.output_block != 0 || !per_tile.empty()))
-        throw Error("internal: conv_cv's blocked output needs a 5-D tile, whole blocks per task and no pool");
+    if (stored_blocked && (tile.dimensions() != 5 || cb % s.output_block != 0))
+        throw Error("internal: conv_cv's blocked output needs a 5-D tile and whole blocks per task");
     const std::vector<Var> a = tile.args();
     const size_t k = stored_blocked ? 1 : 0;  // T's x, y, channels (or blocks of them), n: args k.. k + 3
     std::vector<Halide::VarOrRVar> order = {a[k], yi, ci, yo, co, a[k + 3]};
@@ -317,8 +317,28 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
         vectorize_rows(tile, a[0], tw, vw);
     }
     // A pool after the conv: per task over its rows, reading the task's `blocked` (the conv rows its
-    // windows need; overlapping windows recompute a row at a task's edge).
-    schedule_per_tile(per_tile, tile, task, std::min<int>(vw, static_cast<int>(tw)), Halide::TailStrategy::GuardWithIf);
+    // windows need; overlapping windows recompute a row at a task's edge). Along x into NCHW T; into
+    // T stored blocked, channels innermost and in vector lanes, as `blocked` holds them and T takes
+    // them (the pool then reads and T stores whole vectors, no transpose).
+    if (stored_blocked) {
+        const auto guard = Halide::TailStrategy::GuardWithIf;  // a task's channels need not be whole vectors
+        for (Func f : per_tile) {
+            Dims d(f);
+            f.compute_at(tile, task)
+                .reorder_storage(d.c, d.x, d.y, d.n)
+                .reorder(d.c, d.x, d.y, d.n)
+                .vectorize(d.c, vw, guard);
+            for (int i = 0; i < f.num_update_definitions(); i++) {
+                std::vector<Halide::VarOrRVar> order = {d.c};
+                for (const RVar &rv : f.rvars(i)) order.push_back(rv);
+                order.insert(order.end(), {d.x, d.y, d.n});
+                f.update(i).reorder(order).vectorize(d.c, vw, guard);
+            }
+        }
+    } else {
+        schedule_per_tile(per_tile, tile, task, std::min<int>(vw, static_cast<int>(tw)),
+                          Halide::TailStrategy::GuardWithIf);
+    }
 
     const Var bv = blocked.args()[0], bp = blocked.args()[1], bc = blocked.args()[2];
     blocked.compute_at(tile, task).vectorize(bv, vw);

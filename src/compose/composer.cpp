@@ -453,7 +453,7 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
     // reduction of its own (the conv itself, a pool) is tiled through a pure copy; a pool on the
     // chain is computed per tile too.
     if (auto it = lowered.layouts.find(a.tile_value); it != lowered.layouts.end()) {
-        if (tmpl != "conv_cv" || a.conv.pooled) throw Error("internal: only conv_cv's unpooled tile stores blocked");
+        if (tmpl != "conv_cv") throw Error("internal: only conv_cv's tile stores blocked");
         shape.output_block = it->second.block;
     }
     Halide::Func tile = pure_output(g, lowered, a.tile_value);
@@ -522,7 +522,7 @@ BlockedExchange blocked_exchange(const Graph &g, const FusedGroup &grp, const Ha
     e.conv = conv.name;
     e.reach_y = static_cast<int>(geo.reach(0));
     e.reach_x = static_cast<int>(geo.reach(1));
-    if (a.conv_root || a.conv.pooled || params.contains("compute")) return e;
+    if (a.conv_root || params.contains("compute")) return e;
     e.output = a.tile_value;
     e.epilogue = a.chain;
     return e;

@@ -35,8 +35,9 @@ std::map<std::string, ConvLowering> conv_lowerings(const Graph &graph, const Fus
 // What a group, as its schedule (given, or the default) places it, can read and write channel-blocked
 // (exec/value_layout.h): the facts exec::choose_value_layouts() decides from.
 struct BlockedExchange {
-    // conv_cv tiling the conv's epilogue: the value it hands out (its only one, of the conv's shape),
-    // which it can store channel-blocked in any block dividing both `vector_width` and `channel_block`.
+    // conv_cv tiling the conv's epilogue (a pool on it included): the value it hands out (its only
+    // one), which it can store channel-blocked in any block dividing both `vector_width` and
+    // `channel_block`.
     std::string output;
     int vector_width = 0, channel_block = 0;
     // conv_cv: its conv (the master), whose input X it reads by blocks of `input_block` channels (0:

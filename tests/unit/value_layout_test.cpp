@@ -68,6 +68,25 @@ Graph two_stages(int c) {
     return prepare(parse_model(m, ".", "two_stages.json"));
 }
 
+// Two conv + ReLU + 2x2 max-pool stages, as VGG's (batch 2, 13x11 -> 6x5 -> 3x2): the first pool's
+// output read by the second conv (pads 1), the second returned.
+Graph pooled_stages() {
+    const json p1 = {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}};
+    const json pool = {{"kernel_shape", {2, 2}}, {"strides", {2, 2}}};
+    json nodes = json::array({conv("c0", "x", "w0", p1), op("r0", "Relu", {"c0"}), op("p0", "MaxPool", {"r0"}),
+                              conv("c1", "p0", "w1", p1), op("r1", "Relu", {"c1"}), op("p1", "MaxPool", {"r1"})});
+    nodes[2]["attrs"] = pool;
+    nodes[5]["attrs"] = pool;
+    const json m = {{"format", "hfuse-model"},
+                    {"version", 1},
+                    {"name", "pooled_stages"},
+                    {"inputs", {{{"name", "x"}, {"shape", {2, 16, 13, 11}}}}},
+                    {"weights", {{"w0", weight({16, 16, 3, 3}, 1)}, {"w1", weight({24, 16, 3, 3}, 2)}}},
+                    {"nodes", nodes},
+                    {"outputs", {"p1"}}};
+    return prepare(parse_model(m, ".", "pooled_stages.json"));
+}
+
 FusedGraph default_plan(const Graph &g) {
     return with_default_schedules(plan_fusion(simplify(g), {load_rules("x86")}), kTarget);
 }
@@ -239,6 +258,30 @@ TEST(ValueLayout, ModelInputsAndOutputsStoredOnRequest) {
     EXPECT_EQ(same.data(), in.buffers.at("x").data());
 }
 
+TEST(ValueLayout, PoolsInTheTileStoreBlocked) {
+    // conv_cv computes each 2x2 pool in its tile: the pooled value handed to the next conv is stored
+    // blocked with its halo, the pool vectorized over channels; with blocked_io the returned pool too.
+    const Graph g = pooled_stages();
+    const FusedGraph plan = default_plan(g);
+    ASSERT_EQ(plan.groups.size(), 2u);
+    for (const FusedGroup &grp : plan.groups) {
+        EXPECT_EQ(grp.schedule["template"], "conv_cv") << grp.master;
+        EXPECT_FALSE(grp.schedule.contains("compute")) << grp.master;  // the pool in the tile
+    }
+    const exec::ValueLayouts l = exec::choose_value_layouts(plan, kTarget);
+    EXPECT_EQ(l, (exec::ValueLayouts{{"p0", {8, 1, 1}}}));
+    expect_layouts_compute_the_same(g, plan, 1);
+    ExecutorOptions o;
+    o.blocked_io = true;
+    Executor ex(plan, o), dense(plan);
+    EXPECT_EQ(ex.value_layouts().size(), 3u);  // x, p0 and p1
+    test::ModelInputs in = test::make_inputs(g);
+    const TensorBuffer stored = ex.run({{"x", ex.pack_input("x", in.buffers.at("x"))}}).at("p1");
+    const TensorBuffer got = ex.unpack_output("p1", stored), want = dense.run(in.buffers).at("p1");
+    ASSERT_EQ(shape_of(got), shape_of(want));
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size_in_bytes()));
+}
+
 TEST(ValueLayout, CompilesForAvx512) {
     // Vectors of 16 storing blocks of 8 (the padded readers' input_block): compiled, not run (this
     // machine may lack AVX-512).
@@ -252,6 +295,12 @@ TEST(ValueLayout, CompilesForAvx512) {
     EXPECT_EQ(l.at("v0"), (exec::ValueLayout{8, 1, 1}));
     EXPECT_EQ(l.at("c4"), (exec::ValueLayout{16, 0, 0}));  // no conv reader: the producer's vector
     EXPECT_EQ(Executor(plan, o).value_layouts().size(), l.size());
+    // Pools in the tile, over 16 channels in one 16-lane vector, storing blocks of 8.
+    const FusedGraph pooled =
+        with_default_schedules(plan_fusion(simplify(pooled_stages()), {load_rules("x86")}), avx512);
+    EXPECT_EQ(exec::choose_value_layouts(pooled, avx512), (exec::ValueLayouts{{"p0", {8, 1, 1}}}));
+    o.blocked_io = true;
+    EXPECT_EQ(Executor(pooled, o).value_layouts().size(), 2u);  // p1's 24 channels: no whole blocks of 16
 }
 
 TEST(ValueLayout, StorageGeometry) {
