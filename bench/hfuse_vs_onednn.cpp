@@ -31,6 +31,7 @@
 #include <omp.h>
 #include <Eigen/Core>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -40,6 +41,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace hfuse::bench {
@@ -480,7 +482,13 @@ void register_benchmarks() {
         for (const auto &[suffix, make] : impls) {
             const std::string name = std::string(spec.model) + "/" + suffix, model = spec.model;
             auto body = [name, model, make = make](benchmark::State &state) { run_case(state, name, model, make); };
-            benchmark::RegisterBenchmark(name.c_str(), body)->UseRealTime()->Unit(spec.unit);
+            // The minimum beside the median: on a shared machine a neighbour's load only ever adds
+            // time, so the minimum over repetitions is the steadier comparison in a noisy spell.
+            benchmark::RegisterBenchmark(name.c_str(), body)
+                ->UseRealTime()
+                ->Unit(spec.unit)
+                ->ComputeStatistics("min",
+                                    [](const std::vector<double> &v) { return *std::min_element(v.begin(), v.end()); });
         }
     }
 }
@@ -537,6 +545,17 @@ int main(int argc, char **argv) {
 
     const double peak1 = measure_fma_peak_gflops(1);
     g_peak_gflops = g_threads == 1 ? peak1 : measure_fma_peak_gflops(g_threads);
+    // On a shared machine a neighbour can hold a core through a whole measurement (peak_share would
+    // then pass 100%): measured again, a while apart, while N threads fall short of 3/4 of N x one.
+    for (int retry = 0; retry < 10 && g_peak_gflops < 0.75 * g_threads * peak1; retry++) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        g_peak_gflops = std::max(g_peak_gflops, measure_fma_peak_gflops(g_threads));
+    }
+    if (g_peak_gflops < 0.75 * g_threads * peak1) {
+        std::fprintf(stderr,
+                     "hfuse_bench: %d threads reach only %.1f GFLOP/s against %.1f on one: the machine is busy\n",
+                     g_threads, g_peak_gflops, peak1);
+    }
     const dnnl_version_t *v = dnnl::version();
     benchmark::AddCustomContext("threads", std::to_string(g_threads));
     benchmark::AddCustomContext("fma_peak_gflops_1_thread", std::to_string(peak1));

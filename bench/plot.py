@@ -6,7 +6,8 @@
     python3 bench/plot.py results.json -o results.svg     # table on stdout, chart in results.svg
 
 Each benchmark WORKLOAD/IMPL contributes its median (the "median" aggregate when the run had
-repetitions, else the median of its runs). The chart shows GFLOP/s per workload, one bar per
+repetitions, else the median of its runs); `--stat min` takes the "min" aggregate instead (hfuse_bench
+computes it: steadier than the median when the machine's neighbours are busy). The chart shows GFLOP/s per workload, one bar per
 implementation, with the measured FMA peak as a dashed line. Standard library only.
 """
 import argparse
@@ -21,7 +22,7 @@ PEERS = ("onednn", "eigen")
 COLORS = ["#1f77b4", "#aec7e8", "#2ca02c", "#98df8a", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
 
 
-def load(path):
+def load(path, stat="median"):
     """{(workload, impl): {"ms", "gflops", "share", "groups", "error"}} and the run's context."""
     with open(path) as f:
         doc = json.load(f)
@@ -29,26 +30,40 @@ def load(path):
     for b in doc["benchmarks"]:
         # UseRealTime() appends "/real_time" to every name.
         name = b.get("run_name", b["name"]).replace("/real_time", "")
-        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
-            continue
-        runs.setdefault(name, {"aggregate": [], "iteration": []})
-        runs[name][b.get("run_type", "iteration")].append(b)
+        kind = b.get("run_type", "iteration")
+        if kind == "aggregate":
+            if b.get("aggregate_name") not in (stat, "median"):
+                continue
+            kind = "median" if b["aggregate_name"] == "median" else "aggregate"
+        runs.setdefault(name, {"aggregate": [], "iteration": [], "median": []})
+        runs[name][kind].append(b)
+    if stat != "median" and not any(k["aggregate"] for k in runs.values()):
+        sys.exit(f"{path}: no '{stat}' aggregates (hfuse_bench with --benchmark_repetitions=N, N > 1)")
     results = {}
     for name, kinds in runs.items():
         if "/" not in name or name.startswith("peak/"):
             continue
         workload, impl = name.split("/", 1)
+        if stat == "median":
+            kinds["aggregate"] = kinds["median"]
         rows = kinds["aggregate"] or kinds["iteration"]
         errors = [r.get("error_message", "error") for r in rows if r.get("error_occurred")]
         rows = [r for r in rows if not r.get("error_occurred")]
         if not rows:
             results[(workload, impl)] = {"error": errors[0] if errors else "no result"}
             continue
-        med = lambda key: statistics.median(r[key] for r in rows if key in r) if any(key in r for r in rows) else None
+        # Rates from the median rows, scaled to the chosen time (a "min" aggregate of a rate is the
+        # slowest repetition's rate, not the fastest's).
+        rate_rows = kinds["median"] or rows
+        med = lambda key, rs=rows: statistics.median(r[key] for r in rs if key in r) if any(key in r for r in rs) else None
+        ms_of = lambda rs: statistics.median(r["real_time"] * UNIT_MS[r.get("time_unit", "ns")] for r in rs)
+        ms = ms_of(rows)
+        scale = ms_of(rate_rows) / ms
+        rate = lambda key: med(key, rate_rows) * scale if med(key, rate_rows) is not None else None
         results[(workload, impl)] = {
-            "ms": statistics.median(r["real_time"] * UNIT_MS[r.get("time_unit", "ns")] for r in rows),
-            "gflops": med("GFLOP/s"),
-            "share": med("peak_share"),
+            "ms": ms,
+            "gflops": rate("GFLOP/s"),
+            "share": rate("peak_share"),
             "groups": med("groups"),
             "compile_ms": med("compile_ms"),
             "group_compile_max_ms": med("group_compile_max_ms"),
@@ -93,8 +108,11 @@ def table(results, context):
                      f"({float(context.get('fma_peak_gflops_1_thread', 0)):.1f} on one).")
         lines.append("")
     head = ["workload"] + [i.replace("hfuse_", "") for i in hfuse] + ["peer", "fused GFLOP/s (peak)",
-                                                                         "peer GFLOP/s (peak)", "peer / fused time",
-                                                                         "fused JIT compile (slowest group)"]
+                                                                         "peer GFLOP/s (peak)", "peer / fused time"]
+    blocked_io = "hfuse_fused_blocked_io" in hfuse
+    if blocked_io:
+        head.append("peer / fused_blocked_io time")
+    head.append("fused JIT compile (slowest group)")
     lines.append("| " + " | ".join(head) + " |")
     lines.append("| --- |" + " ---: |" * (len(head) - 1))
     for w in workloads:
@@ -113,6 +131,9 @@ def table(results, context):
             row.append(f"{r['gflops']:.1f} ({100 * r['share']:.0f}%)" if r.get("gflops") and r.get("share") else "")
         # > 1: hfuse fused is faster than the peer.
         row.append(f"{p['ms'] / f['ms']:.2f}x" if "ms" in p and "ms" in f else "")
+        if blocked_io:
+            b = results.get((w, "hfuse_fused_blocked_io"), {})
+            row.append(f"{p['ms'] / b['ms']:.2f}x" if "ms" in p and "ms" in b else "")
         row.append(f"{f['compile_ms'] / 1e3:.2f} s ({f['group_compile_max_ms'] / 1e3:.2f} s)"
                    if f.get("compile_ms") is not None and f.get("group_compile_max_ms") is not None else "")
         lines.append("| " + " | ".join(row) + " |")
@@ -177,8 +198,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("results", help="Google Benchmark JSON (--benchmark_out_format=json)")
     ap.add_argument("-o", "--output", help="write the SVG chart here")
+    ap.add_argument("--stat", choices=["median", "min"], default="median",
+                    help="the aggregate each cell shows (min: hfuse_bench's minimum over the repetitions)")
     args = ap.parse_args()
-    results, context = load(args.results)
+    results, context = load(args.results, args.stat)
     if not results:
         sys.exit(f"{args.results}: no WORKLOAD/IMPL benchmarks")
     print(table(results, context))
