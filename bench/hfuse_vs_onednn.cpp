@@ -560,6 +560,8 @@ int main(int argc, char **argv) {
     benchmark::AddCustomContext("threads", std::to_string(g_threads));
     benchmark::AddCustomContext("fma_peak_gflops_1_thread", std::to_string(peak1));
     benchmark::AddCustomContext("fma_peak_gflops", std::to_string(g_peak_gflops));
+    if (const auto *kernel = hfuse::bench::widest_fma_kernel())
+        benchmark::AddCustomContext("fma_peak_isa", kernel->isa);
     benchmark::AddCustomContext("halide_target", Halide::get_jit_target_from_environment().to_string());
     benchmark::AddCustomContext("onednn", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
                                               std::to_string(v->patch) + " (" + v->hash + ")");

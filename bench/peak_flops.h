@@ -5,17 +5,20 @@
 
 namespace hfuse::bench {
 
-// FLOPs one fma_chains() iteration does: 12 independent 8-lane FMAs (2 FLOPs each).
-constexpr double kFlopsPerFmaIteration = 12 * 8 * 2;
+// The widest FMA loop this CPU runs: 16 independent vfmadd231ps chains (enough to cover FMA latency x
+// throughput on current x86 cores) on zmm registers where the CPU has AVX-512F, else on ymm registers.
+// Measuring with ymm on an AVX-512 machine would halve the peak on cores with 512-bit FMA units
+// (Zen 5: 422 against 220 GFLOP/s on two cores) and double every share of it.
+struct FmaKernel {
+    const char *isa;                   // "avx512f" or "avx2+fma"
+    double flops_per_iteration;        // 16 chains x lanes x 2
+    float (*run)(int64_t iterations);  // returns a value that depends on every chain
+};
 
-// Runs `iterations` rounds of 12 independent vfmadd231ps chains on ymm registers (enough chains to
-// cover FMA latency x throughput on current x86 cores) and returns a value that depends on them all.
-// Needs AVX2 + FMA (check has_fma()).
-float fma_chains(int64_t iterations);
+// nullptr where the CPU has neither AVX-512F nor AVX2 + FMA.
+const FmaKernel *widest_fma_kernel();
 
-bool has_fma();
-
-// GFLOP/s of `threads` threads each running fma_chains() at once: the best of a few short bursts
+// GFLOP/s of `threads` threads each running widest_fma_kernel() at once: the best of a few short bursts
 // (the least disturbed by other jobs on a shared machine).
 double measure_fma_peak_gflops(int threads);
 
