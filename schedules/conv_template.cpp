@@ -311,16 +311,28 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
         .reorder(order)
         .fuse(yo, co, task)
         .parallel(task);
+    // NCHW T in squares of vw positions x vw channels where whole squares fit: vw vectors along x,
+    // one per channel, from vw vectors of channels, one per position (a transpose in registers;
+    // along x alone, each vector is a gather across vw positions of `blocked`: 3x3 64->64 at
+    // 128x128, AVX-512, 2 threads: 3.57 -> 3.36 ms).
+    const bool squares = !stored_blocked && cb % vw == 0 && tw >= vw;
     if (stored_blocked) {
         tile.vectorize(a[0]);
+    } else if (squares) {
+        Var xo("xo"), xi("xi"), cio("cio"), cii("cii");
+        tile.split(a[0], xo, xi, vw, inwards)
+            .split(ci, cio, cii, vw)
+            .reorder(xi, cii, xo, yi, cio, task)
+            .vectorize(xi)
+            .unroll(cii);
     } else {
         vectorize_rows(tile, a[0], tw, vw);
     }
     // A pool after the conv: per task over its rows, reading the task's `blocked` (the conv rows its
-    // windows need; overlapping windows recompute a row at a task's edge). Along x into NCHW T; into
-    // T stored blocked, channels innermost and in vector lanes, as `blocked` holds them and T takes
-    // them (the pool then reads and T stores whole vectors, no transpose).
-    if (stored_blocked) {
+    // windows need; overlapping windows recompute a row at a task's edge). Channels innermost and in
+    // vector lanes, as `blocked` holds them, where T is stored blocked (T then takes them as they
+    // lie) or read in squares; else along x into NCHW T.
+    if (stored_blocked || squares) {
         const auto guard = Halide::TailStrategy::GuardWithIf;  // a task's channels need not be whole vectors
         for (Func f : per_tile) {
             Dims d(f);
@@ -383,29 +395,34 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     if (plane_x * plane_y % 128 == 0 && plane_y > s.input[2]) in.bound_extent(in_y, static_cast<int>(plane_y + 1));
 }
 
-// conv_cv's defaults: register tiles of 3 positions x 4 vectors of channels (AVX2: 12 accumulators, 3
-// broadcasts and a weight vector fill the 16 registers; AVX-512, by the same budget, 3 x 8, not
-// measured); a task per register tile of channels, rows enough for 8 tasks; the reduction in passes
-// of at most 64 input channels (the largest divisor; at 56x56, 64 channels in one pass 1.31 ms, two
-// of 32 1.33-1.40; at 7-28 wide 16, 32 and 64 alike). Quiet machine, 2 threads, 3x3 convs of
-// ResNet-18 (prototype, relu epilogue): 512->512 at 7x7 passes of 16/32/64 channels 1.38/1.36/1.39 ms (83% of peak);
-// 256->256 at 14x14 1.29 ms (87%); 128->128 at 28x28 1.34 ms (84%); 64->64 at 56x56 1.28 ms (88%), rows of 4 or 8
-// alike; stride 2 256->512 14x14 -> 7x7 0.71 ms (79%). Tiles of 6 or 7 positions ran at half speed (each position's
+// conv_cv's defaults: register tiles of positions x 4 vectors of channels: AVX2, 3 positions (12
+// accumulators, 3 broadcasts and a weight vector fill the 16 registers); AVX-512, 5 (20 + 5 + 4 of
+// the 32; Zen 5, 2 threads, relu epilogue, blocked I/O: 128->128 at 28x28 3 x 8 0.87 ms, 4 x 4 0.62,
+// 5 x 4 0.59 (87% of peak), 6 x 4 0.76, 2 x 8 1.28, 3 x 6 1.13; 512->512 at 7x7 3 x 8 0.94, 5 x 4
+// 0.71; 256->256 at 14x14 0.82, 4 x 4 0.69, 5 x 4 0.70; 64->64 at 128x128 3 x 4 4.11, 5 x 4 3.06;
+// the weights of a 5 x 4 tile's input channel stay 256 bytes); a task per register tile of channels,
+// rows enough for 8 tasks; the reduction in passes of at most 64 input channels (the largest divisor;
+// AVX2: at 56x56, 64 channels in one pass 1.31 ms, two of 32 1.33-1.40; at 7-28 wide 16, 32 and 64
+// alike). AVX2, quiet machine, 2 threads, 3x3 convs of ResNet-18 (prototype, relu epilogue): 512->512
+// at 7x7 passes of 16/32/64 channels 1.38/1.36/1.39 ms (83% of peak); 256->256 at 14x14 1.29 ms (87%);
+// 128->128 at 28x28 1.34 ms (84%); 64->64 at 56x56 1.28 ms (88%), rows of 4 or 8 alike; stride 2
+// 256->512 14x14 -> 7x7 0.71 ms (79%). Tiles of 6 or 7 positions ran at half speed (each position's
 // address is a register of its own: spills), 2 x 6 at 59%.
 nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt) {
     // Blocks of rows of T: the conv's output, or a pool's after it.
     const int64_t cout = s.output[1], hout = s.tile_output[2];
     const int64_t cin = s.input[1] / s.group;
-    const int vw = tt.vector_width, np = 3;
+    const int vw = tt.vector_width, np = tt.vector_registers >= 32 ? 5 : 3;
     const int64_t blocks = (cout + vw - 1) / vw;
-    const int nc = static_cast<int>(std::min<int64_t>(std::min((tt.vector_registers - np - 1) / np, 8), blocks));
+    const int nc = static_cast<int>(std::min<int64_t>(4, blocks));
     const int64_t channel_block = std::min<int64_t>(int64_t{nc} * vw, cout);
     const int64_t channel_tasks = (cout + channel_block - 1) / channel_block;
     const int64_t row_blocks = std::min<int64_t>(hout, (8 + channel_tasks - 1) / channel_tasks);
     const int64_t rows = (hout + row_blocks - 1) / row_blocks;
     // A padded input is copied anyway: channel-blocked, by 8 (3x3 convs of ResNet-18, 2 threads:
     // 64->64 at 56x56 1.34 -> 1.28 ms, 128->128 at 28x28 1.36 -> 1.28, 256->256 at 14x14 1.35 ->
-    // 1.29, stride 2 64->128 0.75 -> 0.70; AVX-512 not measured). Unpadded, a copy would cost its
+    // 1.29, stride 2 64->128 0.75 -> 0.70; AVX-512, Zen 5: 128->128 at 28x28 blocks of 4, 8 and 16
+    // alike). Unpadded, a copy would cost its
     // pass (a 1x1 stride-2 downsample: 0.10 -> 0.14 ms).
     const int input_block = s.padded && cin % 8 == 0 ? 8 : 0;
     const int64_t ci_block = largest_divisor_at_most(cin, 64);

@@ -66,7 +66,12 @@ ValueLayouts choose_value_layouts(const FusedGraph &plan, const Halide::Target &
         int block = 0;
         ValueLayout layout;
         if ((!readers.count(v) && !returned.count(v)) || !readers_take(v, block, layout)) continue;
-        if (!block) block = producer.vector_width;
+        if (!block) {
+            // No reader names one: the producer's vector, or half of it while that does not divide
+            // the channels (AVX-512's 16 lanes, 24 channels: blocks of 8), not below AVX2's 8.
+            block = producer.vector_width;
+            while (block > 8 && (producer.channel_block % block || shape[1] % block)) block /= 2;
+        }
         if (block <= 0 || producer.vector_width % block || producer.channel_block % block || shape[1] % block) continue;
         layout.block = block;
         layouts[v] = layout;

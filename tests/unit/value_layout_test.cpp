@@ -300,7 +300,10 @@ TEST(ValueLayout, CompilesForAvx512) {
         with_default_schedules(plan_fusion(simplify(pooled_stages()), {load_rules("x86")}), avx512);
     EXPECT_EQ(exec::choose_value_layouts(pooled, avx512), (exec::ValueLayouts{{"p0", {8, 1, 1}}}));
     o.blocked_io = true;
-    EXPECT_EQ(Executor(pooled, o).value_layouts().size(), 2u);  // p1's 24 channels: no whole blocks of 16
+    // p1's 24 channels: no whole blocks of 16, stored in blocks of 8 (the producer's half vectors).
+    const Executor stores_p1(pooled, o);
+    EXPECT_EQ(stores_p1.value_layouts().size(), 3u);
+    EXPECT_EQ(stores_p1.value_layouts().at("p1"), "blocked 8, halo 0x0");
 }
 
 TEST(ValueLayout, StorageGeometry) {
