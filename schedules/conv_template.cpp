@@ -418,7 +418,18 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     const int64_t channel_block = std::min<int64_t>(int64_t{nc} * vw, cout);
     const int64_t channel_tasks = (cout + channel_block - 1) / channel_block;
     const int64_t row_blocks = std::min<int64_t>(hout, (8 + channel_tasks - 1) / channel_tasks);
-    const int64_t rows = (hout + row_blocks - 1) / row_blocks;
+    int64_t rows = (hout + row_blocks - 1) / row_blocks;
+    // Better, the most rows that divide the height (a block that does not recomputes rows it shares)
+    // into at least 8 tasks, an even number of them (two threads end together). Zen 5, 2 threads,
+    // blocked I/O: conv_bias_relu_maxpool's 28 pooled rows by 4 (7 tasks) 0.67 ms, by 3 (10, the last
+    // recomputing) 0.63, by 2 (14) 0.58; 128->128 at 28x28 by 7 (x 2 channel tasks) 0.585, by 3 0.63.
+    for (int64_t r = rows; r >= 1; r--) {
+        const int64_t tasks = hout / r * channel_tasks;
+        if (hout % r == 0 && tasks >= 8 && tasks % 2 == 0) {
+            rows = r;
+            break;
+        }
+    }
     // A padded input is copied anyway: channel-blocked, by 8 (3x3 convs of ResNet-18, 2 threads:
     // 64->64 at 56x56 1.34 -> 1.28 ms, 128->128 at 28x28 1.36 -> 1.28, 256->256 at 14x14 1.35 ->
     // 1.29, stride 2 64->128 0.75 -> 0.70; AVX-512, Zen 5: 128->128 at 28x28 blocks of 4, 8 and 16
@@ -436,7 +447,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
             {"input_block", input_block}};
 }
 
-// conv_flat's defaults: 2 vectors x 6 channels (x 12 with AVX-512's 32 registers), as conv_xv's 1x1
+// conv_flat's defaults: 2 vectors x 6 channels (x 8 with AVX-512's 32 registers), as conv_xv's 1x1
 // tiles (1 vector x 12 channels: 0.45 ms against 0.32 ms at 28x28; 3 x 4: 0.39 ms); blocks of the rows
 // that waste the fewest lanes (a register tile shifts inwards at a strip's end, a block at the plane's),
 // fewer rows on a tie (28 wide: 4 rows, 0.317 ms; 2 rows 0.303, 14 rows 0.314, 1 row 0.327 ms).
@@ -444,7 +455,9 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
 std::pair<nlohmann::json, double> conv_flat_defaults(const ConvGroupShape &s, int vw, int budget) {
     const int64_t cout = s.output[1], hout = s.output[2], wout = s.output[3], pitch = s.flat_width;
     const int nx = (hout - 1) * pitch + wout >= 2 * vw ? 2 : 1;
-    const int nc = static_cast<int>(std::min<int64_t>(6 * budget, cout));
+    // AVX-512: 2 vectors x 8, not 12 (Zen 5, 1x1 128->256 at 28x28 in 8 tasks: 0.141 -> 0.129 ms;
+    // 3 x 8 0.132, 4 x 4 0.138, 1 x 16 0.140, 2 x 10 0.187).
+    const int nc = static_cast<int>(std::min<int64_t>(budget > 1 ? 8 : 6, cout));
     const int64_t tile_pixels = vw * nx;
     int64_t best_rows = hout;
     double best_use = 0;
@@ -549,9 +562,17 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
         // Channel blocks are the parallel tasks: at least 8 of them, the largest block dividing the
         // channels (MobileNet-V2's 3x3 on 144 channels at 56x56, 2 threads: blocks of 64, 3 tasks
         // of which the last shifts inwards, 0.155 ms; of 36 0.078, 18 0.081, 8 0.082 ms).
+        // AVX-512 (Zen 5, 2 threads, BN + ReLU): vectors that divide the row, not below 8 (144
+        // channels at 56x56: 16 lanes, 3.5 a row, 0.145 ms; 8 lanes 0.11 ms), one row a tile: 2-row
+        // tiles of 8 lanes ran at a third of the speed (512 channels at 14x14: 0.050 ms, 1 row
+        // 0.018; the same schedule for AVX2 0.020). AVX2 keeps 2 rows (0.370 against 0.380 ms for
+        // MobileNet-V2's block).
+        int dw_vw = vw;
+        const bool avx512 = tt.vector_registers >= 32;
+        while (avx512 && dw_vw > 8 && wout % dw_vw) dw_vw /= 2;
         return {{"template", "conv_dw"},
-                {"vector_width", vw},
-                {"tile_y", std::min<int64_t>(2, hout)},
+                {"vector_width", dw_vw},
+                {"tile_y", std::min<int64_t>(avx512 ? 1 : 2, hout)},
                 {"channel_block", largest_divisor_at_most(cout, cout / 8)}};
     }
     // Register tiles that keep accumulators + operands within 16 vector registers (AVX2):
