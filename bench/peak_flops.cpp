@@ -15,8 +15,11 @@ namespace hfuse::bench {
 // on any x86-64 and picks the widest kernel the CPU runs.
 constexpr int kChains = 16;
 
-template <typename Vec, Vec (*Splat)(float), Vec (*Fma)(Vec, Vec, Vec), Vec (*Add)(Vec, Vec)>
-inline __attribute__((always_inline)) Vec fma_chains_sum(int64_t iterations) {
+// The chains on vectors of `Lanes` floats, summed to one float. Inlined into a caller compiled for
+// the ISA of its operations (each a one-intrinsic function with that target).
+template <typename Vec, int Lanes, Vec (*Splat)(float), Vec (*Fma)(Vec, Vec, Vec), Vec (*Add)(Vec, Vec),
+          void (*Store)(float *, Vec)>
+inline __attribute__((always_inline)) float fma_chains_sum(int64_t iterations) {
     const Vec a = Splat(0.999999f), b = Splat(1e-6f);
     Vec c[kChains];
     for (int j = 0; j < kChains; j++) c[j] = Splat(0.1f * j);
@@ -27,7 +30,11 @@ inline __attribute__((always_inline)) Vec fma_chains_sum(int64_t iterations) {
     for (int width = kChains / 2; width > 0; width /= 2) {
         for (int j = 0; j < width; j++) c[j] = Add(c[j], c[j + width]);
     }
-    return c[0];
+    alignas(64) float lanes[Lanes];
+    Store(lanes, c[0]);
+    float sum = 0;
+    for (float v : lanes) sum += v;
+    return sum;
 }
 
 __attribute__((target("avx2,fma"))) __m256 splat256(float v) {
@@ -40,12 +47,11 @@ __attribute__((target("avx2,fma"))) __m256 add256(__m256 x, __m256 y) {
     return _mm256_add_ps(x, y);
 }
 
+__attribute__((target("avx2,fma"))) void store256(float *p, __m256 v) {
+    _mm256_store_ps(p, v);
+}
 __attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t iterations) {
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, fma_chains_sum<__m256, splat256, fma256, add256>(iterations));
-    float sum = 0;
-    for (float v : lanes) sum += v;
-    return sum;
+    return fma_chains_sum<__m256, 8, splat256, fma256, add256, store256>(iterations);
 }
 
 __attribute__((target("avx512f"))) __m512 splat512(float v) {
@@ -58,12 +64,11 @@ __attribute__((target("avx512f"))) __m512 add512(__m512 x, __m512 y) {
     return _mm512_add_ps(x, y);
 }
 
+__attribute__((target("avx512f"))) void store512(float *p, __m512 v) {
+    _mm512_store_ps(p, v);
+}
 __attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iterations) {
-    alignas(64) float lanes[16];
-    _mm512_store_ps(lanes, fma_chains_sum<__m512, splat512, fma512, add512>(iterations));
-    float sum = 0;
-    for (float v : lanes) sum += v;
-    return sum;
+    return fma_chains_sum<__m512, 16, splat512, fma512, add512, store512>(iterations);
 }
 
 const FmaKernel *widest_fma_kernel() {
