@@ -433,8 +433,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // A padded input is copied anyway: channel-blocked, by 8 (3x3 convs of ResNet-18, 2 threads:
     // 64->64 at 56x56 1.34 -> 1.28 ms, 128->128 at 28x28 1.36 -> 1.28, 256->256 at 14x14 1.35 ->
     // 1.29, stride 2 64->128 0.75 -> 0.70; AVX-512, Zen 5: 128->128 at 28x28 blocks of 4, 8 and 16
-    // alike). Unpadded, a copy would cost its
-    // pass (a 1x1 stride-2 downsample: 0.10 -> 0.14 ms).
+    // alike). Unpadded, a copy would cost its pass (a 1x1 stride-2 downsample: 0.10 -> 0.14 ms).
     const int input_block = s.padded && cin % 8 == 0 ? 8 : 0;
     const int64_t ci_block = largest_divisor_at_most(cin, 64);
     return {{"template", "conv_cv"},
