@@ -140,7 +140,12 @@ double measure_fma_peak_gflops(int threads) {
 void register_peak_benchmarks(int max_threads) {
     auto *b = benchmark::RegisterBenchmark("peak/fma", BM_fma_peak)->Threads(1);
     if (max_threads > 1) b->Threads(max_threads);
-    b->UseRealTime()->Unit(benchmark::kMillisecond);
+    // Interleaved with the workloads (--benchmark_enable_random_interleaving), its repetitions sample
+    // the machine's speed through the run; bench/plot.py reports their spread.
+    b->UseRealTime()
+        ->Unit(benchmark::kMillisecond)
+        ->ComputeStatistics("min", [](const std::vector<double> &v) { return *std::min_element(v.begin(), v.end()); })
+        ->ComputeStatistics("max", [](const std::vector<double> &v) { return *std::max_element(v.begin(), v.end()); });
 }
 
 }  // namespace hfuse::bench

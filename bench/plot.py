@@ -27,10 +27,17 @@ def load(path, stat="median"):
     with open(path) as f:
         doc = json.load(f)
     runs = {}
+    context = doc.get("context", {})
+    peak_name = f"peak/fma/threads:{context.get('threads', '')}"
+    peak_samples = []
     for b in doc["benchmarks"]:
         # UseRealTime() appends "/real_time" to every name.
         name = b.get("run_name", b["name"]).replace("/real_time", "")
         kind = b.get("run_type", "iteration")
+        # The peak benchmark, interleaved with the workloads: its repetitions (or their min and max)
+        # sample the machine's speed through the run.
+        if name == peak_name and "GFLOP/s" in b and (kind != "aggregate" or b.get("aggregate_name") in ("min", "max")):
+            peak_samples.append(b["GFLOP/s"])
         if kind == "aggregate":
             if b.get("aggregate_name") not in (stat, "median"):
                 continue
@@ -68,7 +75,9 @@ def load(path, stat="median"):
             "compile_ms": med("compile_ms"),
             "group_compile_max_ms": med("group_compile_max_ms"),
         }
-    return results, doc.get("context", {})
+    if peak_samples:
+        context = dict(context, peak_samples=peak_samples)
+    return results, context
 
 
 # hfuse_bench's registration order; --benchmark_enable_random_interleaving shuffles the JSON.
@@ -97,6 +106,21 @@ def fmt_time(ms):
     return f"{ms:#.3g} ms" if ms >= 0.1 else f"{ms * 1e3:#.3g} us"
 
 
+def peak_drift(start, samples):
+    """Lines on how the FMA peak moved during the run: a shared machine's neighbours can slow it for
+    minutes (seen on a Zen 5 VM: 440 GFLOP/s, then 262 for a while, every workload slower with it), and
+    then only ratios of measurements close in time mean much."""
+    if not samples:
+        return []
+    low, high = min(samples + [start]), max(samples + [start])
+    lines = [f"FMA peak sampled during the run (peak/fma, interleaved): {min(samples):.1f} to "
+             f"{max(samples):.1f} GFLOP/s."]
+    if low < 0.9 * high:
+        lines.append(f"**Warning: the machine's speed changed during the run** (the lowest peak {low:.1f} is "
+                     f"{low / high:.0%} of the highest): this run mixes fast and slow spells; measure again.")
+    return lines
+
+
 def table(results, context):
     workloads = workloads_of(results)
     impls = impls_of(results)
@@ -106,6 +130,7 @@ def table(results, context):
     if peak:
         lines.append(f"Measured FMA peak: {float(peak):.1f} GFLOP/s with {context.get('threads', '?')} threads "
                      f"({float(context.get('fma_peak_gflops_1_thread', 0)):.1f} on one).")
+        lines.extend(peak_drift(float(peak), context.get("peak_samples", [])))
         lines.append("")
     head = ["workload"] + [i.replace("hfuse_", "") for i in hfuse] + ["peer", "fused GFLOP/s (peak)",
                                                                          "peer GFLOP/s (peak)", "peer / fused time"]
