@@ -412,6 +412,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // Blocks of rows of T: the conv's output, or a pool's after it.
     const int64_t cout = s.output[1], hout = s.tile_output[2];
     const int64_t cin = s.input[1] / s.group;
+    // A register budget (accumulators + broadcasts + weight vectors), so by the register count.
     const int vw = tt.vector_width, np = tt.vector_registers >= 32 ? 5 : 3;
     const int64_t blocks = (cout + vw - 1) / vw;
     const int nc = static_cast<int>(std::min<int64_t>(4, blocks));
@@ -567,7 +568,7 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
         // 0.018; the same schedule for AVX2 0.020). AVX2 keeps 2 rows (0.370 against 0.380 ms for
         // MobileNet-V2's block).
         int dw_vw = vw;
-        const bool avx512 = tt.vector_registers >= 32;
+        const bool avx512 = tt.avx512;  // measured there only (AArch64 has as many registers)
         while (avx512 && dw_vw > 8 && wout % dw_vw) dw_vw /= 2;
         return {{"template", "conv_dw"},
                 {"vector_width", dw_vw},

@@ -16,6 +16,7 @@ TargetTraits target_traits(const Halide::Target &target) {
                             target.has_feature(Halide::Target::AVX512_Cannonlake) ||
                             target.has_feature(Halide::Target::AVX512_SapphireRapids);
         t.vector_registers = avx512 ? 32 : 16;
+        t.avx512 = avx512;
     } else if (target.arch == Halide::Target::ARM && target.bits == 64) {
         t.vector_registers = 32;
     } else {

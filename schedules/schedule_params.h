@@ -12,10 +12,13 @@
 
 namespace hfuse::schedules {
 
-// The vector unit of a target, for float32.
+// The vector unit of a target, for float32. Register budgets (how many accumulators a tile may hold)
+// follow vector_registers; a default measured on one ISA and explained by nothing more general is
+// tied to that ISA's flag, so that another target with as many registers (AArch64) keeps its own.
 struct TargetTraits {
     int vector_width;      // lanes per vector: 8 with AVX2, 16 with AVX-512, 4 with SSE/NEON
     int vector_registers;  // 16 ymm (AVX2), 32 zmm (AVX-512), 32 on AArch64
+    bool avx512 = false;   // x86 with any AVX-512 feature
 };
 TargetTraits target_traits(const Halide::Target &target);
 

@@ -76,6 +76,25 @@ FusedGraph fused_plan(const Graph &g) {
     return with_default_schedules(plan_fusion(g, {load_rules("x86")}), kTarget);
 }
 
+// conv_dw's AVX-512 choices (one row a tile, vectors dividing the row) were measured on AVX-512 alone:
+// they follow the ISA, not the register count, so AArch64 (as many registers) keeps the 2-row tiles.
+TEST(Composer, DepthwiseDefaultsFollowTheIsa) {
+    const Graph g = conv_model(144, 56, 56, 144, 3, 1, 1, 144);
+    auto dw = [&](const char *target) {
+        return with_default_schedules(plan_fusion(g, {load_rules("x86")}), Halide::Target(target)).groups[0].schedule;
+    };
+    const nlohmann::json avx2 = dw("x86-64-linux-avx-avx2-f16c-fma-sse41");
+    const nlohmann::json avx512 = dw("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
+    const nlohmann::json arm = dw("arm-64-linux");
+    for (const nlohmann::json *p : {&avx2, &avx512, &arm}) EXPECT_EQ((*p)["template"], "conv_dw") << p->dump();
+    EXPECT_EQ(avx2["vector_width"], 8);
+    EXPECT_EQ(avx2["tile_y"], 2);
+    EXPECT_EQ(avx512["vector_width"], 8);  // 16 lanes do not divide the 56-wide rows
+    EXPECT_EQ(avx512["tile_y"], 1);
+    EXPECT_EQ(arm["vector_width"], 4);
+    EXPECT_EQ(arm["tile_y"], 2);
+}
+
 // Expects the executor to refuse `plan` with an Error naming `field` and the node 'conv'.
 void expect_conv_schedule_error(const FusedGraph &plan, const std::string &field) {
     try {
