@@ -200,11 +200,7 @@ Impl make_hfuse(const Workload &w, Variant v) {
     impl.compile_ms = compile_ms;
     if (v == Variant::FusedBlockedIo) {
         std::string stored;
-        for (const auto &[value, layout] : ex->value_layouts()) {
-            const auto &outs = w.graph.outputs;
-            if (w.graph.is_input(value) || std::find(outs.begin(), outs.end(), value) != outs.end())
-                stored += (stored.empty() ? "" : ", ") + value;
-        }
+        for (const auto &[value, layout] : ex->stored_io()) stored += (stored.empty() ? "" : ", ") + value;
         impl.label +=
             (impl.label.empty() ? "" : "; ") + (stored.empty() ? "no input or output stored" : "stored: " + stored);
     }

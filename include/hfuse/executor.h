@@ -130,6 +130,9 @@ public:
     // blocks of 8, innermost; a zero border of 1 column and 1 row around each plane). Model inputs and
     // outputs are among them only with ExecutorOptions::blocked_io.
     std::map<std::string, std::string> value_layouts() const;
+    // The model inputs and outputs among value_layouts(): what pack_input() and unpack_output()
+    // convert (empty without ExecutorOptions::blocked_io).
+    std::map<std::string, std::string> stored_io() const;
 
     // With ExecutorOptions::blocked_io, model input `name` as run() takes it, made from `nchw` (dense
     // NCHW, shaped as the model says): its channel-blocked storage with a zero halo, or `nchw` itself

@@ -450,6 +450,16 @@ std::map<std::string, std::string> Executor::value_layouts() const {
     return out;
 }
 
+std::map<std::string, std::string> Executor::stored_io() const {
+    const Graph &g = impl_->graph;
+    std::map<std::string, std::string> out;
+    for (const auto &[value, layout] : value_layouts()) {
+        if (g.is_input(value) || std::find(g.outputs.begin(), g.outputs.end(), value) != g.outputs.end())
+            out[value] = layout;
+    }
+    return out;
+}
+
 TensorBuffer Executor::pack_input(const std::string &name, const TensorBuffer &nchw) const {
     const Graph &g = impl_->graph;
     if (!g.is_input(name)) throw Error("'" + name + "' is not an input of the model").in_file(g.source);

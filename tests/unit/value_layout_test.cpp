@@ -220,6 +220,11 @@ TEST(ValueLayout, ModelInputsAndOutputsStoredOnRequest) {
     o.blocked_io = true;
     Executor ex(plan, o), dense(plan);
     EXPECT_EQ(ex.value_layouts().at("x"), "blocked 8, halo 1x1");
+    // The model's input and its stored output, not the intermediates; none without blocked_io.
+    EXPECT_EQ(ex.stored_io(),
+              (std::map<std::string, std::string>{{"x", "blocked 8, halo 1x1"}, {"v1", "blocked 8, halo 1x1"}}));
+    EXPECT_TRUE(dense.stored_io().empty());
+    EXPECT_FALSE(dense.value_layouts().empty());
     test::ModelInputs in = test::make_inputs(g);
     const std::map<std::string, TensorBuffer> packed = {{"x", ex.pack_input("x", in.buffers.at("x"))}};
     ASSERT_EQ(packed.at("x").dimensions(), 5);

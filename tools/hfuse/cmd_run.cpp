@@ -52,18 +52,17 @@ int run(const RunOptions &o) {
     }
     if (o.profile) {
         print_profile(ex.profile(packed, o.runs));
-        const auto layouts = ex.value_layouts();
+        const auto stored = ex.stored_io();
+        const size_t blocked = ex.value_layouts().size() - stored.size();
+        std::printf("  %zu of the values passed between groups stored channel-blocked%s\n", blocked,
+                    blocked ? " (--planar: none)" : "");
         std::vector<std::string> io;  // model inputs and outputs
         for (const GraphInput &in : g.inputs) io.push_back(in.name);
         io.insert(io.end(), g.outputs.begin(), g.outputs.end());
-        size_t blocked = 0;
-        for (const auto &kv : layouts) blocked += std::find(io.begin(), io.end(), kv.first) == io.end();
-        std::printf("  %zu of the values passed between groups stored channel-blocked%s\n", blocked,
-                    blocked ? " (--planar: none)" : "");
         for (const std::string &v : o.plan.blocked_io ? io : std::vector<std::string>{}) {
-            auto it = layouts.find(v);
+            auto it = stored.find(v);
             std::printf("  model %s '%s' taken %s\n", g.is_input(v) ? "input" : "output", v.c_str(),
-                        it == layouts.end() ? "dense NCHW" : ("stored " + it->second).c_str());
+                        it == stored.end() ? "dense NCHW" : ("stored " + it->second).c_str());
         }
     }
     if (o.check && !check_against_reference(g, inputs, outputs)) return 1;
