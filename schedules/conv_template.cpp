@@ -286,6 +286,9 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     const int cb = get_int(p, "channel_block", 1, static_cast<int>(tc));
     const int ci_block = get_int(p, "ci_block", 1, cin);
     const int input_block = conv_cv_input_block(p);
+    // Where the padded input copy is made: at root, in one parallel pass, or per task, the rows the
+    // task reads (its block's and the window's reach past it, made again by the neighbouring task).
+    const bool per_task = p.contains("input_at") && param_choice(p, "input_at", {"root", "task"}) == "task";
     if (s.group != 1) fail_field("schedule.template", "conv_cv needs a 2-D conv with one group");
     if (!s.constant_weights) fail_field("schedule.template", "conv_cv needs constant weights");
     if (np > rows * tw) fail_field("schedule.tile_positions", "exceeds a block's positions");
@@ -378,14 +381,24 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
             throw Error("internal: conv_cv's input_block needs the input copy lowered blocked");
         in = padded;
         const std::vector<Var> a = in.args();
-        in.compute_root().reorder(a[0], a[1], a[3], a[2], a[4]).parallel(a[2]);
+        if (per_task) {
+            in.compute_at(tile, task).reorder(a[0], a[1], a[3], a[2], a[4]);
+        } else {
+            in.compute_root().reorder(a[0], a[1], a[3], a[2], a[4]).parallel(a[2]);
+        }
         if (input_block >= 4) in.vectorize(a[0], std::min(input_block, vw), Halide::TailStrategy::GuardWithIf);
         in_y = a[2];
     } else {
         if (padded.dimensions() != 4) throw Error("internal: conv_cv's planar input copy lowered blocked");
-        in = padded_at_root(padded, blocked, vw);
+        if (per_task) {
+            in = padded.in(blocked);
+            in.compute_at(tile, task).vectorize(Dims(in).x, vw, Halide::TailStrategy::GuardWithIf);
+        } else {
+            in = padded_at_root(padded, blocked, vw);
+        }
         in_y = Dims(in).y;
     }
+    if (per_task) return;
     // The inner loop reads ci_block channels of a few rows: planes (or blocks of them) a multiple of
     // 512 bytes apart map them to few L1 sets. One more row breaks that (256->256 at 14x14, 16x16
     // planes, 2 threads: 1.51 -> 1.30 ms).
@@ -437,14 +450,25 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // alike). Unpadded, a copy would cost its pass (a 1x1 stride-2 downsample: 0.10 -> 0.14 ms).
     const int input_block = s.padded && cin % 8 == 0 ? 8 : 0;
     const int64_t ci_block = largest_divisor_at_most(cin, 64);
-    return {{"template", "conv_cv"},
-            {"vector_width", vw},
-            {"tile_positions", std::min<int64_t>(np, rows * s.tile_output[3])},  // a block of 2 positions: 2
-            {"tile_c_vectors", nc},
-            {"block_rows", rows},
-            {"channel_block", channel_block},
-            {"ci_block", ci_block},
-            {"input_block", input_block}};
+    nlohmann::json p = {{"template", "conv_cv"},
+                        {"vector_width", vw},
+                        {"tile_positions", std::min<int64_t>(np, rows * s.tile_output[3])},  // 2 positions: 2
+                        {"tile_c_vectors", nc},
+                        {"block_rows", rows},
+                        {"channel_block", channel_block},
+                        {"ci_block", ci_block},
+                        {"input_block", input_block}};
+    // The blocked copy per task (the rows the task reads, halo included, made again by every channel
+    // task of the rows) rather than at root, where that copies each input row at most 3 times: at
+    // root, in one pass parallel over rows, a task reads rows the other core copied. Zen 5, 2 threads,
+    // one of the machine's slow spells (interleaved, minima): conv_bias_relu_maxpool (rows copied 1.5
+    // times) 0.73 -> 0.61 ms, resnet_block (1.3) 1.35 -> 1.27, 3x3 128->128 at 28x28 (2 channel tasks,
+    // 2.6) 0.67 -> 0.63, 64->64 at 128x128 (1.1) 3.23 -> 3.22; 256->256 at 14x14 (4 channel tasks,
+    // 5.1) 0.63 -> 0.68, kept at root. In a quiet spell cbrm ran 0.58 at root, 0.61 per task.
+    const int64_t conv_rows = rows * s.tile_stride_y;
+    const int64_t in_rows = (conv_rows - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
+    if (input_block > 0 && channel_tasks * in_rows <= 3 * conv_rows * s.stride_y) p["input_at"] = "task";
+    return p;
 }
 
 // conv_flat's defaults: 2 vectors x 6 channels (x 8 with AVX-512's 32 registers), as conv_xv's 1x1
@@ -658,7 +682,7 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
         check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_c", "block_rows", "channel_block", "compute"});
     } else if (tmpl == "conv_cv") {
         check_param_keys(p, {"vector_width", "tile_positions", "tile_c_vectors", "block_rows", "channel_block",
-                             "ci_block", "input_block", "compute"});
+                             "ci_block", "input_block", "input_at", "compute"});
     }
     const int vw = vector_width_param(p, target, true);
     if (tmpl == "conv_xv") {

@@ -132,7 +132,8 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
     // Constant weights and a window or a stride, one group: output channels in vector lanes (conv_cv),
     // for any width: 3 positions x 4 channel vectors (AVX2), a task per register tile of channels,
     // rows for 8 tasks (here 2 rows, 10 tasks: 3 rows would give 7, the last recomputing), the
-    // reduction in passes of at most 64 channels, the padded input copied in blocks of 8 channels.
+    // reduction in passes of at most 64 channels, the padded input copied in blocks of 8 channels,
+    // per task (its 2 rows read 4 input rows: each copied twice, not more than 3 times).
     auto cv = fused_plan(conv_model(16, 20, 24, 16, 3, 1, 1, 1)).groups[0].schedule;
     EXPECT_EQ(cv["template"], "conv_cv");
     if (vw == 8) {
@@ -143,7 +144,14 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
                                       {"block_rows", 2},
                                       {"channel_block", 16},
                                       {"ci_block", 16},
-                                      {"input_block", 8}}));
+                                      {"input_block", 8},
+                                      {"input_at", "task"}}));
+        // 4 channel tasks reading each row block: each input row would be copied 4-8 times, at root once.
+        auto wide = fused_plan(conv_model(16, 14, 14, 128, 3, 1, 1, 1)).groups[0].schedule;
+        EXPECT_EQ(wide["channel_block"], 32);
+        EXPECT_FALSE(wide.contains("input_at")) << wide.dump();
+        // Unpadded: no copy.
+        EXPECT_FALSE(fused_plan(conv_model(16, 9, 9, 16, 3, 2, 0, 1)).groups[0].schedule.contains("input_at"));
     }
     for (const Graph &g : {conv_model(16, 12, 20, 24, 1, 2, 0, 1), conv_model(8, 9, 9, 8, 3, 2, 1, 1),
                            conv_model(8, 6, 6, 8, 3, 2, 1, 1), conv_model(8, 7, 7, 8, 3, 1, 1, 1),
@@ -318,7 +326,7 @@ TEST(Composer, ChannelVectorConvVariantsMatchTheReference) {
     // row added), output channels no multiple of a vector (20) or of the tile (24 = 3 vectors); blocks
     // of one row to all, channel blocks shifting inwards, tiles rounded up past the last position, the
     // reduction in passes that divide the input channels, narrower vectors; the input copied planar or
-    // channel-blocked (blocks of 1, 2, 4 channels, or all).
+    // channel-blocked (blocks of 1, 2, 4 channels, or all), at root or per task.
     int ran = 0;
     for (const Graph &g : {conv_model(16, 9, 26, 24, 3, 1, 1, 1), conv_model(6, 9, 11, 10, 3, 1, 0, 1),
                            conv_model(12, 14, 13, 20, 3, 2, 1, 1), conv_model(3, 23, 21, 16, 7, 2, 3, 1, 0, 0, 2),
@@ -350,6 +358,8 @@ TEST(Composer, ChannelVectorConvVariantsMatchTheReference) {
                                                    {"ci_block", ci_block}};
                         // Absent (plans before it) is planar.
                         if (ran % 5) plan.groups[0].schedule["input_block"] = input_blocks[ran % input_blocks.size()];
+                        // The input copy per task (the rows it reads), or at root (absent: root).
+                        if (ran % 3) plan.groups[0].schedule["input_at"] = ran % 3 == 1 ? "task" : "root";
                         expect_matches_reference(plan);
                         ran++;
                     }
@@ -437,6 +447,11 @@ TEST(Composer, ChannelVectorConvErrorsNameTheField) {
     p["input_block"] = -1;
     expect_conv_params_error(g, p, "schedule.input_block");
     p["input_block"] = 4;
+    p["input_at"] = "tile";  // root or task
+    expect_conv_params_error(g, p, "schedule.input_at");
+    p["input_at"] = 1;
+    expect_conv_params_error(g, p, "schedule.input_at");
+    p.erase("input_at");
     p["tile_c_vectors"] = 3;  // 24 channels, a block holds 16
     expect_conv_params_error(g, p, "schedule.tile_c_vectors");
     p["tile_c_vectors"] = 2;

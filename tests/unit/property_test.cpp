@@ -1084,6 +1084,7 @@ json perturb_schedule(const FusedGraph &f, const FusedGroup &grp, const json &de
         p["tile_positions"] = fit && !nps.empty() ? rng.pick(nps) : static_cast<int>(rng.uniform(1, 16));
         p["tile_c_vectors"] = fit && !ncs.empty() ? rng.pick(ncs) : static_cast<int>(rng.uniform(1, 16));
         p["ci_block"] = fit ? rng.pick(cibs) : static_cast<int>(rng.uniform(1, cin));
+        if (rng.chance(0.5)) p["input_at"] = rng.pick<std::string>({"root", "task"});
         return p;
     }
     if ((tmpl == "conv_xv" || tmpl == "conv_dw") && out.size() == 1 && p.contains("vector_width")) {
