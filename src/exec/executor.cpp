@@ -120,7 +120,7 @@ std::string group_key(const Graph &g, const FusedGroup &grp, const std::set<std:
 TensorBuffer make_storage(const Shape &shape, const exec::ValueLayout &layout) {
     std::vector<halide_dimension_t> dims = exec::storage_dims(shape, layout);
     TensorBuffer b(nullptr, static_cast<int>(dims.size()), dims.data());
-    b.allocate();
+    b.allocate(exec::cached_malloc, exec::cached_free);  // reused run after run, not faulted in again
     if (layout.halo_x || layout.halo_y) std::memset(b.data(), 0, b.size_in_bytes());
     return b;
 }

@@ -72,4 +72,12 @@ size_t jit_allocator_cached_bytes() {
     return c.cached_bytes;
 }
 
+void *cached_malloc(size_t size) {
+    return jit_malloc(nullptr, size);
+}
+
+void cached_free(void *ptr) {
+    jit_free(nullptr, ptr);
+}
+
 }  // namespace hfuse::exec

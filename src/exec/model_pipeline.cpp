@@ -3,6 +3,7 @@
 
 #include "exec/autoschedule.h"
 #include "exec/group_lowering.h"
+#include "exec/jit_allocator.h"
 #include "exec/model_lowering.h"
 #include "hfuse/error.h"
 #include "ops/halide_util.h"
@@ -201,6 +202,9 @@ void ModelPipeline::compile_to_static_library(const std::string &dir, const std:
 std::map<std::string, TensorBuffer> ModelPipeline::run(const std::map<std::string, TensorBuffer> &inputs) {
     Impl &m = *impl_;
     if (!m.jit_compiled) {
+        // As the executor's pipelines: root buffers and outputs reused run after run.
+        m.pipeline.jit_handlers().custom_malloc = exec::jit_malloc;
+        m.pipeline.jit_handlers().custom_free = exec::jit_free;
         m.pipeline.compile_jit(m.options.target);
         m.jit_compiled = true;
     }
@@ -212,7 +216,9 @@ std::map<std::string, TensorBuffer> ModelPipeline::run(const std::map<std::strin
     size_t param = 0;
     for (const ModelArgument &a : m.arguments) {
         if (a.is_output) {
-            TensorBuffer b = make_tensor_buffer(a.shape);
+            std::vector<int> extents(a.shape.rbegin(), a.shape.rend());
+            TensorBuffer b(nullptr, extents);
+            b.allocate(exec::cached_malloc, exec::cached_free);
             outputs[a.value] = b;
             results.push_back(b);
             continue;
