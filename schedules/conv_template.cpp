@@ -195,14 +195,15 @@ void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, con
         fail_field("schedule.tile_y", "the tile exceeds the output");
     }
     Dims t(tile), v(conv);
-    Var xo("xo"), xi("xi"), yo("yo"), yi("yi"), co("co"), ci("ci");
+    Var xo("xo"), xi("xi"), yo("yo"), yi("yi"), co("co"), ci("ci"), task("task");
     tile.split(t.x, xo, xi, vw)
         .split(t.y, yo, yi, ny)
         .split(t.c, co, ci, cb)
         .reorder(xi, yi, xo, yo, ci, co, t.n)
         .vectorize(xi)
         .unroll(yi)
-        .parallel(co);
+        .fuse(co, t.n, task)  // one parallel loop over the images' channel blocks, not one per image
+        .parallel(task);
     conv.compute_at(tile, xo).vectorize(v.x).unroll(v.y);
     std::vector<RVar> r = conv.rvars(0);  // (ci = one channel, kx, ky)
     conv.update().reorder(v.x, v.y, r[0], r[1], r[2]).vectorize(v.x).unroll(v.y).unroll(r[1]).unroll(r[2]);

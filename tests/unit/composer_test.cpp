@@ -534,6 +534,13 @@ TEST(Composer, ConvStripsUnderAPoolMatchTheReference) {
 TEST(Composer, DepthwiseAndSimpleTemplatesMatchTheReference) {
     expect_matches_reference(fused_plan(conv_model(24, 14, 14, 24, 3, 1, 1, 24)));
     expect_matches_reference(fused_plan(conv_model(20, 11, 17, 20, 3, 2, 1, 20)));
+    // Batches: one parallel loop over every image's channel blocks, channel blocks shifting inwards.
+    for (int cb : {24, 5}) {
+        FusedGraph batched = fused_plan(conv_model(24, 14, 14, 24, 3, 1, 1, 24, 0, 0, 3));
+        ASSERT_EQ(batched.groups[0].schedule["template"], "conv_dw");
+        batched.groups[0].schedule["channel_block"] = cb;
+        expect_matches_reference(batched);
+    }
     expect_matches_reference(fused_plan(conv_model(8, 3, 3, 8, 3, 1, 1, 1)));
     // Narrow outputs on 4-lane vectors: strided convs, depthwise, a strided 1x1 (stride-1 convs are
     // flattened instead, with whole vectors).
