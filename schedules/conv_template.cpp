@@ -399,7 +399,7 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
         }
         in_y = Dims(in).y;
     }
-    if (per_task) return;
+    if (per_task) return;  // the task's few rows: the row added below is for a root copy's planes
     // The inner loop reads ci_block channels of a few rows: planes (or blocks of them) a multiple of
     // 512 bytes apart map them to few L1 sets. One more row breaks that (256->256 at 14x14, 16x16
     // planes, 2 threads: 1.51 -> 1.30 ms).

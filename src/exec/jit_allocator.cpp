@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <new>
 
 namespace hfuse::exec {
 namespace {
@@ -73,7 +74,10 @@ size_t jit_allocator_cached_bytes() {
 }
 
 void *cached_malloc(size_t size) {
-    return jit_malloc(nullptr, size);
+    // Halide::Buffer::allocate() writes its header into the block unchecked: fail here instead.
+    void *p = jit_malloc(nullptr, size);
+    if (!p) throw std::bad_alloc();
+    return p;
 }
 
 void cached_free(void *ptr) {
