@@ -465,7 +465,8 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // one of the machine's slow spells (interleaved, minima): conv_bias_relu_maxpool (rows copied 1.5
     // times) 0.73 -> 0.61 ms, resnet_block (1.3) 1.35 -> 1.27, 3x3 128->128 at 28x28 (2 channel tasks,
     // 2.6) 0.67 -> 0.63, 64->64 at 128x128 (1.1) 3.23 -> 3.22; 256->256 at 14x14 (4 channel tasks,
-    // 5.1) 0.63 -> 0.68, kept at root. In a quiet spell cbrm ran 0.58 at root, 0.61 per task.
+    // 5.1) 0.63 -> 0.68, kept at root. In a quiet spell alike (cbrm 0.594 either way, resnet_block
+    // 1.16 at root, 1.15 per task).
     const int64_t conv_rows = rows * s.tile_stride_y;
     const int64_t in_rows = (conv_rows - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
     if (input_block > 0 && channel_tasks * in_rows <= 3 * conv_rows * s.stride_y) p["input_at"] = "task";
