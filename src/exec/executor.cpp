@@ -116,15 +116,6 @@ std::string group_key(const Graph &g, const FusedGroup &grp, const std::set<std:
     return key;
 }
 
-// A fresh buffer holding a value of `shape` stored in `layout`, halo included (zero).
-TensorBuffer make_storage(const Shape &shape, const exec::ValueLayout &layout) {
-    std::vector<halide_dimension_t> dims = exec::storage_dims(shape, layout);
-    TensorBuffer b(nullptr, static_cast<int>(dims.size()), dims.data());
-    b.allocate(exec::cached_malloc, exec::cached_free);  // reused run after run, not faulted in again
-    if (layout.halo_x || layout.halo_y) std::memset(b.data(), 0, b.size_in_bytes());
-    return b;
-}
-
 // The interior of the storage starting at `storage` (its first float) of a value of `shape` in
 // `layout`, as the value's producer writes it.
 TensorBuffer interior_view(float *storage, const Shape &shape, const exec::ValueLayout &layout) {
@@ -471,7 +462,7 @@ TensorBuffer Executor::pack_input(const std::string &name, const TensorBuffer &n
     }
     const exec::ValueLayout l = exec::layout_of(impl_->layouts, name);
     if (l.planar()) return nchw;
-    TensorBuffer stored = make_storage(shape, l);
+    TensorBuffer stored = exec::make_storage(shape, l);
     for (int n = 0; n < shape[0]; n++)
         for (int c = 0; c < shape[1]; c++)
             for (int y = 0; y < shape[2]; y++)
@@ -545,7 +536,7 @@ std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, Te
         }
         const Shape &shape = g.type_of(v).shape;
         const exec::ValueLayout l = exec::layout_of(impl_->layouts, v);
-        outputs[v] = slots[s] = make_storage(shape, l);
+        outputs[v] = slots[s] = exec::make_storage(shape, l);
         impl_->write_slots[s] = interior_view(slots[s].data(), shape, l);
     }
     if (group_ms) group_ms->clear();

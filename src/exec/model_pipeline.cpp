@@ -5,6 +5,7 @@
 #include "exec/group_lowering.h"
 #include "exec/jit_allocator.h"
 #include "exec/model_lowering.h"
+#include "exec/value_layout.h"
 #include "hfuse/error.h"
 #include "ops/halide_util.h"
 
@@ -216,9 +217,7 @@ std::map<std::string, TensorBuffer> ModelPipeline::run(const std::map<std::strin
     size_t param = 0;
     for (const ModelArgument &a : m.arguments) {
         if (a.is_output) {
-            std::vector<int> extents(a.shape.rbegin(), a.shape.rend());
-            TensorBuffer b(nullptr, extents);
-            b.allocate(exec::cached_malloc, exec::cached_free);
+            TensorBuffer b = exec::make_storage(a.shape, exec::ValueLayout{});  // dense NCHW
             outputs[a.value] = b;
             results.push_back(b);
             continue;

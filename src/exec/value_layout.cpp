@@ -1,8 +1,10 @@
 #include "exec/value_layout.h"
 
 #include "compose/composer.h"
+#include "exec/jit_allocator.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace hfuse::exec {
 
@@ -115,6 +117,14 @@ std::vector<halide_dimension_t> storage_dims(const Shape &shape, const ValueLayo
 int64_t storage_elements(const Shape &shape, const ValueLayout &l) {
     const std::vector<halide_dimension_t> dims = storage_dims(shape, l);
     return dims.empty() ? 1 : int64_t{dims.back().stride} * dims.back().extent;
+}
+
+Halide::Buffer<float> make_storage(const Shape &shape, const ValueLayout &layout) {
+    std::vector<halide_dimension_t> dims = storage_dims(shape, layout);
+    Halide::Buffer<float> b(nullptr, static_cast<int>(dims.size()), dims.data());
+    b.allocate(cached_malloc, cached_free);  // reused run after run, not faulted in again
+    if (layout.halo_x || layout.halo_y) std::memset(b.data(), 0, b.size_in_bytes());
+    return b;
 }
 
 std::vector<halide_dimension_t> interior_dims(const Shape &shape, const ValueLayout &l) {

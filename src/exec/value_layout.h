@@ -67,6 +67,10 @@ int64_t storage_elements(const Shape &shape, const ValueLayout &layout);
 std::vector<halide_dimension_t> interior_dims(const Shape &shape, const ValueLayout &layout);
 int64_t interior_offset(const Shape &shape, const ValueLayout &layout);
 
+// A fresh buffer holding a value of `shape` stored in `layout` (planar: dense NCHW), halo included
+// (zero), from the JIT allocator's free lists (jit_allocator.h): reused run after run.
+Halide::Buffer<float> make_storage(const Shape &shape, const ValueLayout &layout);
+
 // `value`'s layout in `layouts` (planar when absent).
 ValueLayout layout_of(const ValueLayouts &layouts, const std::string &value);
 
