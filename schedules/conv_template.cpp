@@ -188,12 +188,52 @@ void schedule_xv(Func tile, Func conv, Func padded, const std::vector<Func> &per
     if (padded.defined()) padded_at_root(padded, conv, vw);
 }
 
-void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, const nlohmann::json &p, int vw) {
+// conv_dw's pointwise producer `flat` ((q, c, n), q = y * W + x) per task of `tile`: the task's channels
+// over the whole plane, by register tiles of nx vectors of vw positions x nc channels (shifting inwards
+// at the plane's and the block's ends), the reduction over its input channels inside, as conv_flat's.
+void schedule_dw_producer(Func flat, Func tile, Var task, const ConvGroupShape &s, const nlohmann::json &p,
+                          int natural_vw, int cb) {
+    const int vw = param_int_or(p, "producer_vector_width", 1, 64, natural_vw);
+    if ((vw & (vw - 1)) != 0) {
+        fail_field("schedule.producer_vector_width", std::to_string(vw) + " is not a power of two");
+    }
+    const int nx = get_int(p, "producer_tile_x_vectors", 1, 16), nc = get_int(p, "producer_tile_c", 1, 64);
+    if (int64_t{vw} * nx > s.input[2] * s.input[3]) {
+        fail_field("schedule.producer_tile_x_vectors", "exceeds the plane's positions");
+    }
+    if (nc > cb) fail_field("schedule.producer_tile_c", "exceeds schedule.channel_block");
+    const Var fq = flat.args()[0], fc = flat.args()[1];
+    Var qo("qo"), qi("qi"), fco("fco"), fci("fci");
+    const auto inwards = Halide::TailStrategy::ShiftInwards;
+    Func strip = flat.in();
+    strip.compute_at(tile, task)
+        .split(fq, qo, qi, vw * nx, inwards)
+        .split(fc, fco, fci, nc, inwards)
+        .reorder(qi, fci, qo, fco)
+        .vectorize(qi, vw)
+        .unroll(qi)
+        .unroll(fci);
+    flat.compute_at(strip, qo).vectorize(fq, vw).unroll(fq).unroll(fc);
+    std::vector<RVar> r = flat.rvars(0);  // (ci, kx, ky), the taps one each
+    flat.update().reorder(fq, fc, r[1], r[0], r[2]).vectorize(fq, vw).unroll(fq).unroll(fc);
+}
+
+void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, const nlohmann::json &p, int vw,
+                 Func producer, int producer_vw) {
     const int ny = get_int(p, "tile_y", 1, 64), cb = get_int(p, "channel_block", 1, 4096);
     if (s.pooled) fail_field("schedule.template", "conv_dw takes no window consumer");
     if (vw > s.tile_output[3] || ny > s.tile_output[2] || cb > s.tile_output[1]) {
         fail_field("schedule.tile_y", "the tile exceeds the output");
     }
+    const bool has_producer = producer.defined();
+    for (const char *key : {"producer_vector_width", "producer_tile_x_vectors", "producer_tile_c"}) {
+        if (!has_producer && p.contains(key)) {
+            fail_field(std::string("schedule.") + key,
+                       "the group has no pointwise conv computed per task of the depthwise conv");
+        }
+    }
+    if (has_producer && (s.stride_x != 1 || s.stride_y != 1 || !padded.defined()))
+        throw Error("internal: conv_dw computes a producer only for a padded stride-1 depthwise conv");
     Dims t(tile), v(conv);
     Var xo("xo"), xi("xi"), yo("yo"), yi("yi"), co("co"), ci("ci"), task("task");
     tile.split(t.x, xo, xi, vw)
@@ -209,8 +249,10 @@ void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, con
     conv.update().reorder(v.x, v.y, r[0], r[1], r[2]).vectorize(v.x).unroll(v.y).unroll(r[1]).unroll(r[2]);
     if (padded.defined()) {
         if (s.stride_x == 1 && s.stride_y == 1) {
-            // A channel's padded plane fits in L1: build it per channel rather than in one pass at root.
+            // A channel's padded plane fits in L1: build it per channel rather than in one pass at root
+            // (from the producer's strip, its epilogue inlined, where there is one).
             padded.in(conv).compute_at(tile, ci);
+            if (has_producer) schedule_dw_producer(producer, tile, task, s, p, producer_vw, cb);
         } else {
             // Strided, per channel, the plane's constant offsets meet a Halide 14 bug: its stride-2
             // loads from them get alignments they do not have (an aligned vmovaps 8 bytes off: a
@@ -596,10 +638,33 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
         int dw_vw = vw;
         const bool avx512 = tt.avx512;  // measured there only (AArch64 has as many registers)
         while (avx512 && dw_vw > 8 && wout % dw_vw) dw_vw /= 2;
-        return {{"template", "conv_dw"},
-                {"vector_width", dw_vw},
-                {"tile_y", std::min<int64_t>(avx512 ? 1 : 2, hout)},
-                {"channel_block", largest_divisor_at_most(cout, cout / 8)}};
+        nlohmann::json p = {{"template", "conv_dw"},
+                            {"vector_width", dw_vw},
+                            {"tile_y", std::min<int64_t>(avx512 ? 1 : 2, hout)},
+                            {"channel_block", largest_divisor_at_most(cout, cout / 8)}};
+        if (s.producer_input_channels > 0) {
+            // The pointwise producer per task, flat over the plane, by conv_flat's register tiles of
+            // 2 vectors x up to 8 channels (6 with 16 registers) dividing the block. Blocks: the largest
+            // dividing the channels into an even number of at least 4 tasks whose producer values stay
+            // within 512 KB (MobileNet-V2's block, 144 channels at 56x56, Zen 5, 2 threads, slow spell,
+            // whole block: 4 blocks of 36 by 6 channels 0.250 ms, 6 of 24 by 8 0.253-0.256, 8 of 18 by
+            // 6 0.264, 9 of 16 0.274, 2 of 72 0.285, 3 of 48 0.311; unfused 0.33-0.36).
+            const int64_t plane = s.input[2] * s.input[3], images = s.output[0];
+            for (int64_t cb = cout; cb >= 1; cb--) {
+                const int64_t tasks = cout / cb * images;
+                if (cout % cb == 0 && tasks >= 4 && tasks % 2 == 0 && cb * plane * 4 <= 512 * 1024) {
+                    p["channel_block"] = cb;
+                    break;
+                }
+            }
+            int pvw = tt.vector_width;
+            while (pvw > 4 && plane < pvw) pvw /= 2;
+            const int64_t cb = p["channel_block"].get<int64_t>();
+            p["producer_vector_width"] = pvw;
+            p["producer_tile_x_vectors"] = plane >= 2 * pvw ? 2 : 1;
+            p["producer_tile_c"] = largest_divisor_at_most(cb, budget > 1 ? 8 : 6);
+        }
+        return p;
     }
     // Register tiles that keep accumulators + operands within 16 vector registers (AVX2):
     // 1x1 kernels reuse no input across taps: 2 rows x 6 channels (128->256 at 28x28 on 2 cores:
@@ -672,14 +737,17 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
 }
 
 void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &per_tile, const ConvGroupShape &s,
-                   const nlohmann::json &p, const Halide::Target &target) {
+                   const nlohmann::json &p, const Halide::Target &target, Func producer) {
+    if (producer.defined() && p.value("template", "") != "conv_dw")
+        throw Error("internal: only conv_dw computes a producer conv per task");
     const std::string tmpl = p.value("template", "");
     if (tmpl == "conv_xv") {
         // "compute" ("root" or absent) is the composer's (compose_conv).
         check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_y", "tile_c", "reduction_order", "strip_y",
                              "strip_c", "channel_loop", "compute"});
     } else if (tmpl == "conv_dw") {
-        check_param_keys(p, {"vector_width", "tile_y", "channel_block", "compute"});
+        check_param_keys(p, {"vector_width", "tile_y", "channel_block", "producer_vector_width",
+                             "producer_tile_x_vectors", "producer_tile_c", "compute"});
     } else if (tmpl == "conv_flat") {
         check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_c", "block_rows", "channel_block", "compute"});
     } else if (tmpl == "conv_cv") {
@@ -691,7 +759,7 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
         schedule_xv(tile, conv, padded, per_tile, s, p, vw);
     } else if (tmpl == "conv_dw") {
         if (!per_tile.empty()) fail_field("schedule.template", "conv_dw takes no window consumer");
-        schedule_dw(tile, conv, padded, s, p, vw);
+        schedule_dw(tile, conv, padded, s, p, vw, producer, target_traits(target).vector_width);
     } else if (tmpl == "conv_flat") {
         if (!per_tile.empty()) fail_field("schedule.template", "conv_flat takes no window consumer");
         schedule_flat(tile, conv, padded, s, p, vw);

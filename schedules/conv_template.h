@@ -36,6 +36,10 @@ struct ConvGroupShape {
     // conv_cv: T handed out channel-blocked by this many channels (src/exec/value_layout.h), its Func
     // then in storage order (bi, x, y, cb, n); 0: T is NCHW.
     int output_block = 0;
+    // conv_dw: the input channels of a pointwise conv in the group (1x1, stride 1, no pads, one group)
+    // whose output reaches the depthwise conv through inlined elementwise ops only (MobileNet-V2's
+    // expand): computed per task, the channels the task's depthwise channels read. 0: none.
+    int64_t producer_input_channels = 0;
 };
 
 // `shape` with the conv computed alone, at root over its whole output (T = the conv's output, no
@@ -51,10 +55,11 @@ nlohmann::json conv_default_params(const ConvGroupShape &shape, const Halide::Ta
 // conv's output Func a view of it, inlined). `padded_input` is undefined when there is none.
 // `per_tile` are Funcs between the conv and the tile that cannot be inlined (a pool with an update
 // definition): computed per tile too, vectorized along x. Throws an Error naming the bad parameter
-// if `params` do not fit the shapes.
+// if `params` do not fit the shapes. `producer` (conv_dw, shape.producer_input_channels > 0) is the
+// pointwise producer conv lowered flat (its "flat" part, (q, c, n) with q = y * W + x).
 void schedule_conv(Halide::Func tile, Halide::Func conv, Halide::Func padded_input,
                    const std::vector<Halide::Func> &per_tile, const ConvGroupShape &shape, const nlohmann::json &params,
-                   const Halide::Target &target);
+                   const Halide::Target &target, Halide::Func producer = Halide::Func());
 
 // conv_cv's "input_block" (0..64; 0, planar, when absent), as its lowering and its template read it.
 int conv_cv_input_block(const nlohmann::json &params);

@@ -43,16 +43,17 @@ struct RuleSet {
     std::string name;
     std::string source;  // file, or "built-in"
     std::vector<FusionRule> rules;
-    int max_group_ops = 64;              // ops per group
-    int max_group_inputs = 16;           // distinct activations entering a group (weights not counted)
-    bool window_fusion = true;           // window consumers (pools) may join a complex-out-fusable group
-    bool multi_output = true;            // a group may hand out an intermediate (a model output also used inside)
-    bool defer_injective = true;         // fuse injective-led groups only after the others (TVM's phases)
-    bool recompute = false;              // a cheap group read by several groups is recomputed in each of them
-    bool sibling_products = false;       // Gemm/MatMul groups whose outputs meet in an elementwise op join
-    std::set<std::string> opaque_ops;    // op types never fused
-    std::set<std::string> opaque_nodes;  // node names never fused
-    std::set<std::string> stop_after;    // node names no consumer may fuse with
+    int max_group_ops = 64;                 // ops per group
+    int max_group_inputs = 16;              // distinct activations entering a group (weights not counted)
+    bool window_fusion = true;              // window consumers (pools) may join a complex-out-fusable group
+    bool multi_output = true;               // a group may hand out an intermediate (a model output also used inside)
+    bool defer_injective = true;            // fuse injective-led groups only after the others (TVM's phases)
+    bool recompute = false;                 // a cheap group read by several groups is recomputed in each of them
+    bool sibling_products = false;          // Gemm/MatMul groups whose outputs meet in an elementwise op join
+    bool pointwise_into_depthwise = false;  // a pointwise conv group joins the depthwise conv reading it
+    std::set<std::string> opaque_ops;       // op types never fused
+    std::set<std::string> opaque_nodes;     // node names never fused
+    std::set<std::string> stop_after;       // node names no consumer may fuse with
 
     const FusionRule *find(PatternKind producer, PatternKind consumer) const;
 };

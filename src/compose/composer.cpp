@@ -56,6 +56,10 @@ struct Analysis {
     std::string tile_value;       // the group output the master is computed per tile of ("" in gemm root mode)
     std::set<std::string> chain;  // the nodes from the master's consumer to tile_value, inlined into the tile
     schedules::ConvGroupShape conv;
+    // conv: a pointwise conv of the group feeding the (depthwise) master through `producer_chain`,
+    // inlined elementwise ops (conv.producer_input_channels says so too); nullptr when none.
+    const Node *producer = nullptr;
+    std::set<std::string> producer_chain;
     bool conv_root = false;  // conv: the group's other members are no epilogue it can tile (a reduction,
                              // a Concat, several outputs): the conv at root by its template, the rest simple
     schedules::GemmGroupShape gemm;
@@ -119,6 +123,51 @@ std::function<bool(const Node &)> elementwise_of_shape(const Graph &g, const Sha
         return (k == PatternKind::Elementwise || k == PatternKind::Broadcast) && n.outputs.size() == 1 &&
                g.type_of(n.outputs[0]).shape == shape;
     };
+}
+
+// A pointwise conv (1x1, stride 1, no pads, one group) of the group whose only reader is the depthwise,
+// stride-1, padded master `m`, through elementwise ops of its shape inlined in the group, each with
+// one activation operand (MobileNet-V2's expand + BN + ReLU6 before its 3x3 depthwise conv). The
+// depthwise template computes it per task, for the task's channels. Sets a.producer and its chain.
+void find_pointwise_producer(const Graph &g, const FusedGroup &grp, const Members &mem, Analysis &a) {
+    const Node *m = a.master;
+    if (!planner::is_padded_depthwise_conv(g, *m)) return;
+    const Shape &in = g.type_of(m->inputs[0]).shape;
+    auto placed_inline = [&](const std::string &name) {
+        auto it = grp.placement.find(name);
+        return it == grp.placement.end() || it->second == Placement::Inline || it->second == Placement::Recompute;
+    };
+    std::set<std::string> chain;
+    std::string value = m->inputs[0];
+    int reader = mem.ng.index.at(m->name);
+    for (;;) {
+        const Node *p = g.producer(value);
+        if (!p) return;
+        const int pi = mem.ng.index.at(p->name);
+        const std::vector<int> readers = mem.ng.consumers[pi];
+        if (!mem.in.count(pi) || mem.out.count(pi) || readers.size() != 1 || readers[0] != reader) return;
+        if (p->op == "Conv") {
+            auto it = grp.placement.find(p->name);
+            if (!planner::is_pointwise_conv(g, *p) || (it != grp.placement.end() && it->second != Placement::ComputeAt))
+                return;
+            a.producer = p;
+            a.producer_chain = chain;
+            a.conv.producer_input_channels = g.type_of(p->inputs[0]).shape[1];
+            return;
+        }
+        // An elementwise op of the value's shape, its other operands weights (ReLU6's bounds, a bias).
+        if (!elementwise_of_shape(g, in)(*p) || !placed_inline(p->name)) return;
+        std::string next;
+        for (const std::string &v : p->inputs) {
+            if (v.empty() || g.is_weight(v)) continue;
+            if (!next.empty()) return;
+            next = v;
+        }
+        if (next.empty()) return;
+        chain.insert(p->name);
+        value = next;
+        reader = pi;
+    }
 }
 
 void analyse_conv(const Graph &g, const FusedGroup &grp, Analysis &a) {
@@ -193,6 +242,7 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, Analysis &a) {
         // Stride 1: the padded width is the output's plus the window's span beyond one column.
         a.conv.flat_width = conv_shape[3] + a.conv.dilation_x * (a.conv.weight[3] - 1);
     }
+    if (!a.conv_root) find_pointwise_producer(g, grp, mem, a);
 }
 
 // K and whether the operand indexed by the output's innermost dim is contiguous along K.
@@ -425,6 +475,24 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
     Halide::Func padded_func = padded == conv.funcs.parts.end() ? Halide::Func() : padded->second;
     schedules::ConvGroupShape shape = a.conv;
     shape.padded = padded_func.defined();
+    // conv_dw's pointwise producer, lowered flat, and everything it places (its view and epilogue inlined).
+    Halide::Func producer;
+    std::set<std::string> producer_funcs;
+    if (a.producer && tmpl == "conv_dw") {
+        const exec::LoweredNode &p = lowered_node(lowered, a.producer);
+        auto flat = p.funcs.parts.find("flat");
+        if (flat == p.funcs.parts.end()) {
+            throw Error("internal: conv_dw's producer '" + a.producer->name +
+                        "' was not lowered flat (compose::conv_lowerings)");
+        }
+        producer = flat->second;
+        for (const exec::LoweredNode &ln : lowered.nodes) {
+            if (ln.node != a.producer && !a.producer_chain.count(ln.node->name)) continue;
+            for (const Halide::Func &f : ln.funcs.outputs) producer_funcs.insert(f.name());
+        }
+    } else {
+        shape.producer_input_channels = 0;
+    }
     if (a.conv_root && params.value("compute", "") != "root") {
         fail_field("schedule.compute", "must be \"root\": " + a.why);
     }
@@ -434,8 +502,10 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
         // pool on the chain.
         schedules::param_choice(params, "compute", {"root"});
         Halide::Func wrapper = root_wrapper(g, lowered, a.master->outputs[0], conv_func, a.conv.output);
-        schedules::schedule_conv(wrapper, scheduled, padded_func, {}, schedules::conv_at_root(shape), params, target);
+        schedules::schedule_conv(wrapper, scheduled, padded_func, {}, schedules::conv_at_root(shape), params, target,
+                                 producer);
         std::set<std::string> done = {conv_func.name(), wrapper.name()};
+        done.insert(producer_funcs.begin(), producer_funcs.end());
         if (const exec::LoweredNode *pool = a.conv.pooled ? pool_on_chain(a, lowered) : nullptr) {
             // By the pool template's defaults (3x3 stride 2 over 64x112x112, the ResNet stem's: 0.19 ms,
             // the simple schedule 0.33 ms), the epilogues after it inlined.
@@ -445,6 +515,7 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
                                      schedules::pool_default_params(pool_shape, target), target);
             done = chain_funcs(a, lowered);
             done.insert({tile.name(), wrapper.name()});
+            done.insert(producer_funcs.begin(), producer_funcs.end());
         }
         schedule_by_placement(g, grp, lowered, rest, done);
         return;
@@ -464,9 +535,10 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
             if (f.has_update_definition()) per_tile.push_back(f);
         }
     }
-    schedules::schedule_conv(tile, scheduled, padded_func, per_tile, shape, params, target);
+    schedules::schedule_conv(tile, scheduled, padded_func, per_tile, shape, params, target, producer);
     std::set<std::string> done = chain_funcs(a, lowered);
     done.insert(tile.name());
+    done.insert(producer_funcs.begin(), producer_funcs.end());
     schedule_by_placement(g, grp, lowered, rest, done);
 }
 
@@ -479,6 +551,14 @@ std::map<std::string, ConvLowering> conv_lowerings(const Graph &g, const FusedGr
     if (!params.is_object()) return {};  // compose_group reports it
     const std::string tmpl = params.value("template", "");
     ConvLowering l;
+    if (tmpl == "conv_dw") {
+        // Its pointwise producer, computed per task, runs flat (as conv_flat): rows of any width tile
+        // by whole vectors, and the depthwise conv's padded planes read it densely.
+        const Analysis a = analyse(g, grp);
+        if (a.family != Family::Conv || !a.producer) return {};
+        l.form = ConvLowering::Form::Flat;
+        return {{a.producer->name, l}};
+    }
     if (tmpl == "conv_flat") {
         l.form = ConvLowering::Form::Flat;
     } else if (tmpl == "conv_cv") {

@@ -94,10 +94,12 @@ RuleSet parse_rules(const json &j, const std::string &source) {
     try {
         if (!j.is_object()) fail("expected a JSON object");
         for (const auto &kv : j.items()) {
+            // clang-format off
             static const std::set<std::string> known = {
-                "format",        "version",          "name",          "doc",          "fuse",
-                "max_group_ops", "max_group_inputs", "window_fusion", "multi_output", "defer_injective",
-                "recompute",     "sibling_products", "opaque_ops",    "opaque_nodes", "stop_after"};
+                "format", "version", "name", "doc", "fuse", "max_group_ops", "max_group_inputs", "window_fusion",
+                "multi_output", "defer_injective", "recompute", "sibling_products", "pointwise_into_depthwise",
+                "opaque_ops", "opaque_nodes", "stop_after"};
+            // clang-format on
             if (!known.count(kv.key())) fail_field(kv.key(), "unknown key in a rule set");
         }
         if (!j.contains("format") || j["format"] != "hfuse-rules") fail_field("format", "expected \"hfuse-rules\"");
@@ -153,6 +155,7 @@ RuleSet parse_rules(const json &j, const std::string &source) {
         r.defer_injective = get_bool(j, "defer_injective", r.defer_injective);
         r.recompute = get_bool(j, "recompute", r.recompute);
         r.sibling_products = get_bool(j, "sibling_products", r.sibling_products);
+        r.pointwise_into_depthwise = get_bool(j, "pointwise_into_depthwise", r.pointwise_into_depthwise);
         r.opaque_ops = get_names(j, "opaque_ops");
         r.opaque_nodes = get_names(j, "opaque_nodes");
         r.stop_after = get_names(j, "stop_after");
@@ -195,6 +198,7 @@ json to_json(const RuleSet &r) {
     j["defer_injective"] = r.defer_injective;
     j["recompute"] = r.recompute;
     j["sibling_products"] = r.sibling_products;
+    j["pointwise_into_depthwise"] = r.pointwise_into_depthwise;
     j["opaque_ops"] = r.opaque_ops;
     j["opaque_nodes"] = r.opaque_nodes;
     j["stop_after"] = r.stop_after;

@@ -1,5 +1,6 @@
 #include "planner/graph_util.h"
 
+#include "hfuse/attributes.h"
 #include "hfuse/error.h"
 
 #include <algorithm>
@@ -47,6 +48,27 @@ int kind_rank(PatternKind kind) {
 
 bool is_cheap(PatternKind kind) {
     return kind == PatternKind::Elementwise || kind == PatternKind::Broadcast || kind == PatternKind::Injective;
+}
+
+bool is_pointwise_conv(const Graph &g, const Node &n) {
+    if (n.op != "Conv" || n.inputs.size() < 2) return false;
+    const Attributes a(n.attrs);
+    const Shape &w = g.type_of(n.inputs[1]).shape;
+    const std::vector<int64_t> pads = a.get_ints("pads", {});
+    return w.size() == 4 && w[2] == 1 && w[3] == 1 && a.get_int("group", 1) == 1 &&
+           a.get_ints("strides", {1, 1}) == std::vector<int64_t>{1, 1} &&
+           a.get_string("auto_pad", "NOTSET") == "NOTSET" &&
+           std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; });
+}
+
+bool is_padded_depthwise_conv(const Graph &g, const Node &n) {
+    if (n.op != "Conv" || n.inputs.empty()) return false;
+    const Attributes a(n.attrs);
+    const Shape &in = g.type_of(n.inputs[0]).shape, &out = g.type_of(n.outputs[0]).shape;
+    const std::vector<int64_t> pads = a.get_ints("pads", {});
+    return in.size() == 4 && out.size() == 4 && in[1] > 1 && a.get_int("group", 1) == in[1] && out[1] == in[1] &&
+           a.get_ints("strides", {1, 1}) == std::vector<int64_t>{1, 1} &&
+           a.get_string("auto_pad", "NOTSET") == "NOTSET" && pads.size() == 4 && (pads[0] > 0 || pads[1] > 0);
 }
 
 bool is_live_out(const NodeGraph &ng, int node, const std::set<int> &group) {

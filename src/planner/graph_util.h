@@ -29,6 +29,13 @@ int kind_rank(PatternKind kind);
 // Kinds cheap enough to recompute in every reader: elementwise, broadcast, injective.
 bool is_cheap(PatternKind kind);
 
+// A Conv whose output pixel reads only its input pixel: 1x1 kernel, stride 1, no padding, one group.
+bool is_pointwise_conv(const Graph &g, const Node &n);
+
+// A 2-D depthwise Conv (one group per channel, as many outputs as inputs) with stride 1 and a leading
+// pad: what conv_dw computes per channel from a padded plane, a pointwise producer included.
+bool is_padded_depthwise_conv(const Graph &g, const Node &n);
+
 // Whether a value of `node` is needed outside `group` (by another node or as a model output).
 bool is_live_out(const NodeGraph &ng, int node, const std::set<int> &group);
 

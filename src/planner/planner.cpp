@@ -141,6 +141,9 @@ private:
 
         std::vector<int> path = between(v, d);
         path.push_back(d);
+        // A depthwise conv absorbing its pointwise producer leads the merged group.
+        const bool into_depthwise = path.size() == 1 && joins_depthwise(g, find(d));
+        const int depthwise = master_[find(d)];
         const FusionRule *edge_rule = nullptr;
         for (int u : path) {
             if (is_opaque(u)) return;
@@ -149,7 +152,7 @@ private:
             PatternKind uk = group_kind(find(u));
             if (find(u) == g) continue;
             const FusionRule *r = rules_.find(kind, uk);
-            if (!r && u == d && path.size() == 1 && joins_sibling(g, find(d))) {
+            if (!r && u == d && path.size() == 1 && (joins_sibling(g, find(d)) || into_depthwise)) {
                 r = rules_.find(kind, PatternKind::Elementwise);
             }
             if (!r) return;
@@ -175,6 +178,7 @@ private:
             int rank_b = planner::kind_rank(find_op(in_.graph.nodes[best].op)->kind);
             if (rank_m > rank_b || (rank_m == rank_b && m < best)) best = m;
         }
+        if (into_depthwise) best = depthwise;
         // The producer side is placed as the rule says (check_plan turns it into "output" if it is
         // still needed outside the group).
         hints_[in_.graph.nodes[master_[g]].name] = edge_rule->placement;
@@ -202,6 +206,43 @@ private:
             }
         }
         return true;
+    }
+
+    // pointwise_into_depthwise: group g, a pointwise conv and its elementwise epilogue, feeds only
+    // group d's master, a padded stride-1 depthwise conv (MobileNet's expand before its 3x3): the
+    // depthwise template computes the pointwise conv per task, for the task's channels, so the
+    // expanded value never goes through memory.
+    bool joins_depthwise(int g, int d) {
+        if (!rules_.pointwise_into_depthwise) return false;
+        const Graph &graph = in_.graph;
+        const int dw = master_[d];
+        if (!planner::is_pointwise_conv(graph, graph.nodes[master_[g]]) ||
+            !planner::is_padded_depthwise_conv(graph, graph.nodes[dw]))
+            return false;
+        for (size_t v = 0; v < members_.size(); v++) {
+            if (find(static_cast<int>(v)) != g) continue;
+            for (int node : members_[v]) {
+                PatternKind k = effective_kind(graph, graph.nodes[node]);
+                if (node != master_[g] && k != PatternKind::Elementwise && k != PatternKind::Broadcast) return false;
+                if (ng_.is_model_output[node]) return false;
+                for (int c : ng_.consumers[node]) {
+                    if (find(vertex_of_node_.at(c)) == g) continue;
+                    if (c != dw) return false;
+                }
+            }
+        }
+        return true;
+    }
+
+    // Whether a group's complex-out-fusable nodes are a pointwise conv feeding a depthwise conv.
+    bool is_pointwise_depthwise_pair(const std::set<int> &nodes) {
+        std::vector<int> convs;
+        for (int node : nodes) {
+            if (find_op(in_.graph.nodes[node].op)->kind == PatternKind::ComplexOutFusable) convs.push_back(node);
+        }
+        return convs.size() == 2 && planner::is_pointwise_conv(in_.graph, in_.graph.nodes[convs[0]]) &&
+               planner::is_padded_depthwise_conv(in_.graph, in_.graph.nodes[convs[1]]) &&
+               planner::reaches(ng_, convs[0], convs[1]);
     }
 
     // Whether the complex-out-fusable nodes of a group are sibling products: Gemm/MatMul of one
@@ -237,7 +278,9 @@ private:
             has_window = has_window || k == PatternKind::Window;
         }
         const bool complex_pairs = rules_.find(PatternKind::ComplexOutFusable, PatternKind::ComplexOutFusable);
-        if (complex > 1 && !complex_pairs && !(rules_.sibling_products && are_siblings(nodes))) return false;
+        if (complex > 1 && !complex_pairs && !(rules_.sibling_products && are_siblings(nodes)) &&
+            !(rules_.pointwise_into_depthwise && is_pointwise_depthwise_pair(nodes)))
+            return false;
         // A window op joins a complex-led group as its output (the conv computed per pool tile):
         // nothing in the group may read it.
         if (complex > 0 && has_window) {

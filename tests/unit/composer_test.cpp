@@ -19,9 +19,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdio>
 #include <fstream>
-#include <iterator>
 
 namespace hfuse {
 namespace {
@@ -96,13 +96,13 @@ TEST(Composer, DepthwiseDefaultsFollowTheIsa) {
 }
 
 // Expects the executor to refuse `plan` with an Error naming `field` and the node 'conv'.
-void expect_conv_schedule_error(const FusedGraph &plan, const std::string &field) {
+void expect_conv_schedule_error(const FusedGraph &plan, const std::string &field, const std::string &node = "conv") {
     try {
         Executor ex(plan);
         ADD_FAILURE() << "accepted " << plan.groups[0].schedule.dump();
     } catch (const Error &e) {
         EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
-        EXPECT_NE(std::string(e.what()).find("node 'conv'"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("node '" + node + "'"), std::string::npos) << e.what();
     }
 }
 
@@ -776,6 +776,140 @@ TEST(Composer, StridedDepthwiseConvTilesMatchTheReference) {
     }
 }
 
+// The plan's first group lowered, composed and compiled for `target`: its lowered statement (Halide's
+// text form) or, with `assembly`, its assembly.
+std::string compiled_group_text(const FusedGraph &plan, const Halide::Target &target, bool assembly) {
+    static int count = 0;
+    const FusedGroup &grp = plan.groups[0];
+    std::vector<const Node *> nodes;
+    for (const std::string &n : grp.nodes) nodes.push_back(plan.graph.find_node(n));
+    exec::WeightBuffers weights = exec::make_weight_buffers(plan.graph);
+    exec::LoweredGroup lowered = exec::lower_group(plan.graph, nodes, handed_out_values(plan, grp), weights, {},
+                                                   compose::conv_lowerings(plan.graph, grp, target));
+    compose::compose_group(plan.graph, grp, lowered, target);
+    std::vector<Halide::Argument> args(lowered.params.begin(), lowered.params.end());
+    const std::string path = testing::TempDir() + "/composer_group_" + std::to_string(getpid()) + "_" +
+                             std::to_string(count++) + (assembly ? ".s" : ".stmt");
+    Halide::Pipeline pipeline(lowered.output_funcs);
+    if (assembly) {
+        pipeline.compile_to_assembly(path, args, "group", target);
+    } else {
+        pipeline.compile_to_lowered_stmt(path, args, Halide::Text, target);
+    }
+    const std::string text = test::read_file(path);
+    std::remove(path.c_str());
+    return text;
+}
+
+// MobileNet-V2's inverted-residual head: a 1x1 conv C -> E (+ bias) and ReLU6, then a 3x3 depthwise
+// conv (pad 1) and ReLU, on N x C x H x W. `extra_reader`: the ReLU6 value is also a model output.
+Graph pointwise_depthwise_model(int N, int C, int E, int H, int W, bool extra_reader = false) {
+    auto dims = [](std::initializer_list<int> d) {
+        std::string s;
+        for (int v : d) s += (s.empty() ? "" : ", ") + std::to_string(v);
+        return "[" + s + "]";
+    };
+    const std::string text = R"({"format": "hfuse-model", "version": 1, "name": "pw_dw",
+      "inputs": [{"name": "x", "shape": )" +
+                             dims({N, C, H, W}) + R"(}],
+      "weights": {"we": {"shape": )" +
+                             dims({E, C, 1, 1}) + R"(, "uniform": [-0.5, 0.5], "seed": 1},
+                  "be": {"shape": )" +
+                             dims({E}) + R"(, "uniform": [-0.5, 0.5], "seed": 2},
+                  "wd": {"shape": )" +
+                             dims({E, 1, 3, 3}) + R"(, "uniform": [-0.4, 0.4], "seed": 3},
+                  "lo": {"shape": [], "values": [0.0]}, "hi": {"shape": [], "values": [0.75]}},
+      "nodes": [{"name": "expand", "op": "Conv", "inputs": ["x", "we", "be"], "attrs": {"kernel_shape": [1, 1]}},
+                {"name": "relu6", "op": "Clip", "inputs": ["expand", "lo", "hi"]},
+                {"name": "dw", "op": "Conv", "inputs": ["relu6", "wd"],
+                 "attrs": {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "group": )" +
+                             std::to_string(E) + R"(}},
+                {"name": "relu", "op": "Relu", "inputs": ["dw"]}],
+      "outputs": ["relu")" + (extra_reader ? R"(, "relu6")" : "") +
+                             R"(]})";
+    return json_model(json::parse(text));
+}
+
+TEST(Composer, PointwiseProducerComputedPerDepthwiseTask) {
+    // x86 plans the pointwise conv into the depthwise conv's group (pointwise_into_depthwise), which
+    // conv_dw computes per task: odd planes, channels no block divides, batches, and every register
+    // tile of the producer shifting inwards at the plane's and the block's ends.
+    struct Case {
+        int N, C, E, H, W;
+    };
+    int ran = 0;
+    for (const Case &c : {Case{1, 5, 12, 13, 9}, Case{2, 3, 20, 7, 11}, Case{1, 8, 24, 14, 14}}) {
+        SCOPED_TRACE(std::to_string(c.N) + "x" + std::to_string(c.C) + "->" + std::to_string(c.E) + " at " +
+                     std::to_string(c.H) + "x" + std::to_string(c.W));
+        FusedGraph plan = fused_plan(pointwise_depthwise_model(c.N, c.C, c.E, c.H, c.W));
+        ASSERT_EQ(plan.groups.size(), 1u);
+        ASSERT_EQ(plan.groups[0].master, "dw");
+        ASSERT_EQ(plan.groups[0].schedule["template"], "conv_dw");
+        ASSERT_TRUE(plan.groups[0].schedule.contains("producer_tile_c")) << plan.groups[0].schedule.dump();
+        expect_matches_reference(plan);
+        ran++;
+        const json defaults = plan.groups[0].schedule;
+        // (channel_block, producer_tile_c, producer_tile_x_vectors, producer_vector_width)
+        for (const std::array<int, 4> &v : std::vector<std::array<int, 4>>{{c.E, 1, 1, 8},
+                                                                           {c.E, 4, 3, 8},
+                                                                           {7, 3, 1, 4},
+                                                                           {7, 4, 3, 8},
+                                                                           {4, 3, 1, 8},
+                                                                           {4, 4, 3, 4},
+                                                                           {5, 2, 2, 8}}) {
+            plan.groups[0].schedule = defaults;
+            plan.groups[0].schedule.update({{"channel_block", v[0]},
+                                            {"producer_tile_c", v[1]},
+                                            {"producer_tile_x_vectors", v[2]},
+                                            {"producer_vector_width", v[3]}});
+            expect_matches_reference(plan);
+            ran++;
+        }
+    }
+    EXPECT_EQ(ran, 24);
+}
+
+TEST(Composer, PointwiseProducerStaysInsideTheParallelTasks) {
+    // The expanded value is computed per task: its buffer holds the plane's 14 x 14 positions for the
+    // task's block of channels only, never all 24 of them.
+    const Graph g = pointwise_depthwise_model(1, 8, 24, 14, 14);
+    FusedGraph plan = fused_plan(g);
+    const FusedGroup &grp = plan.groups[0];
+    const int block = grp.schedule["channel_block"].get<int>();
+    ASSERT_LT(block, 24);
+    const std::string stmt = compiled_group_text(plan, kTarget, false);
+    EXPECT_NE(stmt.find("halide_do_par_for"), std::string::npos);
+    const size_t at = stmt.find("allocate expand_flat");
+    ASSERT_NE(at, std::string::npos) << "the producer is not lowered flat";
+    const std::string line = stmt.substr(at, stmt.find('\n', at) - at);
+    EXPECT_NE(line.find("[float32 * 196 * " + std::to_string(block) + " * 1]"), std::string::npos) << line;
+}
+
+TEST(Composer, PointwiseProducerNeedsItsOwnReaderAndParameters) {
+    // The ReLU6 value handed out too: the planner keeps the pointwise conv in a group of its own.
+    FusedGraph two = fused_plan(pointwise_depthwise_model(1, 5, 12, 13, 9, true));
+    EXPECT_EQ(two.groups.size(), 2u);
+    for (const FusedGroup &grp : two.groups) EXPECT_FALSE(grp.schedule.contains("producer_tile_c"));
+    expect_matches_reference(two);
+    // Producer parameters on a depthwise group without a producer, and bad values, name the field.
+    FusedGraph plan = fused_plan(conv_model(24, 14, 14, 24, 3, 1, 1, 24));
+    plan.groups[0].schedule["producer_tile_c"] = 4;
+    expect_conv_schedule_error(plan, "schedule.producer_tile_c");
+    FusedGraph fused = fused_plan(pointwise_depthwise_model(1, 5, 12, 13, 9));
+    auto expect_error = [&](const char *key, json value, const std::string &field) {
+        FusedGraph p = fused;
+        p.groups[0].schedule[key] = value;
+        expect_conv_schedule_error(p, field, "dw");
+    };
+    expect_error("producer_tile_c", 13, "schedule.producer_tile_c");  // exceeds the channel block
+    expect_error("producer_vector_width", 6, "schedule.producer_vector_width");
+    expect_error("producer_tile_x_vectors", 16, "schedule.producer_tile_x_vectors");  // 16 x 8 > 13 x 9
+    json missing = fused.groups[0].schedule;
+    missing.erase("producer_tile_c");
+    fused.groups[0].schedule = missing;
+    expect_error("producer_tile_x_vectors", 1, "schedule.producer_tile_c");
+}
+
 TEST(Composer, ConvWithoutATileableEpilogueRunsAtRoot) {
     // SqueezeNet's tail (conv + Relu + GlobalAveragePool + Flatten) and a fire module's expand convs
     // joined by a Concat: no epilogue the conv template can tile, so the conv runs at root by its
@@ -1080,24 +1214,11 @@ TEST(Composer, Avx512DefaultsDifferAndCompile) {
     EXPECT_EQ(defaults(pool, avx512)["vector_width"], 16);
     EXPECT_EQ(defaults(softmax, avx512)["vector_width"], 16);
     // Each template compiles for AVX-512 whatever the host (run where the host has it) and uses zmm registers.
-    int i = 0;
     for (const Graph *g : {&cell, &rows, &conv, &flat, &xv, &pool, &softmax}) {
         FusedGraph plan = with_default_schedules(plan_fusion(*g, {load_rules("x86")}), avx512);
         const FusedGroup &grp = plan.groups[0];
-        std::vector<const Node *> nodes;
-        for (const std::string &n : grp.nodes) nodes.push_back(plan.graph.find_node(n));
-        exec::WeightBuffers weights = exec::make_weight_buffers(plan.graph);
-        exec::LoweredGroup lowered = exec::lower_group(plan.graph, nodes, handed_out_values(plan, grp), weights, {},
-                                                       compose::conv_lowerings(plan.graph, grp, avx512));
-        compose::compose_group(plan.graph, grp, lowered, avx512);
-        std::vector<Halide::Argument> args(lowered.params.begin(), lowered.params.end());
-        const std::string path =
-            testing::TempDir() + "/composer_avx512_" + std::to_string(getpid()) + "_" + std::to_string(i++) + ".s";
-        Halide::Pipeline(lowered.output_funcs).compile_to_assembly(path, args, "group", avx512);
-        std::ifstream in(path);
-        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const std::string text = compiled_group_text(plan, avx512, true);
         EXPECT_NE(text.find("zmm"), std::string::npos) << grp.schedule.dump();
-        std::remove(path.c_str());
     }
 }
 

@@ -100,6 +100,8 @@ TEST(FusionRules, BuiltInContents) {
     EXPECT_FALSE(tvm.window_fusion || tvm.multi_output);
     EXPECT_TRUE(x86.recompute);
     EXPECT_FALSE(tvm.recompute || none.recompute) << "Relay's FuseOps never recomputes";
+    EXPECT_TRUE(x86.pointwise_into_depthwise);
+    EXPECT_FALSE(tvm.pointwise_into_depthwise || none.pointwise_into_depthwise) << "Relay never fuses two convs";
     EXPECT_EQ(x86.max_group_ops, 64);
     EXPECT_EQ(x86.max_group_inputs, 16);
     EXPECT_TRUE(none.rules.empty());
@@ -119,6 +121,8 @@ TEST(FusionRules, AllFieldsAreRead) {
     j["multi_output"] = false;
     j["defer_injective"] = false;
     j["recompute"] = true;
+    j["sibling_products"] = true;
+    j["pointwise_into_depthwise"] = true;
     j["opaque_ops"] = {"Softmax", "MaxPool"};
     j["opaque_nodes"] = {"conv3"};
     j["stop_after"] = {"relu7"};
@@ -129,7 +133,7 @@ TEST(FusionRules, AllFieldsAreRead) {
     EXPECT_EQ(r.max_group_ops, 8);
     EXPECT_EQ(r.max_group_inputs, 4);
     EXPECT_FALSE(r.window_fusion || r.multi_output || r.defer_injective);
-    EXPECT_TRUE(r.recompute);
+    EXPECT_TRUE(r.recompute && r.sibling_products && r.pointwise_into_depthwise);
     EXPECT_EQ(r.opaque_ops, (std::set<std::string>{"MaxPool", "Softmax"}));
     EXPECT_EQ(r.opaque_nodes, (std::set<std::string>{"conv3"}));
     EXPECT_EQ(r.stop_after, (std::set<std::string>{"relu7"}));

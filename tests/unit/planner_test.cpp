@@ -835,6 +835,38 @@ TEST(PlannerOptions, SiblingProductsShareAGroup) {
     expect_matches(off, base, "no siblings");
 }
 
+TEST(PlannerOptions, PointwiseConvJoinsTheDepthwiseConvReadingIt) {
+    // MobileNet's expand (1x1 + BN + ReLU) joins the 3x3 depthwise conv reading it, which leads the
+    // group; the project conv after the depthwise one does not (a 1x1 reads every channel), nor does a
+    // pointwise conv before a strided depthwise one or one whose value is also read elsewhere.
+    auto block = [](const std::string &name, int stride, bool shared) {
+        ModelBuilder b(name);
+        b.input("x", {1, 8, 10, 10}).conv("expand", "x", 8, 24, 1).bn("bn", "expand", 24).node("relu", "Relu", {"bn"});
+        b.weight("dw.w", {24, 1, 3, 3})
+            .node("dw", "Conv", {"relu", "dw.w"},
+                  {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}, {"strides", {stride, stride}}, {"group", 24}})
+            .node("dw_relu", "Relu", {"dw"})
+            .conv("project", "dw_relu", 24, 8, 1);
+        if (shared) b.node("side", "Sigmoid", {"relu"}).output("side");
+        return b.output("project").load();
+    };
+    const Graph g = block("pw_dw", 1, false);
+    FusedGraph on = plan(g, {"x86"});
+    EXPECT_EQ(groups_of(on), (Groups{{"expand", "relu", "dw", "dw_relu"}, {"project"}})) << plan_table(on);
+    EXPECT_EQ(group_with(on, "dw").master, "dw");
+    EXPECT_EQ(group_with(on, "dw").placement.at("expand"), Placement::ComputeAt);
+    FusedGraph off = plan_fusion(g, {custom_rules("no_pw_dw", {{"pointwise_into_depthwise", false}})});
+    EXPECT_EQ(off.groups.size(), 3u) << plan_table(off);
+    EXPECT_EQ(plan(g, {"tvm"}).groups.size(), 3u);
+    for (const Graph &other : {block("pw_dw_s2", 2, false), block("pw_dw_shared", 1, true)}) {
+        FusedGraph p = plan(other, {"x86"});
+        EXPECT_NE(group_with(p, "expand").name, group_with(p, "dw").name) << other.name << "\n" << plan_table(p);
+    }
+    Baseline base = unfused_baseline(g);
+    expect_matches(on, base, "pointwise into depthwise");
+    expect_matches(off, base, "apart");
+}
+
 // --- Rounds -----------------------------------------------------------------------------------------
 
 TEST(PlannerRounds, TvmThenX86MergesFurther) {
