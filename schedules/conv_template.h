@@ -4,7 +4,8 @@
 //
 //  conv_xv  x vectorized; tile of tile_x_vectors x-vectors x tile_y rows x tile_c output channels.
 //           3x3 64->64 at 56x56: ~84% of one core's FMA peak (AVX2, Zen 3).
-//  conv_dw  depthwise: x vectorized, rows unrolled, all taps unrolled, padded plane per channel block.
+//  conv_dw  depthwise: x vectorized, rows unrolled, all taps unrolled, padded plane per channel block;
+//           a pointwise conv feeding it computed per task, flat, for the task's channels.
 //  conv_flat  a stride-1 conv lowered over the flattened rows of its padded input (Conv's "flat"
 //           part, see LowerContext::flatten_spatial): blocks of whole rows, register tiles of vectors
 //           of flattened pixels x channels, so narrow or odd rows (28, 13, 7 wide) waste few lanes.

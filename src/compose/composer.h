@@ -5,7 +5,8 @@
 // after a conv becomes the tiled output. Injective/elementwise-led groups, and groups no template fits
 // (the defaults then say why), get the simple schedule: inlined members inline, everything else its
 // own root stage. Members a template does not reach (producers inside the group, other outputs) get
-// the simple schedule too.
+// the simple schedule too, but for a pointwise conv feeding a depthwise master, which conv_dw
+// computes per task (lowered flat: see conv_lowerings).
 //
 // The parameters a template uses are recorded in the plan ("schedule"), so a plan file pins them and
 // an explorer can vary them; default_schedule_params() computes them from shapes and target alone. A
