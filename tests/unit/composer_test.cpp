@@ -869,6 +869,26 @@ TEST(Composer, PointwiseProducerComputedPerDepthwiseTask) {
     EXPECT_EQ(ran, 24);
 }
 
+TEST(Composer, ChannelVectorConvUnrollsInputBlocksWhereTheTileFitsTheRegisters) {
+    // Channel-blocked input: the reduction goes by whole blocks of 8 channels, each unrolled (the loop
+    // over the blocks stays, the one inside them does not), where the tile's accumulators, broadcasts
+    // and weight vectors fit the registers: AVX-512's 5 x 4 (29 of 32 zmm); AVX2's 3 x 4 needs 19 of
+    // 16 ymm (LLVM spilled an accumulator, 2x slower), so its channels stay one loop.
+    const Halide::Target avx512("x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41");
+    const Graph g = conv_model(16, 14, 14, 64, 3, 1, 1, 1);
+    for (const Halide::Target &target : {avx512, kTarget}) {
+        FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("x86")}), target);
+        const nlohmann::json &p = plan.groups[0].schedule;
+        ASSERT_EQ(p["template"], "conv_cv");
+        ASSERT_EQ(p["input_block"], 8);
+        const std::string stmt = compiled_group_text(plan, target, false);
+        const bool unrolled = target == avx512;
+        EXPECT_EQ(stmt.find(".rcb") != std::string::npos, unrolled) << p.dump();
+        EXPECT_EQ(stmt.find(".rcl"), std::string::npos) << p.dump();
+        expect_matches_reference(plan);  // on the host's ISA
+    }
+}
+
 TEST(Composer, PointwiseProducerStaysInsideTheParallelTasks) {
     // The expanded value is computed per task: its buffer holds the plane's 14 x 14 positions for the
     // task's block of channels only, never all 24 of them.
