@@ -4,6 +4,8 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <thread>
+#include <vector>
 
 namespace hfuse::exec {
 namespace {
@@ -14,7 +16,9 @@ constexpr size_t kMaxCached = size_t{256} << 20;  // beyond this many cached byt
 
 struct Cache {
     std::mutex mutex;
-    std::multimap<size_t, void *> free_blocks;  // by rounded size
+    // By rounded size and the thread that freed them, the most recent last: a thread gets back the block
+    // it freed last (still in its core's caches), another's only when it has none of that size.
+    std::map<size_t, std::map<std::thread::id, std::vector<void *>>> free_blocks;
     size_t cached_bytes = 0;
 };
 
@@ -37,10 +41,14 @@ void *jit_malloc(Halide::JITUserContext *, size_t size) {
     if (bytes >= kSmall) {
         Cache &c = cache();
         std::lock_guard<std::mutex> lock(c.mutex);
-        auto it = c.free_blocks.find(bytes);
-        if (it != c.free_blocks.end()) {
-            void *block = it->second;
-            c.free_blocks.erase(it);
+        auto sized = c.free_blocks.find(bytes);
+        if (sized != c.free_blocks.end()) {
+            auto by_thread = sized->second.find(std::this_thread::get_id());
+            if (by_thread == sized->second.end()) by_thread = sized->second.begin();
+            void *block = by_thread->second.back();
+            by_thread->second.pop_back();
+            if (by_thread->second.empty()) sized->second.erase(by_thread);
+            if (sized->second.empty()) c.free_blocks.erase(sized);
             c.cached_bytes -= bytes;
             return static_cast<char *>(block) + kHeader;
         }
@@ -59,7 +67,7 @@ void jit_free(Halide::JITUserContext *, void *ptr) {
         Cache &c = cache();
         std::lock_guard<std::mutex> lock(c.mutex);
         if (c.cached_bytes + bytes <= kMaxCached) {
-            c.free_blocks.emplace(bytes, block);
+            c.free_blocks[bytes][std::this_thread::get_id()].push_back(block);
             c.cached_bytes += bytes;
             return;
         }

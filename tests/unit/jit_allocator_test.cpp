@@ -18,6 +18,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 
 namespace hfuse {
 namespace {
@@ -41,6 +42,24 @@ TEST(JitAllocator, AlignedAndLargeBlocksReusedBySize) {
     exec::jit_free(nullptr, b);
     exec::jit_free(nullptr, c);
     exec::jit_free(nullptr, nullptr);  // as free(nullptr)
+}
+
+TEST(JitAllocator, AThreadGetsBackTheBlockItFreedLast) {
+    // Blocks freed by this thread come back most recent first, before one another thread freed; that
+    // one serves a thread that has none of the size.
+    constexpr size_t kSize = (size_t{5} << 20) + 7 * 4096 + 123;  // a size no other test frees
+    void *other = nullptr;
+    std::thread([&] { other = exec::jit_malloc(nullptr, kSize); }).join();
+    void *a = exec::jit_malloc(nullptr, kSize), *b = exec::jit_malloc(nullptr, kSize);
+    exec::jit_free(nullptr, a);
+    exec::jit_free(nullptr, b);
+    std::thread([&] { exec::jit_free(nullptr, other); }).join();  // the most recent, but another's
+    EXPECT_EQ(exec::jit_malloc(nullptr, kSize), b);
+    EXPECT_EQ(exec::jit_malloc(nullptr, kSize), a);
+    EXPECT_EQ(exec::jit_malloc(nullptr, kSize), other);
+    exec::jit_free(nullptr, a);
+    exec::jit_free(nullptr, b);
+    exec::jit_free(nullptr, other);
 }
 
 long minor_faults() {
