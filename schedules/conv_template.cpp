@@ -188,6 +188,25 @@ void schedule_xv(Func tile, Func conv, Func padded, const std::vector<Func> &per
     if (padded.defined()) padded_at_root(padded, conv, vw);
 }
 
+// A flat conv (`flat`, (q, c, n)) by register tiles inside `strip`, its wrapper, which the caller
+// places: nx vectors of vw positions x nc channels, shifting inwards at the strip's ends, every loop
+// inside unrolled, the taps along a row too (as conv_xv's "kx,ci,ky"). conv_flat's tiles, and those
+// of conv_dw's pointwise producer.
+void schedule_flat_register_tiles(Func strip, Func flat, int vw, int nx, int nc) {
+    const Var fq = flat.args()[0], fc = flat.args()[1];
+    Var qo("qo"), qi("qi"), fco("fco"), fci("fci");
+    const auto inwards = Halide::TailStrategy::ShiftInwards;
+    strip.split(fq, qo, qi, vw * nx, inwards)
+        .split(fc, fco, fci, nc, inwards)
+        .reorder(qi, fci, qo, fco)
+        .vectorize(qi, vw)
+        .unroll(qi)
+        .unroll(fci);
+    flat.compute_at(strip, qo).vectorize(fq, vw).unroll(fq).unroll(fc);
+    std::vector<RVar> r = flat.rvars(0);  // (ci, kx, ky)
+    flat.update().reorder(fq, fc, r[1], r[0], r[2]).vectorize(fq, vw).unroll(fq).unroll(fc).unroll(r[1]);
+}
+
 // conv_dw's pointwise producer `flat` ((q, c, n), q = y * W + x) per task of `tile`: the task's channels
 // over the whole plane, by register tiles of nx vectors of vw positions x nc channels (shifting inwards
 // at the plane's and the block's ends), the reduction over its input channels inside, as conv_flat's.
@@ -202,20 +221,9 @@ void schedule_dw_producer(Func flat, Func tile, Var task, const ConvGroupShape &
         fail_field("schedule.producer_tile_x_vectors", "exceeds the plane's positions");
     }
     if (nc > cb) fail_field("schedule.producer_tile_c", "exceeds schedule.channel_block");
-    const Var fq = flat.args()[0], fc = flat.args()[1];
-    Var qo("qo"), qi("qi"), fco("fco"), fci("fci");
-    const auto inwards = Halide::TailStrategy::ShiftInwards;
     Func strip = flat.in();
-    strip.compute_at(tile, task)
-        .split(fq, qo, qi, vw * nx, inwards)
-        .split(fc, fco, fci, nc, inwards)
-        .reorder(qi, fci, qo, fco)
-        .vectorize(qi, vw)
-        .unroll(qi)
-        .unroll(fci);
-    flat.compute_at(strip, qo).vectorize(fq, vw).unroll(fq).unroll(fc);
-    std::vector<RVar> r = flat.rvars(0);  // (ci, kx, ky), the taps one each
-    flat.update().reorder(fq, fc, r[1], r[0], r[2]).vectorize(fq, vw).unroll(fq).unroll(fc);
+    strip.compute_at(tile, task);
+    schedule_flat_register_tiles(strip, flat, vw, nx, nc);
 }
 
 void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, const nlohmann::json &p, int vw,
@@ -283,7 +291,6 @@ void schedule_flat(Func tile, Func flat, Func padded, const ConvGroupShape &s, c
     if (nc > cb) fail_field("schedule.tile_c", "exceeds schedule.channel_block");
 
     Dims t(tile);
-    const Var fp = flat.args()[0], fc = flat.args()[1];
     Var yo("yo"), yi("yi"), cbo("cbo"), cbi("cbi"), co("co"), ci("ci"), task("task");
     const auto inwards = Halide::TailStrategy::ShiftInwards;
     tile.split(t.y, yo, yi, rows, inwards)
@@ -294,19 +301,10 @@ void schedule_flat(Func tile, Func flat, Func padded, const ConvGroupShape &s, c
         .parallel(task);
     vectorize_rows(tile, t.x, tw, vw);
 
+    // Per tile_c channels (the strip's channels are one register tile's).
     Func strip = flat.in();
-    Var po("po"), pi("pi");
-    strip.compute_at(tile, co)
-        .split(fp, po, pi, vw * nx, inwards)
-        .reorder(pi, fc, po)
-        .vectorize(pi, vw)
-        .unroll(pi)
-        .unroll(fc);
-    // The register tile: exactly vw * nx pixels x nc channels, every loop inside unrolled; the taps
-    // along a row unrolled too, as conv_xv's "kx,ci,ky".
-    flat.compute_at(strip, po).vectorize(fp, vw).unroll(fp).unroll(fc);
-    std::vector<RVar> r = flat.rvars(0);  // (ci, kx, ky)
-    flat.update().reorder(fp, fc, r[1], r[0], r[2]).vectorize(fp, vw).unroll(fp).unroll(fc).unroll(r[1]);
+    strip.compute_at(tile, co);
+    schedule_flat_register_tiles(strip, flat, vw, nx, nc);
     if (padded.defined()) padded_at_root(padded, flat, vw);
 }
 

@@ -505,7 +505,6 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
         schedules::schedule_conv(wrapper, scheduled, padded_func, {}, schedules::conv_at_root(shape), params, target,
                                  producer);
         std::set<std::string> done = {conv_func.name(), wrapper.name()};
-        done.insert(producer_funcs.begin(), producer_funcs.end());
         if (const exec::LoweredNode *pool = a.conv.pooled ? pool_on_chain(a, lowered) : nullptr) {
             // By the pool template's defaults (3x3 stride 2 over 64x112x112, the ResNet stem's: 0.19 ms,
             // the simple schedule 0.33 ms), the epilogues after it inlined.
@@ -515,8 +514,8 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
                                      schedules::pool_default_params(pool_shape, target), target);
             done = chain_funcs(a, lowered);
             done.insert({tile.name(), wrapper.name()});
-            done.insert(producer_funcs.begin(), producer_funcs.end());
         }
+        done.insert(producer_funcs.begin(), producer_funcs.end());
         schedule_by_placement(g, grp, lowered, rest, done);
         return;
     }
