@@ -2,6 +2,8 @@
 // (models/*.json) run by
 //
 //   WORKLOAD/hfuse_fused           the default plan (x86 rules), hfuse's schedule templates
+//   WORKLOAD/hfuse_fused_halide_pool  the same, its parallel loops run by Halide's thread pool instead
+//                                  of OpenMP (ExecutorOptions::parallel_runtime)
 //   WORKLOAD/hfuse_unfused         one group per op, the graph as written (`hfuse run --unfused`)
 //   WORKLOAD/hfuse_AS_groups       the default plan, each group scheduled by Halide's autoscheduler AS
 //   WORKLOAD/hfuse_AS_whole        the whole model one pipeline, every choice AS's (`--whole`)
@@ -154,7 +156,7 @@ void timed(benchmark::State &state, const Workload &w, Impl &impl) {
 // FusedBlockedIo: the fused plan taking its input and returning its output channel-blocked where its
 // conv_cv groups would convert them (ExecutorOptions::blocked_io), the conversions outside the timed
 // runs, as the oneDNN peer's reorders are.
-enum class Variant { Fused, FusedBlockedIo, Unfused, AutoGroups, AutoWhole };
+enum class Variant { Fused, FusedBlockedIo, FusedHalidePool, Unfused, AutoGroups, AutoWhole };
 
 Impl make_hfuse(const Workload &w, Variant v) {
     ExecutorOptions opts;
@@ -165,6 +167,10 @@ Impl make_hfuse(const Workload &w, Variant v) {
     case Variant::FusedBlockedIo:
         plan = plan_fusion(w.graph, {load_rules("x86")});
         opts.blocked_io = true;
+        break;
+    case Variant::FusedHalidePool:
+        plan = plan_fusion(w.graph, {load_rules("x86")});
+        opts.parallel_runtime = ParallelRuntime::Halide;
         break;
     case Variant::Unfused:
         plan = singleton_groups(w.graph);
@@ -464,6 +470,7 @@ void register_benchmarks() {
     const std::vector<std::pair<std::string, Variant>> variants = {
         {"hfuse_fused", Variant::Fused},
         {"hfuse_fused_blocked_io", Variant::FusedBlockedIo},
+        {"hfuse_fused_halide_pool", Variant::FusedHalidePool},
         {"hfuse_unfused", Variant::Unfused},
         {"hfuse_" + g_autoschedule + "_groups", Variant::AutoGroups},
         {"hfuse_" + g_autoschedule + "_whole", Variant::AutoWhole},

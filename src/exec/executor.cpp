@@ -5,6 +5,7 @@
 #include "exec/buffer_plan.h"
 #include "exec/group_lowering.h"
 #include "exec/jit_allocator.h"
+#include "exec/parallel_runtime.h"
 #include "exec/value_layout.h"
 #include "hfuse/error.h"
 
@@ -35,6 +36,7 @@ TensorBuffer tensor_from_data(const Shape &shape, const float *data) {
 }
 
 void set_num_threads(int n) {
+    exec::set_openmp_threads(n);
     // Halide's runtime reads HL_NUM_THREADS when its thread pool starts, i.e. at the first parallel loop.
     if (n > 0) {
         setenv("HL_NUM_THREADS", std::to_string(n).c_str(), 1);
@@ -269,6 +271,9 @@ std::shared_ptr<CompiledPipeline> schedule_and_compile(const Graph &g, const Fus
     cp->pipeline = Halide::Pipeline(lowered.output_funcs);
     cp->pipeline.jit_handlers().custom_malloc = exec::jit_malloc;
     cp->pipeline.jit_handlers().custom_free = exec::jit_free;
+    if (options.parallel_runtime == ParallelRuntime::OpenMP) {
+        cp->pipeline.jit_handlers().custom_do_par_for = exec::openmp_do_par_for;
+    }
     if (!lowered.jit_externs.empty()) cp->pipeline.set_jit_externs(lowered.jit_externs);
     if (grp.backend.empty() && autoscheduler != ScheduleSource::Templates) {
         exec::autoschedule_group(g, lowered, cp->pipeline, autoscheduler, options.target, options.parallelism);

@@ -5,6 +5,7 @@
 #include "exec/group_lowering.h"
 #include "exec/jit_allocator.h"
 #include "exec/model_lowering.h"
+#include "exec/parallel_runtime.h"
 #include "exec/value_layout.h"
 #include "hfuse/error.h"
 #include "ops/halide_util.h"
@@ -206,6 +207,9 @@ std::map<std::string, TensorBuffer> ModelPipeline::run(const std::map<std::strin
         // As the executor's pipelines: root buffers and outputs reused run after run.
         m.pipeline.jit_handlers().custom_malloc = exec::jit_malloc;
         m.pipeline.jit_handlers().custom_free = exec::jit_free;
+        if (m.options.parallel_runtime == ParallelRuntime::OpenMP) {
+            m.pipeline.jit_handlers().custom_do_par_for = exec::openmp_do_par_for;
+        }
         m.pipeline.compile_jit(m.options.target);
         m.jit_compiled = true;
     }

@@ -1,5 +1,5 @@
-// The CLI's execution flags end to end: --autoschedule, --whole, bench's JSON record of them, and
-// run --profile.
+// The CLI's execution flags end to end: --autoschedule, --whole, --parallel-runtime, bench's JSON
+// record of them, and run --profile.
 #include "test_util.h"
 
 #include <Halide.h>
@@ -102,6 +102,26 @@ TEST(CliExec, BlockedIoTakesTheInputAndReturnsTheOutputStored) {
     r = test::run_cli("run " + kModels + "resnet_block.json --blocked-io --planar");
     EXPECT_NE(r.code, 0);
     EXPECT_TRUE(test::contains(r.out, "--planar excludes --blocked-io")) << r.out;
+}
+
+TEST(CliExec, ParallelRuntimeIsChosenRecordedAndChecked) {
+    for (const char *runtime : {"openmp", "halide"}) {
+        Result r = test::run_cli("bench " + kModels +
+                                 "conv_bias_relu_maxpool.json --json --runs 1 --parallel-runtime " + runtime);
+        ASSERT_EQ(r.code, 0) << r.out;
+        EXPECT_EQ(last_json(r.out)["parallel_runtime"], runtime);
+        r = test::run_cli("run " + kModels + "conv_bias_relu_maxpool.json --check --parallel-runtime " +
+                          std::string(runtime));
+        ASSERT_EQ(r.code, 0) << r.out;
+        EXPECT_EQ(r.out.find("MISMATCH"), std::string::npos) << r.out;
+    }
+    Result r = test::run_cli("bench " + kModels + "conv_bias_relu_maxpool.json --json --runs 1");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(last_json(r.out)["parallel_runtime"], "openmp");
+    r = test::run_cli("run " + kModels + "rnn_cell.json --parallel-runtime tbb", true);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_TRUE(test::contains(r.out, "--parallel-runtime")) << r.out;
+    EXPECT_TRUE(test::contains(r.out, "tbb")) << r.out;
 }
 
 TEST(CliExec, BenchCompareWithAnAutoscheduler) {

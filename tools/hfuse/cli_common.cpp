@@ -132,6 +132,13 @@ void PlanChoice::add_layout_flag(CLI::App *cmd) {
         ->excludes(p);
 }
 
+void PlanChoice::add_runtime_flag(CLI::App *cmd) {
+    cmd->add_option("--parallel-runtime", parallel_runtime,
+                    "who runs the parallel loops: openmp (default; each thread a fixed share of a loop's tasks, "
+                    "the same every run) or halide (Halide's thread pool, tasks to whichever thread asks next)")
+        ->check(CLI::IsMember({"openmp", "halide"}));
+}
+
 FusedGraph PlanChoice::make(const Graph &g) const {
     return make(g, Halide::get_jit_target_from_environment());
 }
@@ -161,6 +168,7 @@ ExecutorOptions PlanChoice::options() const {
     if (!autoschedule.empty()) o.schedule = parse_schedule_source(autoschedule);
     o.blocked_layouts = !planar;
     o.blocked_io = blocked_io;
+    o.parallel_runtime = parse_parallel_runtime(parallel_runtime);
     return o;
 }
 

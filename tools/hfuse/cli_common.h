@@ -77,11 +77,13 @@ struct PlanChoice {
     std::string autoschedule;        // --autoschedule: a Halide autoscheduler; "" = hfuse's templates
     bool planar = false;             // --planar: every intermediate dense NCHW (ExecutorOptions::blocked_layouts)
     bool blocked_io = false;         // --blocked-io: model inputs and outputs stored too (ExecutorOptions::blocked_io)
+    std::string parallel_runtime = "openmp";  // --parallel-runtime (ExecutorOptions::parallel_runtime)
 
     void add_flags(CLI::App *cmd);  // --plan, --rules, --unfused, --whole
     // --autoschedule; `what` says what the autoscheduler schedules (each group, or the whole pipeline).
     void add_schedule_flags(CLI::App *cmd, const std::string &what = "each group");
-    void add_layout_flag(CLI::App *cmd);  // --planar, --blocked-io
+    void add_layout_flag(CLI::App *cmd);   // --planar, --blocked-io
+    void add_runtime_flag(CLI::App *cmd);  // --parallel-runtime
     // The plan, its schedule parameters chosen for `target` (default: the JIT target).
     FusedGraph make(const Graph &g) const;
     FusedGraph make(const Graph &g, const Halide::Target &target) const;

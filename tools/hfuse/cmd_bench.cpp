@@ -58,6 +58,7 @@ int bench(const BenchOptions &o) {
                                 {"intermediate_bytes_unshared", t.executor.intermediate_bytes_unshared()},
                                 {"blocked_values", t.executor.value_layouts().size()},
                                 {"blocked_io", o.plan.blocked_io},
+                                {"parallel_runtime", o.plan.parallel_runtime},
                                 {"median_ms", med},
                                 {"min_ms", best},
                                 {"runs", o.runs},
@@ -73,6 +74,7 @@ int bench(const BenchOptions &o) {
     }
     PlanChoice unfused;
     unfused.unfused = true;
+    unfused.parallel_runtime = o.plan.parallel_runtime;
     Timed fused = build(o.plan.make(g), o.plan.options()), base = build(unfused.make(g), unfused.options());
     std::vector<std::string> fallbacks = report_fallbacks(fused.executor);
     const auto fused_inputs = pack_inputs(fused.executor, inputs);
@@ -120,6 +122,7 @@ Command add_bench(CLI::App &app) {
     o->plan.add_flags(cmd);
     o->plan.add_schedule_flags(cmd);
     o->plan.add_layout_flag(cmd);
+    o->plan.add_runtime_flag(cmd);
     cmd->add_option("--runs", o->runs, "timed runs after one warm-up run")->check(CLI::Range(1, 100000));
     cmd->add_flag("--json", o->json, "print one JSON object");
     cmd->add_flag("--compare", o->compare, "also time the unfused model, interleaved, and print the speedup");

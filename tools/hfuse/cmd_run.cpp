@@ -78,6 +78,7 @@ Command add_run(CLI::App &app) {
     o->plan.add_flags(cmd);
     o->plan.add_schedule_flags(cmd);
     o->plan.add_layout_flag(cmd);
+    o->plan.add_runtime_flag(cmd);
     cmd->add_option("--input", o->inputs, "FILE or NAME=FILE: raw little-endian float32, NCHW order")
         ->allow_extra_args(false);
     cmd->add_option("--output", o->outputs, "FILE or NAME=FILE: write an output as raw float32")

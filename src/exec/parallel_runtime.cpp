@@ -1,0 +1,78 @@
+#include "exec/parallel_runtime.h"
+
+#include "hfuse/error.h"
+#include "hfuse/executor.h"
+
+#include <omp.h>
+
+#include <atomic>
+#include <cstdlib>
+
+namespace hfuse {
+
+const char *to_string(ParallelRuntime r) {
+    return r == ParallelRuntime::OpenMP ? "openmp" : "halide";
+}
+
+ParallelRuntime parse_parallel_runtime(const std::string &name) {
+    for (ParallelRuntime r : {ParallelRuntime::OpenMP, ParallelRuntime::Halide}) {
+        if (name == to_string(r)) return r;
+    }
+    throw Error("unknown parallel runtime '" + name + "': expected openmp or halide");
+}
+
+}  // namespace hfuse
+
+namespace hfuse::exec {
+namespace {
+
+int threads_from_environment() {
+    const char *env = std::getenv("HL_NUM_THREADS");
+    const int n = env ? std::atoi(env) : 0;
+    return n > 0 ? n : omp_get_num_procs();
+}
+
+std::atomic<uint64_t> loops_run{0};
+
+std::atomic<int> &thread_count() {
+    static std::atomic<int> n{threads_from_environment()};
+    return n;
+}
+
+}  // namespace
+
+void set_openmp_threads(int n) {
+    thread_count().store(n > 0 ? n : omp_get_num_procs());
+}
+
+int openmp_threads() {
+    return thread_count().load();
+}
+
+uint64_t openmp_loops_run() {
+    return loops_run.load();
+}
+
+int openmp_do_par_for(Halide::JITUserContext *context, int (*task)(Halide::JITUserContext *, int, uint8_t *), int min,
+                      int extent, uint8_t *closure) {
+    loops_run.fetch_add(1, std::memory_order_relaxed);
+    const int threads = openmp_threads();
+    if (extent <= 1 || threads <= 1 || omp_in_parallel()) {
+        for (int i = min; i < min + extent; i++) {
+            if (int status = task(context, i, closure)) return status;
+        }
+        return 0;
+    }
+    std::atomic<int> first_failure{0};
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int i = min; i < min + extent; i++) {
+        if (first_failure.load(std::memory_order_relaxed) != 0) continue;
+        if (int status = task(context, i, closure)) {
+            int none = 0;
+            first_failure.compare_exchange_strong(none, status);
+        }
+    }
+    return first_failure.load();
+}
+
+}  // namespace hfuse::exec

@@ -1,0 +1,181 @@
+// Who runs the JIT pipelines' parallel loops: OpenMP's static schedule (every task once, each thread a
+// fixed contiguous share, the caller the first; a failing task's status returned; nested loops and
+// one thread on the caller), used by the executor and the whole-model pipeline unless they are told
+// to use Halide's pool, with the same results either way.
+#include "exec/parallel_runtime.h"
+#include "hfuse/composer.h"
+#include "hfuse/error.h"
+#include "hfuse/executor.h"
+#include "hfuse/fusion_rules.h"
+#include "hfuse/model_io.h"
+#include "hfuse/model_pipeline.h"
+#include "hfuse/planner.h"
+#include "hfuse/reference.h"
+
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace hfuse {
+namespace {
+
+using Task = int (*)(Halide::JITUserContext *, int, uint8_t *);
+
+// The thread that ran each task of a loop over [min, min + extent), and how often each ran.
+struct Record {
+    int min = 0;
+    std::vector<std::thread::id> thread;
+    std::vector<std::atomic<int>> runs;
+    explicit Record(int min, int extent) : min(min), thread(extent), runs(extent) {}
+};
+
+int record_task(Halide::JITUserContext *, int i, uint8_t *closure) {
+    auto *r = reinterpret_cast<Record *>(closure);
+    r->thread[i - r->min] = std::this_thread::get_id();
+    r->runs[i - r->min]++;
+    return 0;
+}
+
+// Restores the thread count a test changed.
+struct ThreadCount {
+    int saved = exec::openmp_threads();
+    explicit ThreadCount(int n) { exec::set_openmp_threads(n); }
+    ~ThreadCount() { exec::set_openmp_threads(saved); }
+};
+
+TEST(ParallelRuntime, EveryTaskRunsOnceEachThreadAFixedContiguousShare) {
+    ThreadCount two(2);
+    std::vector<std::thread::id> first;
+    for (int call = 0; call < 3; call++) {
+        Record r(5, 8);  // tasks 5..12
+        ASSERT_EQ(exec::openmp_do_par_for(nullptr, record_task, 5, 8, reinterpret_cast<uint8_t *>(&r)), 0);
+        for (int i = 0; i < 8; i++) EXPECT_EQ(r.runs[i].load(), 1) << "task " << 5 + i;
+        // The caller takes the first half, one other thread the second, in every call.
+        for (int i = 0; i < 4; i++) EXPECT_EQ(r.thread[i], std::this_thread::get_id()) << "task " << 5 + i;
+        for (int i = 5; i < 8; i++) EXPECT_EQ(r.thread[i], r.thread[4]) << "task " << 5 + i;
+        EXPECT_NE(r.thread[4], std::this_thread::get_id());
+        if (call == 0) first = r.thread;
+        EXPECT_EQ(r.thread, first) << "call " << call << " mapped tasks to threads differently";
+    }
+}
+
+TEST(ParallelRuntime, ReturnsAFailingTasksStatusAndSkipsTheCallersLaterTasks) {
+    ThreadCount two(2);
+    struct Count {
+        std::atomic<int> runs{0};
+    } c;
+    Task fail_at_3 = [](Halide::JITUserContext *, int i, uint8_t *closure) {
+        reinterpret_cast<Count *>(closure)->runs++;
+        return i == 3 ? -7 : 0;
+    };
+    EXPECT_EQ(exec::openmp_do_par_for(nullptr, fail_at_3, 0, 100, reinterpret_cast<uint8_t *>(&c)), -7);
+    // The caller's share is 0..49: after task 3 fails, 4..49 are skipped; the other thread may have
+    // run any of 50..99 before it saw the failure.
+    EXPECT_LE(c.runs.load(), 4 + 50);
+    EXPECT_GE(c.runs.load(), 4);
+}
+
+TEST(ParallelRuntime, NestedLoopsAndOneThreadRunOnTheCaller) {
+    {
+        ThreadCount one(1);
+        Record r(0, 6);
+        ASSERT_EQ(exec::openmp_do_par_for(nullptr, record_task, 0, 6, reinterpret_cast<uint8_t *>(&r)), 0);
+        for (int i = 0; i < 6; i++) EXPECT_EQ(r.thread[i], std::this_thread::get_id());
+    }
+    ThreadCount two(2);
+    // Each outer task runs an inner loop of 4 tasks: on the outer task's own thread.
+    struct Outer {
+        std::vector<std::thread::id> outer{2};
+        std::vector<std::unique_ptr<Record>> inner;
+    } o;
+    o.inner.push_back(std::make_unique<Record>(0, 4));
+    o.inner.push_back(std::make_unique<Record>(0, 4));
+    Task outer = [](Halide::JITUserContext *, int i, uint8_t *closure) {
+        auto *o = reinterpret_cast<Outer *>(closure);
+        o->outer[i] = std::this_thread::get_id();
+        return exec::openmp_do_par_for(nullptr, record_task, 0, 4, reinterpret_cast<uint8_t *>(o->inner[i].get()));
+    };
+    ASSERT_EQ(exec::openmp_do_par_for(nullptr, outer, 0, 2, reinterpret_cast<uint8_t *>(&o)), 0);
+    EXPECT_NE(o.outer[0], o.outer[1]);
+    for (int i = 0; i < 2; i++) {
+        for (int t = 0; t < 4; t++) {
+            EXPECT_EQ(o.inner[i]->runs[t].load(), 1);
+            EXPECT_EQ(o.inner[i]->thread[t], o.outer[i]) << "outer task " << i << ", inner task " << t;
+        }
+    }
+}
+
+TEST(ParallelRuntime, NamesParseAndUnknownOnesAreRefused) {
+    EXPECT_EQ(parse_parallel_runtime("openmp"), ParallelRuntime::OpenMP);
+    EXPECT_EQ(parse_parallel_runtime("halide"), ParallelRuntime::Halide);
+    EXPECT_EQ(ExecutorOptions{}.parallel_runtime, ParallelRuntime::OpenMP);
+    try {
+        parse_parallel_runtime("tbb");
+        FAIL() << "accepted 'tbb'";
+    } catch (const Error &e) {
+        EXPECT_NE(std::string(e.what()).find("'tbb'"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("openmp or halide"), std::string::npos) << e.what();
+    }
+}
+
+void expect_matches_reference(const Graph &g, const test::ModelInputs &in,
+                              const std::map<std::string, TensorBuffer> &actual) {
+    auto expected = reference::run(g, in.reference);
+    for (const std::string &out : g.outputs) {
+        const auto &e = expected.at(out);
+        auto cmp = reference::compare(actual.at(out).data(), e.data.data(), e.data.size());
+        EXPECT_LE(cmp.relative(), 1e-5) << out << ": max abs error " << cmp.max_abs_error;
+    }
+}
+
+// The executor's pipelines run their loops on the runtime they were given, with the same results.
+TEST(ParallelRuntime, ExecutorRunsOnTheRuntimeItIsGivenWithTheSameResults) {
+    ThreadCount two(2);
+    Graph g = load_model(std::string(HFUSE_SOURCE_DIR) + "/models/resnet_block.json");
+    test::ModelInputs in = test::make_inputs(g);
+    FusedGraph plan = plan_fusion(g, {load_rules("x86")});
+    std::map<std::string, TensorBuffer> results[2];
+    for (ParallelRuntime r : {ParallelRuntime::OpenMP, ParallelRuntime::Halide}) {
+        ExecutorOptions o;
+        o.parallel_runtime = r;
+        Executor ex(with_default_schedules(plan, o.target), o);
+        const uint64_t before = exec::openmp_loops_run();
+        auto out = ex.run(in.buffers);
+        const uint64_t loops = exec::openmp_loops_run() - before;
+        if (r == ParallelRuntime::OpenMP) {
+            EXPECT_GE(loops, static_cast<uint64_t>(ex.num_groups())) << "every group has a parallel loop";
+        } else {
+            EXPECT_EQ(loops, 0u) << "Halide's pool was asked for, OpenMP ran loops";
+        }
+        expect_matches_reference(g, in, out);
+        results[r == ParallelRuntime::OpenMP ? 0 : 1] = std::move(out);
+    }
+    const TensorBuffer &a = results[0].at(g.outputs[0]), &b = results[1].at(g.outputs[0]);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size_in_bytes())) << "the two runtimes' results differ";
+}
+
+TEST(ParallelRuntime, WholeModelPipelineRunsOnTheRuntimeItIsGiven) {
+    ThreadCount two(2);
+    Graph g = load_model(std::string(HFUSE_SOURCE_DIR) + "/models/conv_bias_relu_maxpool.json");
+    test::ModelInputs in = test::make_inputs(g);
+    for (ParallelRuntime r : {ParallelRuntime::OpenMP, ParallelRuntime::Halide}) {
+        ModelPipelineOptions o;
+        o.parallel_runtime = r;
+        ModelPipeline mp(plan_fusion(g, {load_rules("x86")}), o);
+        const uint64_t before = exec::openmp_loops_run();
+        auto out = mp.run(in.buffers);
+        EXPECT_EQ(exec::openmp_loops_run() > before, r == ParallelRuntime::OpenMP) << to_string(r);
+        expect_matches_reference(g, in, out);
+    }
+}
+
+}  // namespace
+}  // namespace hfuse
