@@ -121,10 +121,10 @@ void schedule_xv_per_tile(Func tile, Func conv, const std::vector<Func> &per_til
         tile.reorder(xi, yi, ci, xo, yo, co, t.n);
     }
     tile.vectorize(xi, std::min(vw, tx)).unroll(xi).unroll(yi).unroll(ci);
-    if (channels_inner) {
-        tile.parallel(yo);
+    if (channels_inner) {  // every image's tasks one parallel loop (see schedule_flat)
+        tile.fuse(yo, t.n, yo).parallel(yo);
     } else {
-        tile.fuse(yo, co, task).parallel(task);
+        tile.fuse(yo, co, task).fuse(task, t.n, task).parallel(task);
     }
     const Var inner = channels_inner ? co : xo;
     // tx is a whole number of these vectors: rounding up computes nothing outside the tile.
@@ -156,7 +156,7 @@ void schedule_xv_strips(Func tile, Func conv, const std::vector<Func> &per_tile,
     Var yo("yo"), yi("yi"), co("co"), ci("ci"), task("task");
     tile.split(t.y, yo, yi, strip_y).split(t.c, co, ci, strip_c).reorder(t.x, yi, ci, yo, co, t.n);
     if (tw >= vw) tile.vectorize(t.x, vw);
-    tile.fuse(yo, co, task).parallel(task);
+    tile.fuse(yo, co, task).fuse(task, t.n, task).parallel(task);
     // Rounded up, the pool's last vector would widen the strip (and the conv) past the conv's width.
     schedule_per_tile(per_tile, tile, task, vw, Halide::TailStrategy::GuardWithIf);
 
@@ -298,6 +298,11 @@ void schedule_flat(Func tile, Func flat, Func padded, const ConvGroupShape &s, c
         .split(cbi, co, ci, nc, inwards)
         .reorder(t.x, yi, ci, co, yo, cbo, t.n)
         .fuse(yo, cbo, task)
+        // Every image's blocks one parallel loop (as every conv template): no join between images, and
+        // under a static schedule a thread keeps whole images, their input read by one core. 1x1
+        // 128->256 at 28x28, batch 8, 2 threads: 1.20 -> 1.13 ms; with cbrm's and the MobileNet-V2
+        // block's 2-6%.
+        .fuse(task, t.n, task)
         .parallel(task);
     vectorize_rows(tile, t.x, tw, vw);
 
@@ -354,6 +359,7 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
         .split(a[k + 2], co, ci, stored_blocked ? cb / s.output_block : cb, inwards)
         .reorder(order)
         .fuse(yo, co, task)
+        .fuse(task, a[k + 3], task)
         .parallel(task);
     // NCHW T in squares of vw positions x vw channels where whole squares fit: vw vectors along x,
     // one per channel, from vw vectors of channels, one per position (a transpose in registers;

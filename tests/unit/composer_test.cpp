@@ -220,9 +220,10 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
 }
 
 TEST(Composer, EveryConvTemplateVariantMatchesTheReference) {
-    // Odd sizes, channels not a multiple of the tile, strides, groups.
+    // Odd sizes, channels not a multiple of the tile, strides, groups, a batch.
     for (const Graph &g : {conv_model(7, 23, 29, 10, 3, 1, 1, 1), conv_model(12, 17, 33, 18, 3, 2, 1, 1),
-                           conv_model(8, 19, 21, 12, 3, 1, 1, 2), conv_model(16, 9, 26, 24, 1, 1, 0, 1)}) {
+                           conv_model(8, 19, 21, 12, 3, 1, 1, 2), conv_model(16, 9, 26, 24, 1, 1, 0, 1),
+                           conv_model(5, 9, 11, 10, 3, 1, 1, 1, 0, 0, 3)}) {
         FusedGraph plan = fused_plan(g);
         for (const char *order : {"kx,ci,ky", "ci,kx,ky", "kx,ky,ci"}) {
             for (auto [nx, ny, nc] :
@@ -502,10 +503,10 @@ TEST(Composer, PoolAfterConvIsTheTile) {
 
 TEST(Composer, ConvStripsUnderAPoolMatchTheReference) {
     // The conv per strip of the pool's output, register-tiled within the strip: tiles that do not
-    // divide the strip (shifted inwards), one-row strips, overlapping windows, an unpadded conv.
+    // divide the strip (shifted inwards), one-row strips, overlapping windows, an unpadded conv, a batch.
     int ran = 0;
     for (const Graph &g : {conv_model(8, 18, 34, 12, 3, 1, 1, 1, 2, 2), conv_model(6, 31, 37, 10, 3, 1, 1, 1, 3, 2),
-                           conv_model(7, 8, 9, 14, 1, 1, 0, 1, 3, 1)}) {
+                           conv_model(7, 8, 9, 14, 1, 1, 0, 1, 3, 1), conv_model(5, 10, 12, 9, 3, 1, 1, 1, 2, 2, 2)}) {
         FusedGraph plan = fused_plan(g);
         const Shape t = g.type_of("pool").shape;
         for (auto [nx, ny, nc] : {std::tuple{1, 3, 4}, std::tuple{1, 2, 6}, std::tuple{2, 1, 3}, std::tuple{1, 1, 1}}) {
