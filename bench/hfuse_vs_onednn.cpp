@@ -2,8 +2,8 @@
 // (models/*.json) run by
 //
 //   WORKLOAD/hfuse_fused           the default plan (x86 rules), hfuse's schedule templates
-//   WORKLOAD/hfuse_fused_halide_pool  the same, its parallel loops run by Halide's thread pool instead
-//                                  of OpenMP (ExecutorOptions::parallel_runtime)
+//   WORKLOAD/hfuse_fused_halide_pool  the same, every group's parallel loops on Halide's thread pool
+//                                  (by default: OpenMP from 1 MFLOP a group, ExecutorOptions::parallel_runtime)
 //   WORKLOAD/hfuse_unfused         one group per op, the graph as written (`hfuse run --unfused`)
 //   WORKLOAD/hfuse_AS_groups       the default plan, each group scheduled by Halide's autoscheduler AS
 //   WORKLOAD/hfuse_AS_whole        the whole model one pipeline, every choice AS's (`--whole`)

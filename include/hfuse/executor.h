@@ -49,11 +49,14 @@ ScheduleSource parse_schedule_source(const std::string &name);
 // Who runs the parallel loops of JIT-compiled pipelines: OpenMP's static schedule (each thread a
 // fixed contiguous share of a loop's tasks, the same every run, so a core reads back from its own
 // cache what it wrote; 3x3 convs 3-9% faster on 2 Zen 5 cores) or Halide's own thread pool (tasks to
-// whichever thread asks next). Both use set_num_threads()'s count. Libraries from `hfuse compile`
+// whichever thread asks next; the caller takes tasks itself, so a small loop costs little more than
+// run serially, where OpenMP's fork and join cost 3.5 us on that machine). Auto: OpenMP for a group
+// of at least exec::kOpenMPMinFlops (1 MFLOP), Halide's pool below (the LSTM cell: 12.3 us a run on
+// OpenMP, 9.1 on Halide's pool). All use set_num_threads()'s count. Libraries from `hfuse compile`
 // keep Halide's pool (their runtime is their own).
-enum class ParallelRuntime { OpenMP, Halide };
+enum class ParallelRuntime { Auto, OpenMP, Halide };
 
-// "openmp", "halide".
+// "auto", "openmp", "halide".
 const char *to_string(ParallelRuntime r);
 // Parses the names above; throws an Error listing them otherwise.
 ParallelRuntime parse_parallel_runtime(const std::string &name);
@@ -83,7 +86,7 @@ struct ExecutorOptions {
     // such an output with unpack_output(); value_layouts() names them. False: model inputs and outputs
     // are dense NCHW.
     bool blocked_io = false;
-    ParallelRuntime parallel_runtime = ParallelRuntime::OpenMP;
+    ParallelRuntime parallel_runtime = ParallelRuntime::Auto;
 };
 
 // A group as the executor runs it.
@@ -95,6 +98,7 @@ struct GroupInfo {
     std::string note;       // why that is not ExecutorOptions::schedule (a fallback), else empty
     double compile_ms = 0;  // scheduling and JIT-compiling its pipeline (shared by identical groups,
                             // compiled once: each of them shows that one time)
+    ParallelRuntime parallel_runtime = ParallelRuntime::Halide;  // who runs its parallel loops (never Auto)
 };
 
 // One group's share of a run (Executor::profile).

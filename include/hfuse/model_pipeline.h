@@ -34,7 +34,8 @@ struct ModelPipelineOptions {
     // unscheduled and the whole pipeline is handed to it (with estimates from the static shapes).
     ScheduleSource schedule = ScheduleSource::Templates;
     int parallelism = 0;  // cores an autoscheduler plans for (see ExecutorOptions)
-    ParallelRuntime parallel_runtime = ParallelRuntime::OpenMP;  // run() only (see ExecutorOptions)
+    // run() only (see ExecutorOptions; Auto by the whole model's FLOPs).
+    ParallelRuntime parallel_runtime = ParallelRuntime::Auto;
 };
 
 // One argument of the compiled function, in call order (inputs, then outputs).

@@ -8,6 +8,7 @@
 #include "exec/parallel_runtime.h"
 #include "exec/value_layout.h"
 #include "hfuse/error.h"
+#include "hfuse/op_registry.h"
 
 #include <algorithm>
 #include <cctype>
@@ -53,6 +54,7 @@ struct CompiledPipeline {
     std::vector<Halide::ImageParam> params;  // bound to the running group's input values before each run
     std::string schedule, note;              // GroupInfo's
     double compile_ms = 0;                   // GroupInfo's
+    ParallelRuntime parallel_runtime = ParallelRuntime::Halide;  // GroupInfo's
 };
 
 // A group as it runs: its compiled pipeline and the values it reads and writes.
@@ -271,9 +273,10 @@ std::shared_ptr<CompiledPipeline> schedule_and_compile(const Graph &g, const Fus
     cp->pipeline = Halide::Pipeline(lowered.output_funcs);
     cp->pipeline.jit_handlers().custom_malloc = exec::jit_malloc;
     cp->pipeline.jit_handlers().custom_free = exec::jit_free;
-    if (options.parallel_runtime == ParallelRuntime::OpenMP) {
-        cp->pipeline.jit_handlers().custom_do_par_for = exec::openmp_do_par_for;
-    }
+    double flops = 0;
+    for (const std::string &name : grp.nodes) flops += node_flops(g, *g.find_node(name));
+    cp->parallel_runtime = exec::resolve_parallel_runtime(options.parallel_runtime, flops);
+    exec::use_parallel_runtime(cp->pipeline, cp->parallel_runtime);
     if (!lowered.jit_externs.empty()) cp->pipeline.set_jit_externs(lowered.jit_externs);
     if (grp.backend.empty() && autoscheduler != ScheduleSource::Templates) {
         exec::autoschedule_group(g, lowered, cp->pipeline, autoscheduler, options.target, options.parallelism);
@@ -427,7 +430,8 @@ int Executor::num_groups() const {
 std::vector<GroupInfo> Executor::groups() const {
     std::vector<GroupInfo> out;
     for (const GroupRun &r : impl_->groups) {
-        out.push_back({r.name, r.master, r.members, r.compiled->schedule, r.compiled->note, r.compiled->compile_ms});
+        out.push_back({r.name, r.master, r.members, r.compiled->schedule, r.compiled->note, r.compiled->compile_ms,
+                       r.compiled->parallel_runtime});
     }
     return out;
 }

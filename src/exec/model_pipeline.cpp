@@ -8,6 +8,7 @@
 #include "exec/parallel_runtime.h"
 #include "exec/value_layout.h"
 #include "hfuse/error.h"
+#include "hfuse/op_registry.h"
 #include "ops/halide_util.h"
 
 #include <cctype>
@@ -207,9 +208,9 @@ std::map<std::string, TensorBuffer> ModelPipeline::run(const std::map<std::strin
         // As the executor's pipelines: root buffers and outputs reused run after run.
         m.pipeline.jit_handlers().custom_malloc = exec::jit_malloc;
         m.pipeline.jit_handlers().custom_free = exec::jit_free;
-        if (m.options.parallel_runtime == ParallelRuntime::OpenMP) {
-            m.pipeline.jit_handlers().custom_do_par_for = exec::openmp_do_par_for;
-        }
+        double flops = 0;
+        for (const Node &n : m.graph.nodes) flops += node_flops(m.graph, n);
+        exec::use_parallel_runtime(m.pipeline, exec::resolve_parallel_runtime(m.options.parallel_runtime, flops));
         m.pipeline.compile_jit(m.options.target);
         m.jit_compiled = true;
     }

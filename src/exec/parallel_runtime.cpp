@@ -11,14 +11,19 @@
 namespace hfuse {
 
 const char *to_string(ParallelRuntime r) {
-    return r == ParallelRuntime::OpenMP ? "openmp" : "halide";
+    switch (r) {
+    case ParallelRuntime::Auto: return "auto";
+    case ParallelRuntime::OpenMP: return "openmp";
+    case ParallelRuntime::Halide: return "halide";
+    }
+    return "?";
 }
 
 ParallelRuntime parse_parallel_runtime(const std::string &name) {
-    for (ParallelRuntime r : {ParallelRuntime::OpenMP, ParallelRuntime::Halide}) {
+    for (ParallelRuntime r : {ParallelRuntime::Auto, ParallelRuntime::OpenMP, ParallelRuntime::Halide}) {
         if (name == to_string(r)) return r;
     }
-    throw Error("unknown parallel runtime '" + name + "': expected openmp or halide");
+    throw Error("unknown parallel runtime '" + name + "': expected auto, openmp or halide");
 }
 
 }  // namespace hfuse
@@ -40,6 +45,16 @@ std::atomic<int> &thread_count() {
 }
 
 }  // namespace
+
+ParallelRuntime resolve_parallel_runtime(ParallelRuntime requested, double flops) {
+    if (requested != ParallelRuntime::Auto) return requested;
+    return flops >= kOpenMPMinFlops ? ParallelRuntime::OpenMP : ParallelRuntime::Halide;
+}
+
+void use_parallel_runtime(Halide::Pipeline &pipeline, ParallelRuntime runtime) {
+    if (runtime == ParallelRuntime::Auto) throw Error("internal: use_parallel_runtime needs Auto resolved");
+    pipeline.jit_handlers().custom_do_par_for = runtime == ParallelRuntime::OpenMP ? openmp_do_par_for : nullptr;
+}
 
 void set_openmp_threads(int n) {
     thread_count().store(n > 0 ? n : omp_get_num_procs());

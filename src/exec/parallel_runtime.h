@@ -11,6 +11,8 @@
 //   pipeline.jit_handlers().custom_do_par_for = exec::openmp_do_par_for;
 #pragma once
 
+#include "hfuse/executor.h"
+
 #include <Halide.h>
 
 #include <cstdint>
@@ -23,6 +25,18 @@ namespace hfuse::exec {
 // OpenMP parallel region (a nested loop) or when there is one task.
 int openmp_do_par_for(Halide::JITUserContext *context, int (*task)(Halide::JITUserContext *, int, uint8_t *), int min,
                       int extent, uint8_t *closure);
+
+// ParallelRuntime::Auto's line: a pipeline of at least this many FLOPs runs its parallel loops on
+// OpenMP, a smaller one on Halide's pool. On 2 Zen 5 cores (a VM) an empty OpenMP fork and join took
+// 3.5 us; the LSTM cell (262 KFLOP, 2 tasks) ran in 12.3 us a run on OpenMP against 9.1 on Halide's
+// pool (6.1 serial), the MLP's 784->256 layer (401 KFLOP, 3 tasks) 12.2 against 7.4; the depthwise conv
+// (2.1 MFLOP) alike on both, the convs above 20 MFLOP faster on OpenMP.
+constexpr double kOpenMPMinFlops = 1e6;
+
+// The runtime a pipeline of `flops` runs on: `requested`, Auto resolved by kOpenMPMinFlops.
+ParallelRuntime resolve_parallel_runtime(ParallelRuntime requested, double flops);
+// Sets `pipeline`'s parallel loops on `runtime` (OpenMP or Halide, not Auto).
+void use_parallel_runtime(Halide::Pipeline &pipeline, ParallelRuntime runtime);
 
 // Threads openmp_do_par_for uses: n, or one per core for n <= 0. Until set, HL_NUM_THREADS if the
 // environment has it (as Halide's pool), else one per core.

@@ -105,7 +105,7 @@ TEST(CliExec, BlockedIoTakesTheInputAndReturnsTheOutputStored) {
 }
 
 TEST(CliExec, ParallelRuntimeIsChosenRecordedAndChecked) {
-    for (const char *runtime : {"openmp", "halide"}) {
+    for (const char *runtime : {"auto", "openmp", "halide"}) {
         Result r = test::run_cli("bench " + kModels +
                                  "conv_bias_relu_maxpool.json --json --runs 1 --parallel-runtime " + runtime);
         ASSERT_EQ(r.code, 0) << r.out;
@@ -117,7 +117,7 @@ TEST(CliExec, ParallelRuntimeIsChosenRecordedAndChecked) {
     }
     Result r = test::run_cli("bench " + kModels + "conv_bias_relu_maxpool.json --json --runs 1");
     ASSERT_EQ(r.code, 0) << r.out;
-    EXPECT_EQ(last_json(r.out)["parallel_runtime"], "openmp");
+    EXPECT_EQ(last_json(r.out)["parallel_runtime"], "auto");
     r = test::run_cli("run " + kModels + "rnn_cell.json --parallel-runtime tbb", true);
     EXPECT_EQ(r.code, 2) << r.out;
     EXPECT_TRUE(test::contains(r.out, "--parallel-runtime")) << r.out;

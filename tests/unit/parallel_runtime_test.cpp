@@ -114,15 +114,17 @@ TEST(ParallelRuntime, NestedLoopsAndOneThreadRunOnTheCaller) {
 }
 
 TEST(ParallelRuntime, NamesParseAndUnknownOnesAreRefused) {
+    EXPECT_EQ(parse_parallel_runtime("auto"), ParallelRuntime::Auto);
     EXPECT_EQ(parse_parallel_runtime("openmp"), ParallelRuntime::OpenMP);
     EXPECT_EQ(parse_parallel_runtime("halide"), ParallelRuntime::Halide);
-    EXPECT_EQ(ExecutorOptions{}.parallel_runtime, ParallelRuntime::OpenMP);
+    EXPECT_EQ(ExecutorOptions{}.parallel_runtime, ParallelRuntime::Auto);
+    EXPECT_EQ(ModelPipelineOptions{}.parallel_runtime, ParallelRuntime::Auto);
     try {
         parse_parallel_runtime("tbb");
         FAIL() << "accepted 'tbb'";
     } catch (const Error &e) {
         EXPECT_NE(std::string(e.what()).find("'tbb'"), std::string::npos) << e.what();
-        EXPECT_NE(std::string(e.what()).find("openmp or halide"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("auto, openmp or halide"), std::string::npos) << e.what();
     }
 }
 
@@ -150,6 +152,7 @@ TEST(ParallelRuntime, ExecutorRunsOnTheRuntimeItIsGivenWithTheSameResults) {
         const uint64_t before = exec::openmp_loops_run();
         auto out = ex.run(in.buffers);
         const uint64_t loops = exec::openmp_loops_run() - before;
+        for (const GroupInfo &gi : ex.groups()) EXPECT_EQ(gi.parallel_runtime, r) << gi.name;
         if (r == ParallelRuntime::OpenMP) {
             EXPECT_GE(loops, static_cast<uint64_t>(ex.num_groups())) << "every group has a parallel loop";
         } else {
@@ -160,6 +163,36 @@ TEST(ParallelRuntime, ExecutorRunsOnTheRuntimeItIsGivenWithTheSameResults) {
     }
     const TensorBuffer &a = results[0].at(g.outputs[0]), &b = results[1].at(g.outputs[0]);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size_in_bytes())) << "the two runtimes' results differ";
+}
+
+// Auto: OpenMP for a group of at least kOpenMPMinFlops, Halide's pool below, each group as its work.
+TEST(ParallelRuntime, AutoChoosesByEachGroupsFlops) {
+    EXPECT_EQ(exec::resolve_parallel_runtime(ParallelRuntime::Auto, exec::kOpenMPMinFlops), ParallelRuntime::OpenMP);
+    EXPECT_EQ(exec::resolve_parallel_runtime(ParallelRuntime::Auto, exec::kOpenMPMinFlops / 2),
+              ParallelRuntime::Halide);
+    for (ParallelRuntime r : {ParallelRuntime::OpenMP, ParallelRuntime::Halide}) {
+        EXPECT_EQ(exec::resolve_parallel_runtime(r, 0), r);
+        EXPECT_EQ(exec::resolve_parallel_runtime(r, 1e12), r);
+    }
+    ThreadCount two(2);
+    // The MLP: a 784->256 layer (401 KFLOP) and a 256->10 one, both below the line; the MobileNet-V2
+    // block's groups (tens of MFLOP) above.
+    struct Case {
+        const char *model;
+        ParallelRuntime expected;
+    };
+    for (const Case &c : {Case{"/models/mlp_softmax.json", ParallelRuntime::Halide},
+                          Case{"/bench/models/mobilenet_v2_block.json", ParallelRuntime::OpenMP}}) {
+        Graph g = load_model(std::string(HFUSE_SOURCE_DIR) + c.model);
+        test::ModelInputs in = test::make_inputs(g);
+        Executor ex(
+            with_default_schedules(plan_fusion(g, {load_rules("x86")}), Halide::get_jit_target_from_environment()));
+        for (const GroupInfo &gi : ex.groups()) EXPECT_EQ(gi.parallel_runtime, c.expected) << c.model << " " << gi.name;
+        const uint64_t before = exec::openmp_loops_run();
+        auto out = ex.run(in.buffers);
+        EXPECT_EQ(exec::openmp_loops_run() > before, c.expected == ParallelRuntime::OpenMP) << c.model;
+        expect_matches_reference(g, in, out);
+    }
 }
 
 TEST(ParallelRuntime, WholeModelPipelineRunsOnTheRuntimeItIsGiven) {

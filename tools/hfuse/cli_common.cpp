@@ -134,9 +134,10 @@ void PlanChoice::add_layout_flag(CLI::App *cmd) {
 
 void PlanChoice::add_runtime_flag(CLI::App *cmd) {
     cmd->add_option("--parallel-runtime", parallel_runtime,
-                    "who runs the parallel loops: openmp (default; each thread a fixed share of a loop's tasks, "
-                    "the same every run) or halide (Halide's thread pool, tasks to whichever thread asks next)")
-        ->check(CLI::IsMember({"openmp", "halide"}));
+                    "who runs each group's parallel loops: openmp (each thread a fixed share of a loop's tasks, "
+                    "the same every run), halide (Halide's thread pool, tasks to whichever thread asks next) or "
+                    "auto (default: openmp for groups of at least 1 MFLOP, halide below)")
+        ->check(CLI::IsMember({"auto", "openmp", "halide"}));
 }
 
 FusedGraph PlanChoice::make(const Graph &g) const {

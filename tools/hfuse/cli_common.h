@@ -77,7 +77,7 @@ struct PlanChoice {
     std::string autoschedule;        // --autoschedule: a Halide autoscheduler; "" = hfuse's templates
     bool planar = false;             // --planar: every intermediate dense NCHW (ExecutorOptions::blocked_layouts)
     bool blocked_io = false;         // --blocked-io: model inputs and outputs stored too (ExecutorOptions::blocked_io)
-    std::string parallel_runtime = "openmp";  // --parallel-runtime (ExecutorOptions::parallel_runtime)
+    std::string parallel_runtime = "auto";  // --parallel-runtime (ExecutorOptions::parallel_runtime)
 
     void add_flags(CLI::App *cmd);  // --plan, --rules, --unfused, --whole
     // --autoschedule; `what` says what the autoscheduler schedules (each group, or the whole pipeline).
