@@ -15,11 +15,13 @@ using Halide::TailStrategy;
 using Halide::Var;
 using Halide::VarOrRVar;
 
-// Below this many FLOPs a group runs serially: waking the thread pool costs about a microsecond, as
-// much as the RNN cell's 128x128 product computes (33 KFLOP, 0.8 us). Above, on the idle 2-core
-// Zen 3: LSTM 512x128 (131 KFLOP) 3.0 us serial, 2.4 us in 2 tasks; fc 784->256 (401 KFLOP) 10.8 us
-// serial, 6.1-6.9 us in 2 tasks, 5.9-6.3 us in 4 (but no gain while other jobs hold the cores).
-constexpr double kParallelFlops = 1e5;
+// Below this many FLOPs a group runs serially: waking the thread pool costs about a microsecond on
+// an idle 2-core Zen 3, as much as the RNN cell's 128x128 product computes (33 KFLOP, 0.8 us). There,
+// the LSTM cell's two 512x128 products (262 KFLOP) took 3.0 us serial, 2.4 us in 2 tasks; fc 784->256
+// (401 KFLOP) 10.8 us serial, 6.1-6.9 us in 2 tasks, 5.9-6.3 us in 4. On 2 Zen 5 cores in a VM, where
+// a fork and join costs 3.5 us, the LSTM cell took 6.1 us serial against 10.0 in 2 tasks (medians),
+// fc 784->256 8.5 serial against 7.4 in 3.
+constexpr double kParallelFlops = 3e5;
 // FLOPs per parallel task (at least two tasks once parallel).
 constexpr double kTaskFlops = 1.28e5;
 // Register tiles above this many accumulators spill and take long to compile.
