@@ -28,9 +28,10 @@ int openmp_do_par_for(Halide::JITUserContext *context, int (*task)(Halide::JITUs
 
 // ParallelRuntime::Auto's line: a pipeline of at least this many FLOPs runs its parallel loops on
 // OpenMP, a smaller one on Halide's pool. On 2 Zen 5 cores (a VM) an empty OpenMP fork and join took
-// 3.5 us; the LSTM cell (262 KFLOP, 2 tasks) ran in 12.3 us a run on OpenMP against 9.1 on Halide's
-// pool (6.1 serial), the MLP's 784->256 layer (401 KFLOP, 3 tasks) 12.2 against 7.4; the depthwise conv
-// (2.1 MFLOP) alike on both, the convs above 20 MFLOP faster on OpenMP.
+// 3.5 us; the LSTM cell (262 KFLOP) in 2 tasks ran in 12.3 us a run on OpenMP against 9.1 on Halide's
+// pool (6.1 serial, as the gemm template now runs it), the MLP's 784->256 layer (401 KFLOP, 3 tasks)
+// 12.2 against 7.4; the depthwise conv (2.1 MFLOP), the 1x1 conv (51 MFLOP) and the MobileNet-V2
+// block's groups alike on both, the 3x3 convs (230 MFLOP and up) 3-9% faster on OpenMP.
 constexpr double kOpenMPMinFlops = 1e6;
 
 // The runtime a pipeline of `flops` runs on: `requested`, Auto resolved by kOpenMPMinFlops.
