@@ -6,7 +6,6 @@
 #include "hfuse/model_io.h"
 #include "hfuse/passes.h"
 #include "hfuse/random.h"
-#include "hfuse/reference.h"
 
 #include "test_util.h"
 
@@ -80,16 +79,6 @@ void expect_equal_outputs(const std::map<std::string, TensorBuffer> &a, const st
     }
 }
 
-void expect_matches_reference(const Graph &g, const test::ModelInputs &in,
-                              const std::map<std::string, TensorBuffer> &actual, double tolerance = 1e-5) {
-    auto expected = reference::run(g, in.reference);
-    for (const std::string &out : g.outputs) {
-        const auto &e = expected.at(out);
-        auto cmp = reference::compare(actual.at(out).data(), e.data.data(), e.data.size());
-        EXPECT_LE(cmp.relative(), tolerance) << out << ": max abs error " << cmp.max_abs_error;
-    }
-}
-
 // --- the arena layout ------------------------------------------------------------------------------
 
 TEST(BufferPlan, ChainReusesDeadValues) {
@@ -150,7 +139,7 @@ TEST(ExecutorBuffers, ChainSharesStorageAndGivesIdenticalResults) {
     auto reused = with.run(in.buffers);
     auto separate = without.run(in.buffers);
     expect_equal_outputs(reused, separate);
-    expect_matches_reference(g, in, reused);
+    test::expect_outputs_match_reference(g, in, reused);
     // Five intermediates of 32 KiB each (the sixth value is the output): two buffers' worth suffice.
     const int64_t value_bytes = 4 * 8 * 32 * 32;
     EXPECT_EQ(without.intermediate_bytes(), 5 * value_bytes);
@@ -167,7 +156,7 @@ TEST(ExecutorBuffers, ResidualValueSurvivesUntilItsLastReader) {
     auto reused = with.run(in.buffers);
     auto separate = unfused(g, false).run(in.buffers);
     expect_equal_outputs(reused, separate);
-    expect_matches_reference(g, in, reused);
+    test::expect_outputs_match_reference(g, in, reused);
     EXPECT_LT(with.intermediate_bytes(), with.intermediate_bytes_unshared());
     // `a` is live throughout, so at least two slots; `mid` is a model output and takes none.
     const int64_t value_bytes = 4 * 4 * 16 * 16;
@@ -245,7 +234,7 @@ TEST(ExecutorGroups, GroupNobodyReadsIsSkipped) {
         EXPECT_EQ(gi.schedule, "templates");
         EXPECT_EQ(gi.note, "");
     }
-    expect_matches_reference(g, in, ex.run(in.buffers));
+    test::expect_outputs_match_reference(g, in, ex.run(in.buffers));
     EXPECT_EQ(ex.profile(in.buffers, 1).groups.size(), 2u);
 }
 
@@ -258,7 +247,7 @@ TEST(ExecutorCompileCache, IdenticalGroupsShareAPipeline) {
     test::ModelInputs in = test::make_inputs(g);
     Executor ex(g, Executor::unfused_partition(g));
     EXPECT_LT(ex.num_compiled(), ex.num_groups());
-    expect_matches_reference(g, in, ex.run(in.buffers), 1e-4);
+    test::expect_outputs_match_reference(g, in, ex.run(in.buffers), 1e-4);
 }
 
 TEST(ExecutorCompileCache, SameOpsWithDifferentWeightsDoNotShare) {
@@ -269,7 +258,7 @@ TEST(ExecutorCompileCache, SameOpsWithDifferentWeightsDoNotShare) {
     test::ModelInputs in = test::make_inputs(g);
     Executor ex(g, Executor::unfused_partition(g));
     EXPECT_EQ(ex.num_compiled(), 2);
-    expect_matches_reference(g, in, ex.run(in.buffers));
+    test::expect_outputs_match_reference(g, in, ex.run(in.buffers));
 }
 
 // --- the whole model as one group ------------------------------------------------------------------
@@ -297,7 +286,7 @@ TEST(WholeModelPlan, MultiOutputModel) {
     EXPECT_EQ(ex.num_groups(), 1);
     EXPECT_EQ(ex.intermediate_bytes(), 0);
     test::ModelInputs in = test::make_inputs(g);
-    expect_matches_reference(g, in, ex.run(in.buffers));
+    test::expect_outputs_match_reference(g, in, ex.run(in.buffers));
 }
 
 TEST(ScheduleSource, NamesRoundTrip) {

@@ -10,7 +10,6 @@
 #include "hfuse/model_io.h"
 #include "hfuse/model_pipeline.h"
 #include "hfuse/planner.h"
-#include "hfuse/reference.h"
 
 #include "test_util.h"
 
@@ -128,16 +127,6 @@ TEST(ParallelRuntime, NamesParseAndUnknownOnesAreRefused) {
     }
 }
 
-void expect_matches_reference(const Graph &g, const test::ModelInputs &in,
-                              const std::map<std::string, TensorBuffer> &actual) {
-    auto expected = reference::run(g, in.reference);
-    for (const std::string &out : g.outputs) {
-        const auto &e = expected.at(out);
-        auto cmp = reference::compare(actual.at(out).data(), e.data.data(), e.data.size());
-        EXPECT_LE(cmp.relative(), 1e-5) << out << ": max abs error " << cmp.max_abs_error;
-    }
-}
-
 // The executor's pipelines run their loops on the runtime they were given, with the same results.
 TEST(ParallelRuntime, ExecutorRunsOnTheRuntimeItIsGivenWithTheSameResults) {
     ThreadCount two(2);
@@ -158,7 +147,7 @@ TEST(ParallelRuntime, ExecutorRunsOnTheRuntimeItIsGivenWithTheSameResults) {
         } else {
             EXPECT_EQ(loops, 0u) << "Halide's pool was asked for, OpenMP ran loops";
         }
-        expect_matches_reference(g, in, out);
+        test::expect_outputs_match_reference(g, in, out);
         results[r == ParallelRuntime::OpenMP ? 0 : 1] = std::move(out);
     }
     const TensorBuffer &a = results[0].at(g.outputs[0]), &b = results[1].at(g.outputs[0]);
@@ -191,7 +180,7 @@ TEST(ParallelRuntime, AutoChoosesByEachGroupsFlops) {
         const uint64_t before = exec::openmp_loops_run();
         auto out = ex.run(in.buffers);
         EXPECT_EQ(exec::openmp_loops_run() > before, c.expected == ParallelRuntime::OpenMP) << c.model;
-        expect_matches_reference(g, in, out);
+        test::expect_outputs_match_reference(g, in, out);
     }
 }
 
@@ -206,7 +195,7 @@ TEST(ParallelRuntime, WholeModelPipelineRunsOnTheRuntimeItIsGiven) {
         const uint64_t before = exec::openmp_loops_run();
         auto out = mp.run(in.buffers);
         EXPECT_EQ(exec::openmp_loops_run() > before, r == ParallelRuntime::OpenMP) << to_string(r);
-        expect_matches_reference(g, in, out);
+        test::expect_outputs_match_reference(g, in, out);
     }
 }
 

@@ -50,11 +50,8 @@ ModelInputs make_inputs(const Graph &graph, uint64_t seed) {
     return in;
 }
 
-void expect_plan_matches_reference(const FusedGraph &plan, double tolerance, const Graph *model) {
-    const Graph &g = model ? *model : plan.graph;
-    ModelInputs in = make_inputs(g);
-    Executor ex(plan);
-    std::map<std::string, TensorBuffer> actual = ex.run(in.buffers);
+void expect_outputs_match_reference(const Graph &g, const ModelInputs &in,
+                                    const std::map<std::string, TensorBuffer> &actual, double tolerance) {
     std::map<std::string, reference::RefTensor> expected = reference::run(g, in.reference);
     for (const std::string &out : g.outputs) {
         const reference::RefTensor &e = expected.at(out);
@@ -63,6 +60,13 @@ void expect_plan_matches_reference(const FusedGraph &plan, double tolerance, con
         EXPECT_LE(cmp.relative(), tolerance)
             << "output " << out << ": max abs error " << cmp.max_abs_error << " at scale " << cmp.scale;
     }
+}
+
+void expect_plan_matches_reference(const FusedGraph &plan, double tolerance, const Graph *model) {
+    const Graph &g = model ? *model : plan.graph;
+    ModelInputs in = make_inputs(g);
+    Executor ex(plan);
+    expect_outputs_match_reference(g, in, ex.run(in.buffers), tolerance);
 }
 
 }  // namespace hfuse::test

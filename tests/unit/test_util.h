@@ -31,6 +31,11 @@ struct ModelInputs {
 };
 ModelInputs make_inputs(const Graph &graph, uint64_t seed = 1000);
 
+// Expects every output of `g` in `actual` (a run on `in`) within `tolerance` of the reference run on
+// `in`, relative to the output's scale, and of the reference's shape.
+void expect_outputs_match_reference(const Graph &g, const ModelInputs &in,
+                                    const std::map<std::string, TensorBuffer> &actual, double tolerance = 1e-5);
+
 // Runs `plan` and expects every output of `model` (the graph as loaded, which the reference runs;
 // plan.graph when omitted) within `tolerance` of the reference, relative to the output's scale.
 void expect_plan_matches_reference(const FusedGraph &plan, double tolerance, const Graph *model = nullptr);
