@@ -1,6 +1,7 @@
-// The allocator of JIT-compiled group pipelines (Halide's root and per-tile buffers): a freed block
-// large enough to come from the heap's top goes to a free list by size and serves the next request of
-// that size, instead of returning to malloc. glibc trims the top of the heap when such a block is
+// The allocator of JIT-compiled group pipelines (Halide's root and per-tile buffers), the block cache
+// of include/hfuse/hfuse_runtime.h that compiled models install too: a freed block large enough to
+// come from the heap's top goes to the cache by size and serves the next request of that size,
+// instead of returning to malloc. glibc trims the top of the heap when such a block is
 // freed, so every run of a small model otherwise faulted its buffers in again: resnet_block (two 3x3
 // 64->64 convs at 56x56) took 375 page faults per run, ~15% of its time (3.3 against 2.8 ms).
 // A thread gets back the block it freed last before any other thread's: a per-task buffer then

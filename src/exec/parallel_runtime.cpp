@@ -3,6 +3,8 @@
 #include "hfuse/error.h"
 #include "hfuse/executor.h"
 
+#include "hfuse/hfuse_runtime.h"
+
 #include <omp.h>
 
 #include <atomic>
@@ -71,23 +73,16 @@ uint64_t openmp_loops_run() {
 int openmp_do_par_for(Halide::JITUserContext *context, int (*task)(Halide::JITUserContext *, int, uint8_t *), int min,
                       int extent, uint8_t *closure) {
     loops_run.fetch_add(1, std::memory_order_relaxed);
-    const int threads = openmp_threads();
-    if (extent <= 1 || threads <= 1 || omp_in_parallel()) {
-        for (int i = min; i < min + extent; i++) {
-            if (int status = task(context, i, closure)) return status;
-        }
-        return 0;
-    }
-    std::atomic<int> first_failure{0};
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int i = min; i < min + extent; i++) {
-        if (first_failure.load(std::memory_order_relaxed) != 0) continue;
-        if (int status = task(context, i, closure)) {
-            int none = 0;
-            first_failure.compare_exchange_strong(none, status);
-        }
-    }
-    return first_failure.load();
+    // The loop the compiled models run on too (hfuse_runtime.h), its tasks called with the JIT's context.
+    struct JitLoop {
+        int (*task)(Halide::JITUserContext *, int, uint8_t *);
+        Halide::JITUserContext *context;
+    } loop{task, context};
+    auto run_task = [](void *loop, int i, uint8_t *closure) {
+        const JitLoop *l = static_cast<const JitLoop *>(loop);
+        return l->task(l->context, i, closure);
+    };
+    return hfuse_openmp_par_for(&loop, run_task, min, extent, closure, openmp_threads());
 }
 
 }  // namespace hfuse::exec

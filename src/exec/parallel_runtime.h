@@ -19,10 +19,11 @@
 
 namespace hfuse::exec {
 
-// Halide's custom_do_par_for on OpenMP: tasks [min, min + extent) split statically over
-// openmp_threads() threads; the first nonzero status a task returns, else 0 (once a task fails, the
-// tasks not yet started are skipped). Runs the tasks on the calling thread, in order, inside an
-// OpenMP parallel region (a nested loop) or when there is one task.
+// Halide's custom_do_par_for on OpenMP (hfuse_openmp_par_for of include/hfuse/hfuse_runtime.h, which
+// compiled models run on too): tasks [min, min + extent) split statically over openmp_threads()
+// threads; 0, or the status of a task that failed (once one has, the tasks not yet started are
+// skipped). Runs the tasks on the calling thread, in order, inside an OpenMP parallel region (a
+// nested loop) or when there is one task.
 int openmp_do_par_for(Halide::JITUserContext *context, int (*task)(Halide::JITUserContext *, int, uint8_t *), int min,
                       int extent, uint8_t *closure);
 

@@ -1,9 +1,11 @@
-// The JIT pipelines' allocator: aligned blocks, large ones reused by size across runs (so a run of a
-// small model does not fault its buffers in again), and an executor run that allocates nothing new
-// once warm.
+// The JIT pipelines' allocator (hfuse_runtime.h's block cache, which compiled models install too):
+// aligned blocks, large ones reused by size across runs (so a run of a small model does not fault its
+// buffers in again), an executor run that allocates nothing new once warm, and blocks another
+// allocator made passed on to it.
 #include "exec/jit_allocator.h"
 #include "hfuse/executor.h"
 #include "hfuse/fusion_rules.h"
+#include "hfuse/hfuse_runtime.h"
 #include "hfuse/model_io.h"
 #include "hfuse/planner.h"
 
@@ -42,6 +44,26 @@ TEST(JitAllocator, AlignedAndLargeBlocksReusedBySize) {
     exec::jit_free(nullptr, b);
     exec::jit_free(nullptr, c);
     exec::jit_free(nullptr, nullptr);  // as free(nullptr)
+}
+
+// hfuse_cached_free takes a block Halide's default allocator made (a compiled model's header installs
+// the cache while such blocks may be live) and passes it to foreign_free. This translation unit's copy
+// of the cache, as each one including the header has its own.
+TEST(BlockCache, BlocksAnotherAllocatorMadeGoToIt) {
+    static void *passed = nullptr;
+    hfuse_block_cache()->foreign_free = [](void *, void *p) { passed = p; };
+    for (size_t offset : {16, 64, 128}) {  // Halide's default malloc: 16 to 128 bytes before the pointer
+        std::vector<char> raw(offset + 256 * 1024);
+        std::memset(raw.data(), 0x5a, raw.size());
+        passed = nullptr;
+        hfuse_cached_free(nullptr, raw.data() + offset);
+        EXPECT_EQ(passed, raw.data() + offset) << "offset " << offset;
+    }
+    // Its own blocks stay with it, cached or freed.
+    passed = nullptr;
+    for (size_t size : {size_t{100}, size_t{1} << 20}) hfuse_cached_free(nullptr, hfuse_cached_malloc(nullptr, size));
+    EXPECT_EQ(passed, nullptr);
+    hfuse_block_cache()->foreign_free = nullptr;
 }
 
 TEST(JitAllocator, AThreadGetsBackTheBlockItFreedLast) {
