@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Ahead-of-time against JIT, same plan: each bundled model compiled by `hfuse compile` and called
-from tests/aot/caller.cpp (a plain g++ program), against `hfuse bench` (the JIT executor), in
-alternating rounds. Prints a markdown table of medians.
+from tests/aot/caller.cpp (a plain `g++ -fopenmp` program, so the header installs OpenMP's loops for
+the models of at least 1 MFLOP, as `hfuse bench` runs their groups), against `hfuse bench` (the JIT
+executor), in alternating rounds; also the same library called by a caller built with
+-DHFUSE_KEEP_HALIDE_RUNTIME (Halide's default allocator and thread pool). Prints a markdown table of
+medians.
 
     bench/aot_vs_jit.py [--hfuse build/bin/hfuse] [--rounds 3] [--models a,b] [--work /tmp/dir]
 """
@@ -47,10 +50,13 @@ def main():
         path = os.path.join(ROOT, "models", m + ".json")
         out = os.path.join(work, m)
         run([ARGS.hfuse, "compile", path, "-o", out, "--name", m])
-        caller = os.path.join(out, "caller")
-        run([ARGS.cxx, "-std=c++17", "-O2", "-I", out, f'-DMODEL_HEADER="{m}.h"', f"-DMODEL_ARGV={m}_argv",
-             os.path.join(ROOT, "tests", "aot", "caller.cpp"), os.path.join(out, m + ".a"), "-ldl", "-lpthread",
-             "-o", caller])
+        callers = {}
+        for runtime, flags in (("hfuse", []), ("halide", ["-DHFUSE_KEEP_HALIDE_RUNTIME"])):
+            callers[runtime] = os.path.join(out, "caller_" + runtime)
+            run([ARGS.cxx, "-std=c++17", "-O2", "-fopenmp"] + flags +
+                ["-I", out, f'-DMODEL_HEADER="{m}.h"', f"-DMODEL_ARGV={m}_argv",
+                 os.path.join(ROOT, "tests", "aot", "caller.cpp"), os.path.join(out, m + ".a"), "-ldl", "-lpthread",
+                 "-o", callers[runtime]])
         info = model_io(os.path.join(out, m + ".h"))
         args = []
         for t in info["inputs"]:
@@ -65,18 +71,20 @@ def main():
             args.append("out:" + ",".join(str(d) for d in reversed(t["shape"])) + ":" + os.path.join(out, f"o{i}.f32"))
         jit0 = json.loads(run([ARGS.hfuse, "bench", path, "--runs", "5", "--json"]))["median_ms"]
         n = runs_for(jit0)
-        aot, jit = [], []
+        aot, aot_halide, jit = [], [], []
         for _ in range(ARGS.rounds):
-            line = run([caller, "--runs", str(n)] + args).splitlines()[-1].split()
-            aot.append(float(line[1]))
+            for runtime, times in (("hfuse", aot), ("halide", aot_halide)):
+                line = run([callers[runtime], "--runs", str(n)] + args).splitlines()[-1].split()
+                times.append(float(line[1]))
             jit.append(json.loads(run([ARGS.hfuse, "bench", path, "--runs", str(n), "--json"]))["median_ms"])
-        a, j = statistics.median(aot), statistics.median(jit)
-        rows.append((m, a, j, n))
-        print(f"{m}: AOT {a:.4f} ms, JIT {j:.4f} ms", file=sys.stderr)
-    print("| model | AOT (one pipeline) | JIT (executor) | JIT / AOT | runs per round |")
-    print("| --- | ---: | ---: | ---: | ---: |")
-    for m, a, j, n in rows:
-        print(f"| {m} | {a:.4f} ms | {j:.4f} ms | {j / a:.2f} | {n} |")
+        a, h, j = statistics.median(aot), statistics.median(aot_halide), statistics.median(jit)
+        rows.append((m, a, h, j, n))
+        print(f"{m}: AOT {a:.4f} ms (on Halide's runtime {h:.4f}), JIT {j:.4f} ms", file=sys.stderr)
+    print("| model | AOT (one pipeline) | AOT on Halide's allocator and pool | JIT (executor) | JIT / AOT "
+          "| runs per round |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for m, a, h, j, n in rows:
+        print(f"| {m} | {a:.4f} ms | {h:.4f} ms | {j:.4f} ms | {j / a:.2f} | {n} |")
 
 
 if __name__ == "__main__":

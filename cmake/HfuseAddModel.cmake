@@ -6,11 +6,12 @@
 #                   [TARGET <halide-target>]      # default: host
 #                   [NAME <c-identifier>])        # default: <target>, with '-', '.', ... made '_'
 #
-#   target_link_libraries(app PRIVATE <target>)    # NAME.a, NAME.h on the include path, -ldl, threads
+#   target_link_libraries(app PRIVATE <target>)    # NAME.a, NAME.h on the include path, -ldl, threads,
+#                                                  # OpenMP (-fopenmp: NAME.h installs OpenMP's loops)
 #
 # Relative paths are relative to CMAKE_CURRENT_SOURCE_DIR. The library is written at build time into
-# ${CMAKE_CURRENT_BINARY_DIR}/<target>.hfuse/ (NAME.a with the Halide runtime, NAME.h, HalideBuffer.h,
-# HalideRuntime.h), and is rebuilt when the model, its weight files, the plan, a rule file or the
+# ${CMAKE_CURRENT_BINARY_DIR}/<target>.hfuse/ (NAME.a with the Halide runtime, NAME.h, hfuse_runtime.h,
+# HalideBuffer.h, HalideRuntime.h), and is rebuilt when the model, its weight files, the plan, a rule file or the
 # hfuse binary change: the model and plan are listed as dependencies, and `hfuse compile --depfile`
 # lists the weight files and rule files it read (DEPFILE; Makefile and Ninja generators).
 #
@@ -172,7 +173,7 @@ function(hfuse_add_model target)
   endif()
   add_custom_command(
     OUTPUT "${lib}" "${header}"
-    BYPRODUCTS "${dir}/HalideBuffer.h" "${dir}/HalideRuntime.h"
+    BYPRODUCTS "${dir}/HalideBuffer.h" "${dir}/HalideRuntime.h" "${dir}/hfuse_runtime.h"
     COMMAND $<TARGET_FILE:hfuse_cli> compile "${model}" ${plan_args} -o "${dir}" --name "${name}"
             --target "${halide_target}" --depfile "${depfile}"
     DEPENDS hfuse_cli ${depends}
@@ -182,11 +183,19 @@ function(hfuse_add_model target)
   add_custom_target(${target}_hfuse_compile DEPENDS "${lib}" "${header}")
 
   find_package(Threads REQUIRED)  # Threads::Threads in the caller's directory
+  # -fopenmp for the callers: NAME.h then installs OpenMP's loops for a model that runs on them.
+  find_package(OpenMP REQUIRED)
+  set(openmp "")
+  foreach(lang IN ITEMS C CXX)
+    if(TARGET OpenMP::OpenMP_${lang})
+      list(APPEND openmp OpenMP::OpenMP_${lang})
+    endif()
+  endforeach()
   add_library(${target} STATIC IMPORTED GLOBAL)
   set_target_properties(${target} PROPERTIES
     IMPORTED_LOCATION "${lib}"
     INTERFACE_INCLUDE_DIRECTORIES "${dir}"
-    INTERFACE_LINK_LIBRARIES "${CMAKE_DL_LIBS};Threads::Threads"
+    INTERFACE_LINK_LIBRARIES "${CMAKE_DL_LIBS};Threads::Threads;${openmp}"
     HFUSE_NAME "${name}"
     HFUSE_OUTPUT_DIR "${dir}"
     HFUSE_HEADER "${header}")

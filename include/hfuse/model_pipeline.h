@@ -34,7 +34,9 @@ struct ModelPipelineOptions {
     // unscheduled and the whole pipeline is handed to it (with estimates from the static shapes).
     ScheduleSource schedule = ScheduleSource::Templates;
     int parallelism = 0;  // cores an autoscheduler plans for (see ExecutorOptions)
-    // run() only (see ExecutorOptions; Auto by the whole model's FLOPs).
+    // Who runs the parallel loops (see ExecutorOptions; Auto by the whole model's FLOPs), in run() and
+    // in a compiled library: its header installs hfuse_runtime.h's OpenMP loops at start-up in a
+    // program compiled with -fopenmp.
     ParallelRuntime parallel_runtime = ParallelRuntime::Auto;
 };
 
@@ -63,10 +65,14 @@ public:
     // The pipeline's input parameters, in model input order.
     std::vector<Halide::Argument> halide_arguments() const;
 
-    // Writes DIR/NAME.a (with the Halide runtime, unless the target says no_runtime) and DIR/NAME.h
+    // Writes DIR/NAME.a (with the Halide runtime, unless the target says no_runtime), DIR/NAME.h
     // declaring int NAME(halide_buffer_t *<input>..., halide_buffer_t *<output>...) in model order,
-    // with a comment listing each argument's shape. `name` must be a C identifier.
+    // with a comment listing each argument's shape, and DIR/hfuse_runtime.h, which NAME.h includes and
+    // installs at start-up (include/hfuse/hfuse_runtime.h: a block cache as Halide's allocator, and
+    // with compiled_parallel_runtime() OpenMP, OpenMP's loops). `name` must be a C identifier.
     void compile_to_static_library(const std::string &dir, const std::string &name) const;
+    // options().parallel_runtime with Auto resolved by the model's FLOPs.
+    ParallelRuntime compiled_parallel_runtime() const;
 
     // JIT-compiles (once) and runs the pipeline in this process, like Executor::run.
     std::map<std::string, TensorBuffer> run(const std::map<std::string, TensorBuffer> &inputs);

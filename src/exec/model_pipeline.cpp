@@ -6,6 +6,7 @@
 #include "exec/jit_allocator.h"
 #include "exec/model_lowering.h"
 #include "exec/parallel_runtime.h"
+#include "exec/runtime_header.h"
 #include "exec/value_layout.h"
 #include "hfuse/error.h"
 #include "hfuse/op_registry.h"
@@ -41,6 +42,53 @@ std::string read_text(const std::string &path) {
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
+}
+
+// A model's FLOPs decide ParallelRuntime::Auto, here as in run().
+ParallelRuntime resolve_parallel_runtime(ParallelRuntime requested, const Graph &g) {
+    double flops = 0;
+    for (const Node &n : g.nodes) flops += node_flops(g, n);
+    return exec::resolve_parallel_runtime(requested, flops);
+}
+
+// The part of a compiled model's header that installs hfuse_runtime.h's block cache as Halide's
+// allocator and, for a model run on OpenMP, its OpenMP loops, at start-up (before any thread of the
+// program can be running a pipeline), unless the program asks to keep Halide's.
+std::string runtime_installer(const std::string &name, ParallelRuntime runtime) {
+    const bool openmp = runtime == ParallelRuntime::OpenMP;
+    std::ostringstream s;
+    s << "// hfuse: at start-up, the block cache of hfuse_runtime.h becomes Halide's allocator (buffers\n"
+      << "// are reused run after run, not faulted in again)";
+    if (openmp) {
+        s << " and, in a program compiled with -fopenmp, the\n// parallel loops run on OpenMP's static "
+             "schedule (threads: OMP_NUM_THREADS); define\n// HFUSE_HALIDE_THREAD_POOL to run them on "
+             "Halide's thread pool (HL_NUM_THREADS) instead";
+    } else {
+        s << ";\n// its parallel loops run on Halide's thread pool (the model is too small to gain from OpenMP's)";
+    }
+    s << ".\n// An allocator or loop runtime the program installed first is kept. Define\n"
+      << "// HFUSE_KEEP_HALIDE_RUNTIME to install neither.\n"
+      << "#include \"hfuse_runtime.h\"\n"
+      << "#ifndef HFUSE_KEEP_HALIDE_RUNTIME\n";
+    if (openmp) {
+        s << "#if !defined(_OPENMP) && !defined(HFUSE_HALIDE_THREAD_POOL)\n"
+          << "#warning \"" << name
+          << " runs its parallel loops on OpenMP: compile with -fopenmp, or define HFUSE_HALIDE_THREAD_POOL "
+             "to run them on Halide's thread pool\"\n"
+          << "#endif\n";
+    }
+    s << "__attribute__((constructor)) static void " << name << "_install_runtime(void) {\n";
+    if (openmp) {
+        s << "#ifdef HFUSE_HALIDE_THREAD_POOL\n"
+          << "    hfuse_runtime_install(0);\n"
+          << "#else\n"
+          << "    hfuse_runtime_install(1);\n"
+          << "#endif\n";
+    } else {
+        s << "    hfuse_runtime_install(0);\n";
+    }
+    s << "}\n#endif\n\n";
+    return s.str();
 }
 
 }  // namespace
@@ -135,6 +183,10 @@ std::vector<Halide::Argument> ModelPipeline::halide_arguments() const {
     return std::vector<Halide::Argument>(impl_->params.begin(), impl_->params.end());
 }
 
+ParallelRuntime ModelPipeline::compiled_parallel_runtime() const {
+    return resolve_parallel_runtime(impl_->options.parallel_runtime, impl_->graph);
+}
+
 void ModelPipeline::compile_to_static_library(const std::string &dir, const std::string &name) const {
     const Graph &g = impl_->graph;
     if (!is_c_identifier(name)) {
@@ -189,7 +241,8 @@ void ModelPipeline::compile_to_static_library(const std::string &dir, const std:
              << "        halide_set_error_handler(previous);\n"
              << "    }\n"
              << "}\n\n"
-             << "HALIDE_MUST_USE_RESULT static inline int " << name << "(" << params << ") {\n"
+             << runtime_installer(name, compiled_parallel_runtime()) << "HALIDE_MUST_USE_RESULT static inline int "
+             << name << "(" << params << ") {\n"
              << "    " << name << "_return_errors();\n"
              << "    return " << pipeline_fn << "(" << args << ");\n"
              << "}\n\n"
@@ -200,6 +253,7 @@ void ModelPipeline::compile_to_static_library(const std::string &dir, const std:
     header = doc.str() + "\n" + header.substr(0, at + decl.size()) + params + header.substr(end, guard_end - end) +
              wrappers.str() + header.substr(guard_end);
     std::ofstream(prefix + ".h") << header;
+    std::ofstream(dir + "/hfuse_runtime.h") << exec::runtime_header_text();
 }
 
 std::map<std::string, TensorBuffer> ModelPipeline::run(const std::map<std::string, TensorBuffer> &inputs) {
@@ -208,9 +262,7 @@ std::map<std::string, TensorBuffer> ModelPipeline::run(const std::map<std::strin
         // As the executor's pipelines: root buffers and outputs reused run after run.
         m.pipeline.jit_handlers().custom_malloc = exec::jit_malloc;
         m.pipeline.jit_handlers().custom_free = exec::jit_free;
-        double flops = 0;
-        for (const Node &n : m.graph.nodes) flops += node_flops(m.graph, n);
-        exec::use_parallel_runtime(m.pipeline, exec::resolve_parallel_runtime(m.options.parallel_runtime, flops));
+        exec::use_parallel_runtime(m.pipeline, resolve_parallel_runtime(m.options.parallel_runtime, m.graph));
         m.pipeline.compile_jit(m.options.target);
         m.jit_compiled = true;
     }

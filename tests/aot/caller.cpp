@@ -1,18 +1,22 @@
 // A plain C++ caller of a model compiled by `hfuse compile`: no hfuse, no Halide library, only the
-// generated header, the static library and Halide's HalideBuffer.h (copied beside them):
+// generated headers, the static library and Halide's HalideBuffer.h (copied beside them):
 //
 //   hfuse compile models/rnn_cell.json -o out --name rnn_cell
-//   g++ -std=c++17 -O2 -I out -DMODEL_HEADER='"rnn_cell.h"' -DMODEL_ARGV=rnn_cell_argv
+//   g++ -std=c++17 -O2 -fopenmp -I out -DMODEL_HEADER='"rnn_cell.h"' -DMODEL_ARGV=rnn_cell_argv
 //       tests/aot/caller.cpp out/rnn_cell.a -ldl -lpthread -o caller
 //   ./caller [--runs N] in:128,1:x.f32 in:128,1:h.f32 out:128,1:h_next.f32
 //
 // Each argument is one buffer of the compiled function, in its order: in/out, the extents (Halide
 // order: the ONNX shape reversed), and a raw float32 file to read (in) or write (out). It calls the
-// function through its _argv entry point, prints the return code, and with --runs N the median time
-// of N further calls. Exit code: 0 if the call succeeded, 1 if it returned an error, 2 on bad usage.
+// function through its _argv entry point, prints the return code and which allocator and parallel
+// loops Halide ran it on ("runtime malloc hfuse|halide|other parallel openmp|halide|other"), and with
+// --runs N the median time of N further calls and the page faults they took per call. Exit code: 0
+// if the call succeeded, 1 if it returned an error, 2 on bad usage.
 #include MODEL_HEADER
 
 #include "HalideBuffer.h"
+
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -41,6 +45,30 @@ bool parse_arg(const std::string &s, Arg &a) {
     for (std::string e; std::getline(extents, e, ',');) a.extents.push_back(std::atoi(e.c_str()));
     a.file = s.substr(c2 + 1);
     return !a.extents.empty() && !a.file.empty();
+}
+
+// Which allocator and parallel loops Halide's runtime has installed: swapped out and back (nothing
+// else runs meanwhile). hfuse's are those of hfuse_runtime.h, which the model's header includes.
+void report_runtime() {
+    halide_malloc_t m = halide_set_custom_malloc(halide_default_malloc);
+    halide_set_custom_malloc(m);
+    halide_do_par_for_t p = halide_set_custom_do_par_for(halide_default_do_par_for);
+    halide_set_custom_do_par_for(p);
+    const char *parallel = p == halide_default_do_par_for ? "halide" : "other";
+#ifdef _OPENMP
+    if (p == hfuse_openmp_do_par_for) parallel = "openmp";
+#endif
+    std::printf("runtime malloc %s parallel %s\n",
+                m == hfuse_cached_malloc     ? "hfuse"
+                : m == halide_default_malloc ? "halide"
+                                             : "other",
+                parallel);
+}
+
+long minor_faults() {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_minflt;
 }
 
 }  // namespace
@@ -81,6 +109,7 @@ int main(int argc, char **argv) {
     for (auto &b : buffers) argv_ptrs.push_back(b.raw_buffer());
     int rc = MODEL_ARGV(argv_ptrs.data());
     std::printf("rc %d\n", rc);
+    report_runtime();
     if (rc != 0) return 1;
     for (size_t i = 0; i < args.size(); i++) {
         if (!args[i].output) continue;
@@ -88,14 +117,16 @@ int main(int argc, char **argv) {
         out.write(reinterpret_cast<const char *>(buffers[i].data()), sizeof(float) * buffers[i].number_of_elements());
     }
     if (runs > 0) {
+        const long faults_before = minor_faults();
         std::vector<double> ms;
         for (int r = 0; r < runs; r++) {
             auto t0 = std::chrono::steady_clock::now();
             if (MODEL_ARGV(argv_ptrs.data()) != 0) return 1;
             ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
         }
+        const double faults = static_cast<double>(minor_faults() - faults_before) / runs;
         std::sort(ms.begin(), ms.end());
-        std::printf("median_ms %.6f min_ms %.6f runs %d\n", ms[ms.size() / 2], ms[0], runs);
+        std::printf("median_ms %.6f min_ms %.6f runs %d faults_per_run %.1f\n", ms[ms.size() / 2], ms[0], runs, faults);
     }
     return 0;
 }

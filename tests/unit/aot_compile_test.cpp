@@ -1,10 +1,13 @@
 // `hfuse compile`: every bundled model compiled ahead of time, called from a plain C++ program
-// (tests/aot/caller.cpp, built by `g++ caller.cpp NAME.a -ldl -lpthread` against nothing but the
-// files hfuse wrote), matches the reference evaluator and the JIT executor; a wrongly shaped buffer
-// makes the call return non-zero with Halide's message naming the buffer; bad arguments are errors.
+// (tests/aot/caller.cpp, built by `g++ -fopenmp caller.cpp NAME.a -ldl -lpthread` against nothing but
+// the files hfuse wrote), matches the reference evaluator and the JIT executor, on hfuse_runtime.h's
+// allocator and (for models of at least 1 MFLOP) OpenMP's loops; a wrongly shaped buffer makes the
+// call return non-zero with Halide's message naming the buffer; bad arguments are errors.
+#include "exec/parallel_runtime.h"
 #include "hfuse/executor.h"
 #include "hfuse/fusion_rules.h"
 #include "hfuse/model_io.h"
+#include "hfuse/op_registry.h"
 #include "hfuse/planner.h"
 #include "hfuse/reference.h"
 
@@ -40,23 +43,51 @@ std::string extents(const Shape &shape) {
 }
 
 struct Compiled {
-    std::string dir, caller;
+    std::string dir, name, caller;
+    std::string build_output;  // the compiler's, building the caller
 };
 
-// hfuse compile, then the caller built with the plain compiler command against DIR only.
-Compiled compile_model(const std::string &model, const std::string &name, const std::string &flags = "") {
-    Compiled c{work_dir(name), ""};
+// The caller built with the plain compiler command against c.dir only, with `caller_flags`.
+void build_caller(Compiled &c, const std::string &caller_flags) {
+    c.caller = c.dir + "/caller";
+    std::string cmd = std::string(HFUSE_CXX) + " -std=c++17 -O2 " + caller_flags + " -I " + c.dir +
+                      " -DMODEL_HEADER='\"" + c.name + ".h\"' -DMODEL_ARGV=" + c.name + "_argv " + kCaller + " " +
+                      c.dir + "/" + c.name + ".a -ldl -lpthread -o " + c.caller;
+    test::CommandResult b = test::run_command(cmd);
+    EXPECT_EQ(b.code, 0) << cmd << "\n" << b.out;
+    c.build_output = b.out;
+}
+
+// hfuse compile with `flags`, then the caller built with `caller_flags`.
+Compiled compile_model(const std::string &model, const std::string &name, const std::string &flags = "",
+                       const std::string &caller_flags = "-fopenmp") {
+    Compiled c{work_dir(name), name, "", ""};
     test::CommandResult r =
         test::run_cli("compile " + kModels + model + ".json -o " + c.dir + " --name " + name + " " + flags);
     EXPECT_EQ(r.code, 0) << r.out;
     for (const char *f : {".a", ".h"}) EXPECT_TRUE(fs::exists(c.dir + "/" + name + f)) << r.out;
-    c.caller = c.dir + "/caller";
-    std::string cmd = std::string(HFUSE_CXX) + " -std=c++17 -O2 -I " + c.dir + " -DMODEL_HEADER='\"" + name +
-                      ".h\"' -DMODEL_ARGV=" + name + "_argv " + kCaller + " " + c.dir + "/" + name +
-                      ".a -ldl -lpthread -o " + c.caller;
-    test::CommandResult b = test::run_command(cmd);
-    EXPECT_EQ(b.code, 0) << cmd << "\n" << b.out;
+    build_caller(c, caller_flags);
     return c;
+}
+
+// The caller's arguments for `g`: its inputs (made by test::make_inputs, written to c.dir) and outputs.
+std::string caller_arguments(const Graph &g, const Compiled &c, const test::ModelInputs &in) {
+    std::string args;
+    for (const GraphInput &gi : g.inputs) {
+        std::string file = c.dir + "/in_" + gi.name + ".f32";
+        write_f32_file(file, in.buffers.at(gi.name).data(), num_elements(gi.shape));
+        args += " in:" + extents(gi.shape) + ":" + file;
+    }
+    for (size_t i = 0; i < g.outputs.size(); i++) {
+        args += " out:" + extents(g.type_of(g.outputs[i]).shape) + ":" + c.dir + "/out" + std::to_string(i) + ".f32";
+    }
+    return args;
+}
+
+double model_flops(const Graph &g) {
+    double flops = 0;
+    for (const Node &n : g.nodes) flops += node_flops(g, n);
+    return flops;
 }
 
 std::vector<float> read_floats(const std::string &path, size_t n) {
@@ -73,19 +104,17 @@ TEST_P(AotModel, PlainCallerMatchesReferenceAndJit) {
     const std::string model = GetParam();
     Graph g = load_model(kModels + model + ".json");
     Compiled c = compile_model(model, model);
+    EXPECT_EQ(c.build_output.find("warning"), std::string::npos) << c.build_output;
     test::ModelInputs in = test::make_inputs(g);
-    std::string args;
-    for (const GraphInput &gi : g.inputs) {
-        std::string file = c.dir + "/in_" + gi.name + ".f32";
-        write_f32_file(file, in.buffers.at(gi.name).data(), num_elements(gi.shape));
-        args += " in:" + extents(gi.shape) + ":" + file;
-    }
-    for (size_t i = 0; i < g.outputs.size(); i++) {
-        args += " out:" + extents(g.type_of(g.outputs[i]).shape) + ":" + c.dir + "/out" + std::to_string(i) + ".f32";
-    }
+    const std::string args = caller_arguments(g, c, in);
     test::CommandResult r = test::run_command(c.caller + args);
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("rc 0"), std::string::npos) << r.out;
+    // hfuse_runtime.h's allocator; OpenMP's loops where the model is large enough to gain from them.
+    const bool openmp = model_flops(g) >= exec::kOpenMPMinFlops;
+    EXPECT_NE(r.out.find(std::string("runtime malloc hfuse parallel ") + (openmp ? "openmp" : "halide")),
+              std::string::npos)
+        << r.out;
 
     auto expected = reference::run(g, in.reference);
     Executor jit(plan_fusion(g, {load_rules("x86")}));
@@ -130,7 +159,101 @@ TEST(AotCompile, HeaderNamesTheModelsTensors) {
         << h.substr(0, 3000);
     EXPECT_NE(h.find("//   input  x ['x'] shape [1x128]"), std::string::npos);
     EXPECT_NE(h.find("//   output h_next ['h_next'] shape [1x128]"), std::string::npos);
-    for (const char *f : {"HalideBuffer.h", "HalideRuntime.h"}) EXPECT_TRUE(fs::exists(c.dir + "/" + f)) << f;
+    for (const char *f : {"HalideBuffer.h", "HalideRuntime.h", "hfuse_runtime.h"}) {
+        EXPECT_TRUE(fs::exists(c.dir + "/" + f)) << f;
+    }
+}
+
+// What NAME.h installs at start-up, by the caller's flags and `hfuse compile --parallel-runtime`.
+TEST(AotRuntime, TheHeaderInstallsTheAllocatorAndTheLoopsAsAsked) {
+    const Graph cbrm = load_model(kModels + "conv_bias_relu_maxpool.json");  // 70 MFLOP: OpenMP
+    const Graph rnn = load_model(kModels + "rnn_cell.json");                 // 66 KFLOP: Halide's pool
+    struct Case {
+        std::string model, compile_flags, caller_flags, runtime;
+        bool warns;
+    };
+    const std::vector<Case> cases = {
+        {"conv_bias_relu_maxpool", "", "", "malloc hfuse parallel halide", true},  // no -fopenmp: warned
+        {"conv_bias_relu_maxpool", "", "-fopenmp -DHFUSE_HALIDE_THREAD_POOL", "malloc hfuse parallel halide", false},
+        {"conv_bias_relu_maxpool", "", "-DHFUSE_HALIDE_THREAD_POOL", "malloc hfuse parallel halide", false},
+        {"conv_bias_relu_maxpool", "", "-fopenmp -DHFUSE_KEEP_HALIDE_RUNTIME", "malloc halide parallel halide", false},
+        {"conv_bias_relu_maxpool", "--parallel-runtime halide", "-fopenmp", "malloc hfuse parallel halide", false},
+        {"rnn_cell", "--parallel-runtime openmp", "-fopenmp", "malloc hfuse parallel openmp", false},
+        {"rnn_cell", "--parallel-runtime auto", "", "malloc hfuse parallel halide", false},
+    };
+    int k = 0;
+    for (const Case &t : cases) {
+        SCOPED_TRACE(t.model + " compiled with '" + t.compile_flags + "', called built with '" + t.caller_flags + "'");
+        const Graph &g = t.model == "rnn_cell" ? rnn : cbrm;
+        Compiled c = compile_model(t.model, "m" + std::to_string(k++), t.compile_flags, t.caller_flags);
+        EXPECT_EQ(c.build_output.find("compile with -fopenmp, or define HFUSE_HALIDE_THREAD_POOL") != std::string::npos,
+                  t.warns)
+            << c.build_output;
+        test::ModelInputs in = test::make_inputs(g);
+        test::CommandResult r = test::run_command(c.caller + caller_arguments(g, c, in));
+        ASSERT_EQ(r.code, 0) << r.out;
+        EXPECT_NE(r.out.find("runtime " + t.runtime), std::string::npos) << r.out;
+        auto expected = reference::run(g, in.reference);
+        const std::string &v = g.outputs[0];
+        std::vector<float> actual = read_floats(c.dir + "/out0.f32", expected.at(v).data.size());
+        EXPECT_LE(reference::compare(actual.data(), expected.at(v).data.data(), actual.size()).relative(), 1e-4);
+    }
+}
+
+// On hfuse's allocator a compiled model's warm runs reuse their buffers: Halide's default one gave
+// glibc back the per-task blocks of the conv + bias + relu + max-pool, ~100 page faults a run.
+TEST(AotRuntime, WarmRunsFaultNoPagesIn) {
+    const Graph g = load_model(kModels + "conv_bias_relu_maxpool.json");
+    test::ModelInputs in = test::make_inputs(g);
+    auto faults_per_run = [&](const std::string &caller_flags) {
+        Compiled c = compile_model("conv_bias_relu_maxpool", "faults", "", caller_flags);
+        test::CommandResult r = test::run_command(c.caller + " --runs 20" + caller_arguments(g, c, in));
+        EXPECT_EQ(r.code, 0) << r.out;
+        const size_t at = r.out.find("faults_per_run ");
+        EXPECT_NE(at, std::string::npos) << r.out;
+        return at == std::string::npos ? -1.0 : std::stod(r.out.substr(at + 15));
+    };
+    const double hfuse = faults_per_run("-fopenmp"), halide = faults_per_run("-fopenmp -DHFUSE_KEEP_HALIDE_RUNTIME");
+    EXPECT_LT(hfuse, 8) << "Halide's allocator: " << halide;
+    RecordProperty("faults_per_run_halide_allocator", std::to_string(halide));
+}
+
+// A C program may install its own allocator after start-up: the model then runs on it, every block
+// freed by the allocator that made it. The headers are C too.
+TEST(AotRuntime, AProgramsOwnAllocatorReplacesHfuses) {
+    const Graph g = load_model(kModels + "conv_bias_relu_maxpool.json");
+    Compiled c = compile_model("conv_bias_relu_maxpool", "cbrm", "", "-fopenmp");
+    const std::string program = c.dir + "/own_allocator.c";
+    std::ofstream(program) << R"(#include "cbrm.h"
+#include <stdio.h>
+#include <stdlib.h>
+static int mallocs, frees;
+static void *my_malloc(void *uc, size_t n) { mallocs++; return halide_default_malloc(uc, n); }
+static void my_free(void *uc, void *p) { frees++; halide_default_free(uc, p); }
+int main(void) {
+    static float in[64 * 56 * 56], out[64 * 28 * 28];
+    struct halide_dimension_t din[4] = {{0, 56, 1, 0}, {0, 56, 56, 0}, {0, 64, 56 * 56, 0}, {0, 1, 64 * 56 * 56, 0}};
+    struct halide_dimension_t dout[4] = {{0, 28, 1, 0}, {0, 28, 28, 0}, {0, 64, 28 * 28, 0}, {0, 1, 64 * 28 * 28, 0}};
+    struct halide_buffer_t bin = {0}, bout = {0};
+    bin.host = (uint8_t *)in; bin.type.code = halide_type_float; bin.type.bits = 32; bin.type.lanes = 1;
+    bin.dimensions = 4; bin.dim = din;
+    bout = bin; bout.host = (uint8_t *)out; bout.dim = dout;
+    for (int i = 0; i < 64 * 56 * 56; i++) in[i] = (float)(i % 7) - 3.0f;
+    halide_set_custom_malloc(my_malloc);
+    halide_set_custom_free(my_free);
+    int rc = cbrm(&bin, &bout);
+    printf("rc %d mallocs %d frees %d\n", rc, mallocs, frees);
+    return rc != 0 || mallocs == 0 || mallocs != frees;
+}
+)";
+    const std::string exe = c.dir + "/own_allocator";
+    std::string cmd = std::string(HFUSE_CC) + " -std=c99 -O2 -fopenmp -I " + c.dir + " " + program + " " + c.dir +
+                      "/cbrm.a -ldl -lpthread -lm -o " + exe;
+    test::CommandResult b = test::run_command(cmd);
+    ASSERT_EQ(b.code, 0) << cmd << "\n" << b.out;
+    test::CommandResult r = test::run_command(exe);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("rc 0 mallocs "), std::string::npos) << r.out;
 }
 
 TEST(AotCompile, CrossCompilesForOtherTargets) {

@@ -1,8 +1,10 @@
 // hfuse compile MODEL -o DIR --name NAME: the model under a plan as one Halide pipeline, compiled ahead
-// of time into DIR/NAME.a (Halide runtime included) and DIR/NAME.h, plus Halide's HalideBuffer.h and
-// HalideRuntime.h so that DIR alone is enough to build a caller:
+// of time into DIR/NAME.a (Halide runtime included), DIR/NAME.h and DIR/hfuse_runtime.h (what NAME.h
+// installs at start-up: a block cache as Halide's allocator, OpenMP for the parallel loops of a model
+// of at least 1 MFLOP), plus Halide's HalideBuffer.h and HalideRuntime.h so that DIR alone is enough to
+// build a caller:
 //
-//   g++ -I DIR caller.cpp DIR/NAME.a -ldl -lpthread
+//   g++ -fopenmp -I DIR caller.cpp DIR/NAME.a -ldl -lpthread
 #include "cli_common.h"
 #include "hfuse/error.h"
 #include "hfuse/model_io.h"
@@ -72,6 +74,7 @@ int compile(const CompileOptions &o) {
     ModelPipelineOptions mo;
     mo.target = target;
     mo.schedule = o.plan.options().schedule;
+    mo.parallel_runtime = o.plan.options().parallel_runtime;
     ModelPipeline mp(plan, mo);
     mp.compile_to_static_library(o.dir, o.name);
     copy_runtime_headers(o.dir);
@@ -89,7 +92,10 @@ int compile(const CompileOptions &o) {
     for (size_t i = 0; i < args.size(); i++) {
         std::printf("%shalide_buffer_t *%s", i ? ", " : "", args[i].c_name.c_str());
     }
-    std::printf(");\n");
+    std::printf(");\n  parallel loops: %s\n",
+                mp.compiled_parallel_runtime() == ParallelRuntime::OpenMP
+                    ? "OpenMP (build the caller with -fopenmp; else Halide's thread pool, with a warning)"
+                    : "Halide's thread pool");
     return 0;
 }
 
@@ -105,6 +111,11 @@ Command add_compile(CLI::App &app) {
     cmd->add_option("-o,--output-dir", o->dir, "directory for NAME.a and NAME.h (created if missing)")->required();
     cmd->add_option("--name", o->name, "name of the library and of its function (a C identifier)")->required();
     cmd->add_option("--target", o->target, "Halide target string, e.g. host (default), x86-64-linux-avx2");
+    cmd->add_option("--parallel-runtime", o->plan.parallel_runtime,
+                    "who runs the compiled model's parallel loops: openmp (installed by NAME.h at start-up in a "
+                    "program compiled with -fopenmp: each thread a fixed share of a loop's tasks), halide "
+                    "(Halide's thread pool) or auto (default: openmp for models of at least 1 MFLOP)")
+        ->check(CLI::IsMember({"auto", "openmp", "halide"}));
     cmd->add_option("--depfile", o->depfile, "also write the files the library depends on (Makefile syntax)");
     return {cmd, [o] { return compile(*o); }};
 }
