@@ -64,7 +64,8 @@ std::string runtime_installer(const std::string &name, ParallelRuntime runtime) 
              "schedule (threads: OMP_NUM_THREADS); define\n// HFUSE_HALIDE_THREAD_POOL to run them on "
              "Halide's thread pool (HL_NUM_THREADS) instead";
     } else {
-        s << ";\n// its parallel loops run on Halide's thread pool (the model is too small to gain from OpenMP's)";
+        s << ";\n// its parallel loops run on Halide's thread pool (HL_NUM_THREADS; `hfuse compile "
+             "--parallel-runtime`)";
     }
     s << ".\n// An allocator or loop runtime the program installed first is kept. Define\n"
       << "// HFUSE_KEEP_HALIDE_RUNTIME to install neither.\n"
@@ -252,8 +253,12 @@ void ModelPipeline::compile_to_static_library(const std::string &dir, const std:
              << "}\n\n";
     header = doc.str() + "\n" + header.substr(0, at + decl.size()) + params + header.substr(end, guard_end - end) +
              wrappers.str() + header.substr(guard_end);
-    std::ofstream(prefix + ".h") << header;
-    std::ofstream(dir + "/hfuse_runtime.h") << exec::runtime_header_text();
+    for (const auto &[path, text] : {std::pair<std::string, std::string>{prefix + ".h", header},
+                                     {dir + "/hfuse_runtime.h", exec::runtime_header_text()}}) {
+        std::ofstream out(path);
+        out << text;
+        if (!out.flush()) throw Error("cannot write the compiled model's header").in_file(path);
+    }
 }
 
 std::map<std::string, TensorBuffer> ModelPipeline::run(const std::map<std::string, TensorBuffer> &inputs) {
