@@ -124,7 +124,8 @@ std::string group_key(const Graph &g, const FusedGroup &grp, const std::set<std:
 // `layout`, as the value's producer writes it.
 TensorBuffer interior_view(float *storage, const Shape &shape, const exec::ValueLayout &layout) {
     std::vector<halide_dimension_t> dims = exec::interior_dims(shape, layout);
-    return TensorBuffer(storage + exec::interior_offset(shape, layout), static_cast<int>(dims.size()), dims.data());
+    return TensorBuffer(storage + exec::interior_offset(shape, layout), static_cast<int>(dims.size()), dims.data(),
+                        "hfuse_interior");
 }
 
 // Whether `b` is laid out exactly as storage_dims(shape, layout) says.
@@ -546,7 +547,7 @@ std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, Te
         const Shape &shape = g.type_of(v).shape;
         const exec::ValueLayout l = exec::layout_of(impl_->layouts, v);
         outputs[v] = slots[s] = exec::make_storage(shape, l);
-        impl_->write_slots[s] = interior_view(slots[s].data(), shape, l);
+        impl_->write_slots[s] = l.planar() ? slots[s] : interior_view(slots[s].data(), shape, l);
     }
     if (group_ms) group_ms->clear();
     std::vector<Halide::Buffer<void>> results;

@@ -93,6 +93,7 @@ ValueLayouts choose_value_layouts(const FusedGraph &plan, const Halide::Target &
 
 std::vector<halide_dimension_t> storage_dims(const Shape &shape, const ValueLayout &l) {
     std::vector<halide_dimension_t> dims;
+    dims.reserve(5);
     int64_t stride = 1;
     auto add = [&](int64_t min, int64_t extent) {
         dims.push_back({static_cast<int32_t>(min), static_cast<int32_t>(extent), static_cast<int32_t>(stride), 0});
@@ -121,7 +122,9 @@ int64_t storage_elements(const Shape &shape, const ValueLayout &l) {
 
 Halide::Buffer<float> make_storage(const Shape &shape, const ValueLayout &layout) {
     std::vector<halide_dimension_t> dims = storage_dims(shape, layout);
-    Halide::Buffer<float> b(nullptr, static_cast<int>(dims.size()), dims.data());
+    // Named: an unnamed Halide::Buffer makes itself a unique name, a visible cost in a run of a few
+    // microseconds (each run makes its outputs).
+    Halide::Buffer<float> b(nullptr, static_cast<int>(dims.size()), dims.data(), "hfuse_storage");
     b.allocate(cached_malloc, cached_free);  // reused run after run, not faulted in again
     if (layout.halo_x || layout.halo_y) std::memset(b.data(), 0, b.size_in_bytes());
     return b;
