@@ -11,9 +11,9 @@
 #
 # Relative paths are relative to CMAKE_CURRENT_SOURCE_DIR. The library is written at build time into
 # ${CMAKE_CURRENT_BINARY_DIR}/<target>.hfuse/ (NAME.a with the Halide runtime, NAME.h, hfuse_runtime.h,
-# HalideBuffer.h, HalideRuntime.h), and is rebuilt when the model, its weight files, the plan, a rule file or the
-# hfuse binary change: the model and plan are listed as dependencies, and `hfuse compile --depfile`
-# lists the weight files and rule files it read (DEPFILE; Makefile and Ninja generators).
+# HalideBuffer.h, HalideRuntime.h), and is rebuilt when the model, its weight files, the plan, a rule
+# file or the hfuse binary change: the model and plan are listed as dependencies, and `hfuse compile
+# --depfile` lists the weight files and rule files it read (DEPFILE; Makefile and Ninja generators).
 #
 # The function needs the hfuse_cli target: include this file from hfuse's CMakeLists.txt (a consumer
 # gets it with add_subdirectory(<hfuse>)). It sets these properties on <target>: HFUSE_NAME (the C
