@@ -84,7 +84,7 @@ const Workload &workload(const std::string &name) {
         w->input_data[in.name] = std::move(data);
     }
     for (auto &[out, t] : reference::run(w->graph, ref_inputs)) w->expected[out] = std::move(t.data);
-    for (const Node &n : w->graph.nodes) w->flops += node_flops(w->graph, n);
+    w->flops = graph_flops(w->graph);
     slot = std::move(w);
     return *slot;
 }

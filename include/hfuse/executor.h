@@ -52,8 +52,8 @@ ScheduleSource parse_schedule_source(const std::string &name);
 // whichever thread asks next; the caller takes tasks itself, so a small loop costs little more than
 // run serially, where OpenMP's fork and join cost 3.5 us on that machine). Auto: OpenMP for a group
 // of at least exec::kOpenMPMinFlops (1 MFLOP), Halide's pool below (the MLP's 784->256 layer in 3
-// tasks: 12.8 us a run on OpenMP, 7.2 on Halide's pool). All use set_num_threads()'s count. Libraries from `hfuse
-// compile` keep Halide's pool (their runtime is their own).
+// tasks: 12.8 us a run on OpenMP, 7.2 on Halide's pool). All use set_num_threads()'s count. Libraries from
+// `hfuse compile` choose theirs by the model's FLOPs the same way (ModelPipelineOptions).
 enum class ParallelRuntime { Auto, OpenMP, Halide };
 
 // "auto", "openmp", "halide".

@@ -69,10 +69,10 @@ public:
     // declaring int NAME(halide_buffer_t *<input>..., halide_buffer_t *<output>...) in model order,
     // with a comment listing each argument's shape, and DIR/hfuse_runtime.h, which NAME.h includes and
     // installs at start-up (include/hfuse/hfuse_runtime.h: a block cache as Halide's allocator, and
-    // with compiled_parallel_runtime() OpenMP, OpenMP's loops). `name` must be a C identifier.
+    // with resolved_parallel_runtime() OpenMP, OpenMP's loops). `name` must be a C identifier.
     void compile_to_static_library(const std::string &dir, const std::string &name) const;
     // options().parallel_runtime with Auto resolved by the model's FLOPs.
-    ParallelRuntime compiled_parallel_runtime() const;
+    ParallelRuntime resolved_parallel_runtime() const;
 
     // JIT-compiles (once) and runs the pipeline in this process, like Executor::run.
     std::map<std::string, TensorBuffer> run(const std::map<std::string, TensorBuffer> &inputs);

@@ -125,6 +125,8 @@ InferContext make_infer_context(const Graph &graph, const Node &node);
 
 // FLOPs of one node of a shape-inferred graph.
 double node_flops(const Graph &graph, const Node &node);
+// FLOPs of all its nodes (what a run of the model computes).
+double graph_flops(const Graph &graph);
 
 // nullptr if the op is not supported.
 const OpSchema *find_op(const std::string &op);

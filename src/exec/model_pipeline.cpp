@@ -44,13 +44,6 @@ std::string read_text(const std::string &path) {
     return ss.str();
 }
 
-// A model's FLOPs decide ParallelRuntime::Auto, here as in run().
-ParallelRuntime resolve_parallel_runtime(ParallelRuntime requested, const Graph &g) {
-    double flops = 0;
-    for (const Node &n : g.nodes) flops += node_flops(g, n);
-    return exec::resolve_parallel_runtime(requested, flops);
-}
-
 // The part of a compiled model's header that installs hfuse_runtime.h's block cache as Halide's
 // allocator and, for a model run on OpenMP, its OpenMP loops, at start-up (before any thread of the
 // program can be running a pipeline), unless the program asks to keep Halide's.
@@ -184,8 +177,9 @@ std::vector<Halide::Argument> ModelPipeline::halide_arguments() const {
     return std::vector<Halide::Argument>(impl_->params.begin(), impl_->params.end());
 }
 
-ParallelRuntime ModelPipeline::compiled_parallel_runtime() const {
-    return resolve_parallel_runtime(impl_->options.parallel_runtime, impl_->graph);
+ParallelRuntime ModelPipeline::resolved_parallel_runtime() const {
+    // The model's FLOPs decide Auto, in run() as in the compiled library.
+    return exec::resolve_parallel_runtime(impl_->options.parallel_runtime, graph_flops(impl_->graph));
 }
 
 void ModelPipeline::compile_to_static_library(const std::string &dir, const std::string &name) const {
@@ -242,7 +236,7 @@ void ModelPipeline::compile_to_static_library(const std::string &dir, const std:
              << "        halide_set_error_handler(previous);\n"
              << "    }\n"
              << "}\n\n"
-             << runtime_installer(name, compiled_parallel_runtime()) << "HALIDE_MUST_USE_RESULT static inline int "
+             << runtime_installer(name, resolved_parallel_runtime()) << "HALIDE_MUST_USE_RESULT static inline int "
              << name << "(" << params << ") {\n"
              << "    " << name << "_return_errors();\n"
              << "    return " << pipeline_fn << "(" << args << ");\n"
@@ -267,7 +261,7 @@ std::map<std::string, TensorBuffer> ModelPipeline::run(const std::map<std::strin
         // As the executor's pipelines: root buffers and outputs reused run after run.
         m.pipeline.jit_handlers().custom_malloc = exec::jit_malloc;
         m.pipeline.jit_handlers().custom_free = exec::jit_free;
-        exec::use_parallel_runtime(m.pipeline, resolve_parallel_runtime(m.options.parallel_runtime, m.graph));
+        exec::use_parallel_runtime(m.pipeline, resolved_parallel_runtime());
         m.pipeline.compile_jit(m.options.target);
         m.jit_compiled = true;
     }

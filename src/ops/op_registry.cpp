@@ -69,6 +69,12 @@ double node_flops(const Graph &graph, const Node &node) {
     return op->flops ? op->flops(make_infer_context(graph, node), outputs) : 0.0;
 }
 
+double graph_flops(const Graph &graph) {
+    double flops = 0;
+    for (const Node &n : graph.nodes) flops += node_flops(graph, n);
+    return flops;
+}
+
 const OpSchema *find_op(const std::string &op) {
     auto it = registry().find(op);
     return it == registry().end() ? nullptr : &it->second;

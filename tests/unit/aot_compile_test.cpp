@@ -84,12 +84,6 @@ std::string caller_arguments(const Graph &g, const Compiled &c, const test::Mode
     return args;
 }
 
-double model_flops(const Graph &g) {
-    double flops = 0;
-    for (const Node &n : g.nodes) flops += node_flops(g, n);
-    return flops;
-}
-
 std::vector<float> read_floats(const std::string &path, size_t n) {
     std::vector<float> v(n);
     std::ifstream in(path, std::ios::binary);
@@ -111,7 +105,7 @@ TEST_P(AotModel, PlainCallerMatchesReferenceAndJit) {
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("rc 0"), std::string::npos) << r.out;
     // hfuse_runtime.h's allocator; OpenMP's loops where the model is large enough to gain from them.
-    const bool openmp = model_flops(g) >= exec::kOpenMPMinFlops;
+    const bool openmp = graph_flops(g) >= exec::kOpenMPMinFlops;
     EXPECT_NE(r.out.find(std::string("runtime malloc hfuse parallel ") + (openmp ? "openmp" : "halide")),
               std::string::npos)
         << r.out;

@@ -93,7 +93,7 @@ int compile(const CompileOptions &o) {
         std::printf("%shalide_buffer_t *%s", i ? ", " : "", args[i].c_name.c_str());
     }
     std::printf(");\n  parallel loops: %s\n",
-                mp.compiled_parallel_runtime() == ParallelRuntime::OpenMP
+                mp.resolved_parallel_runtime() == ParallelRuntime::OpenMP
                     ? "OpenMP (build the caller with -fopenmp; else Halide's thread pool, with a warning)"
                     : "Halide's thread pool");
     return 0;
