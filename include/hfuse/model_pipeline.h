@@ -71,6 +71,11 @@ public:
     // installs at start-up (include/hfuse/hfuse_runtime.h: a block cache as Halide's allocator, and
     // with resolved_parallel_runtime() OpenMP, OpenMP's loops). `name` must be a C identifier.
     void compile_to_static_library(const std::string &dir, const std::string &name) const;
+    // The values handed from group to group other than dense NCHW, as Executor::value_layouts() names
+    // them: {"relu_3", "blocked 8, halo 0x0"}. Those the executor stores channel-blocked, but with no
+    // halo: a padded reader copies them block for block.
+    std::map<std::string, std::string> value_layouts() const;
+
     // options().parallel_runtime with Auto resolved by the model's FLOPs.
     ParallelRuntime resolved_parallel_runtime() const;
 

@@ -70,7 +70,8 @@ struct ConvLowering {
 // An input stored channel-blocked with a zero halo (a value handed between groups that way, see
 // src/exec/value_layout.h): func(bi, x, y, cb, n) is channel cb * block + bi at (x, y) for x in
 // [-halo_x, W + halo_x) and y in [-halo_y, H + halo_y), zero outside the tensor. An op may read it in
-// place of the input's Func (a conv_cv conv then needs no padded, blocked copy of its input).
+// place of the input's Func (a conv_cv conv then needs no padded, blocked copy of its input; where its
+// windows reach past the halo, a whole-model pipeline's values having none, it copies the blocks).
 struct BlockedInput {
     Halide::Func func;  // undefined: the input is not stored so
     int block = 0, halo_x = 0, halo_y = 0;

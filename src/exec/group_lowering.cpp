@@ -42,7 +42,20 @@ public:
         if (auto it = group_.values.find(value); it != group_.values.end()) return it->second;
         if (auto it = funcs_.find(value); it != funcs_.end()) return it->second;
         if (bound_) {
-            if (auto it = bound_->find(value); it != bound_->end()) return it->second;
+            if (auto it = bound_->find(value); it != bound_->end()) {
+                const ValueLayout layout = layout_of(value);
+                if (layout.planar()) return it->second;
+                // An earlier group's Func in storage order (bi, x, y, cb, n): read as the value, or
+                // as its storage by an op that can (BlockedInput).
+                Halide::Func f(halide_name(value, "view_"));
+                std::vector<Halide::Var> vars = ops::make_vars(4);  // x, y, c, n
+                const int b = layout.block;
+                f(vars) = it->second(vars[2] % b, vars[0], vars[1], vars[2] / b, vars[3]);
+                blocked_[value] = {it->second, b, layout.halo_x, layout.halo_y};
+                group_.layouts[value] = layout;
+                funcs_[value] = f;
+                return f;
+            }
         }
         Halide::Func f;
         if (g_.is_weight(value)) {

@@ -31,6 +31,14 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
         if (!bound.count(in.name)) throw Error("internal: no Func for model input '" + in.name + "'");
     }
     std::set<std::string> handed_between;  // values one group hands to another (or returns)
+    // Values between conv_cv groups handed over channel-blocked, as the Executor stores them, but with
+    // no halo: a value computed at root is computed over all its readers read, so the halo would be
+    // computed (wrongly) rather than zero. A padded reader copies its input block for block (dense),
+    // where a planar value took its producer a transpose and the reader a gather per vector.
+    ValueLayouts layouts;
+    if (templates) {
+        for (auto &[value, layout] : choose_value_layouts(plan, target)) layouts[value] = {layout.block, 0, 0};
+    }
     for (const FusedGroup &grp : plan.groups) {
         std::set<std::string> live_out = handed_out_values(plan, grp);
         if (live_out.empty()) continue;  // nobody reads it (as in the Executor)
@@ -44,9 +52,9 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
         }
         std::vector<const Node *> nodes;
         for (const std::string &name : grp.nodes) nodes.push_back(g.find_node(name));
-        LoweredGroup lowered =
-            lower_group(g, nodes, live_out, weights, bound,
-                        templates ? compose::conv_lowerings(g, grp, target) : std::map<std::string, ConvLowering>{});
+        LoweredGroup lowered = lower_group(
+            g, nodes, live_out, weights, bound,
+            templates ? compose::conv_lowerings(g, grp, target) : std::map<std::string, ConvLowering>{}, layouts);
         if (!lowered.params.empty()) {
             throw Error("internal: group " + grp.name + " reads '" + lowered.input_values[0] +
                         "', which no earlier group computes")
@@ -66,6 +74,7 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
     }
 
     LoweredModel model;
+    model.layouts = layouts;
     std::set<std::string> output_names;
     for (const std::string &v : g.outputs) {
         const Shape &shape = g.type_of(v).shape;
@@ -86,11 +95,9 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
         for (const std::string &v : handed_between) {
             Halide::Func f = bound.at(v);
             f.compute_root();
-            const Shape &shape = g.type_of(v).shape;
+            const std::vector<halide_dimension_t> dims = interior_dims(g.type_of(v).shape, layout_of(layouts, v));
             const std::vector<Halide::Var> args = f.args();
-            for (size_t k = 0; k < args.size(); k++) {
-                f.bound(args[k], 0, static_cast<int>(shape[shape.size() - 1 - k]));
-            }
+            for (size_t k = 0; k < args.size(); k++) f.bound(args[k], dims[k].min, dims[k].extent);
         }
         for (Halide::Func &f : model.outputs) f.compute_root();
     }

@@ -1,6 +1,7 @@
 // Lowering a whole plan into Funcs of one pipeline: each group lowered as the executor lowers it
 // (exec::lower_group), reading earlier groups' values as their Funcs, and scheduled by the composer;
-// values handed from one group to another are computed at root, so the groups keep their boundaries.
+// values handed from one group to another are computed at root, so the groups keep their boundaries,
+// and stored as the Executor stores them (channel-blocked between conv_cv groups, see value_layout.h).
 // ModelPipeline (AOT, `hfuse compile`) and the Halide generators in generators/ both build on it:
 //
 //   exec::BoundValues inputs = {{"x", x_func}};           // one Func per model input
@@ -21,6 +22,8 @@ struct LoweredModel {
     // One Func per model output, in model order: distinct Funcs (a copy where two outputs are the same
     // value or an output is a model input), each with its output buffer pinned to the static shape.
     std::vector<Halide::Func> outputs;
+    // The values handed between groups channel-blocked (with no halo; see value_layout.h).
+    ValueLayouts layouts;
 };
 
 // The model's inputs read from `params` (one per graph input, in order): each pinned to its static

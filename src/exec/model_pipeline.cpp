@@ -115,6 +115,7 @@ struct ModelPipeline::Impl {
     std::vector<ModelArgument> arguments;
     std::vector<Halide::ImageParam> params;  // one per model input, in model order
     std::vector<Halide::Func> outputs;       // one per model output, in model order
+    exec::ValueLayouts layouts;              // values handed between groups stored blocked
     Halide::Pipeline pipeline;
     bool jit_compiled = false;
 
@@ -133,7 +134,9 @@ void ModelPipeline::Impl::build(const FusedGraph &plan) {
     const exec::BoundValues inputs = exec::bind_inputs(g, params);
 
     const bool templates = options.schedule == ScheduleSource::Templates;
-    outputs = exec::lower_model(plan, inputs, weights, options.target, templates).outputs;
+    exec::LoweredModel model = exec::lower_model(plan, inputs, weights, options.target, templates);
+    outputs = model.outputs;
+    layouts = model.layouts;
     pipeline = Halide::Pipeline(outputs);
     if (!templates) {
         // The autoscheduler sees the whole model: inputs and outputs with their static shapes.
@@ -175,6 +178,12 @@ Halide::Pipeline ModelPipeline::pipeline() const {
 }
 std::vector<Halide::Argument> ModelPipeline::halide_arguments() const {
     return std::vector<Halide::Argument>(impl_->params.begin(), impl_->params.end());
+}
+
+std::map<std::string, std::string> ModelPipeline::value_layouts() const {
+    std::map<std::string, std::string> out;
+    for (const auto &[value, layout] : impl_->layouts) out[value] = exec::to_string(layout);
+    return out;
 }
 
 ParallelRuntime ModelPipeline::resolved_parallel_runtime() const {

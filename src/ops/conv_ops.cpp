@@ -255,7 +255,8 @@ Lowered lower_flat_conv(const LowerContext &ctx, const ConvShape &c) {
 // 4 streams 576 KB apart aliasing in L1; 1.39 ms packed). Channels past the last are zero weights,
 // plus one spare tile of blocks for a channel block shifted inwards and rounded up. A position past
 // the last (a register tile rounded up) reads inside the last row, in bounds. An input another group
-// stored channel-blocked with a zero halo (ctx.blocked_input) is read in place: no padded copy.
+// stored channel-blocked with a zero halo (ctx.blocked_input) is read in place: no padded copy; one
+// stored blocked with too small a halo is copied padded block for block.
 Lowered lower_blocked_conv(const LowerContext &ctx, const ConvShape &c) {
     const Constant *weights = ctx.constants[1];
     if (!weights) fail_field("schedule.template", "conv_cv needs constant weights; input 1 (W) is computed");
@@ -297,15 +298,27 @@ Lowered lower_blocked_conv(const LowerContext &ctx, const ConvShape &c) {
     }
     Expr input;
     Func input_copy;
-    if (const BlockedInput *stored = ctx.blocked_input(0)) {
-        // Stored channel-blocked with a zero halo by the group that made it: read in place, no copy.
-        if ((ib != 0 && ib != stored->block) || c.g.reach(1) > stored->halo_x || c.g.reach(0) > stored->halo_y) {
-            throw Error("internal: conv_cv reads blocks of " + std::to_string(ib) + " reaching " +
-                        std::to_string(c.g.reach(1)) + "x" + std::to_string(c.g.reach(0)) +
-                        " past its input, stored in blocks of " + std::to_string(stored->block) + " with a halo of " +
-                        std::to_string(stored->halo_x) + "x" + std::to_string(stored->halo_y));
-        }
+    const BlockedInput *stored = ctx.blocked_input(0);
+    if (stored && ib != 0 && ib != stored->block) {
+        throw Error("internal: conv_cv reads blocks of " + std::to_string(ib) + " from an input stored in blocks of " +
+                    std::to_string(stored->block));
+    }
+    if (stored && c.g.reach(1) <= stored->halo_x && c.g.reach(0) <= stored->halo_y) {
+        // Stored channel-blocked with a zero halo its windows stay in: read in place, no copy.
         input = stored->func(r[0] % stored->block, ix, iy, r[0] / stored->block, n);
+    } else if (stored) {
+        // Stored blocked without the halo its windows reach (values inside one whole-model pipeline,
+        // see exec::lower_model): the padded copy, block for block, dense loads and stores.
+        const int b = stored->block;
+        const Shape &xs = ctx.input_types[0]->shape;
+        input_copy =
+            Halide::BoundaryConditions::constant_exterior(stored->func, 0.0f,
+                                                          {Halide::Range(),
+                                                           {0, to_int(xs[3], "input 0 (X)")},
+                                                           {0, to_int(xs[2], "input 0 (X)")},
+                                                           Halide::Range(),
+                                                           Halide::Range()});  // an undefined Range: that dim unbounded
+        input = input_copy(r[0] % b, ix, iy, r[0] / b, n);
     } else {
         const Func x = pad_spatial(ctx.inputs[0], ctx.input_types[0]->shape, c.g, 0.0f);
         input = x(ix, iy, r[0], n);

@@ -7,6 +7,7 @@
 #include "hfuse/error.h"
 #include "hfuse/executor.h"
 #include "hfuse/model_io.h"
+#include "hfuse/model_pipeline.h"
 #include "hfuse/passes.h"
 #include "hfuse/planner.h"
 #include "hfuse/reference.h"
@@ -99,23 +100,33 @@ FusedGroup &producer(FusedGraph &plan, const std::string &node) {
     throw std::runtime_error("no group holds " + node);
 }
 
-// Runs `plan` with and without blocked values: both match the reference, and each other exactly (the
-// same arithmetic in the same order, only the storage differs).
+// Runs `plan` with and without blocked values, and as one whole-model pipeline (the same values
+// blocked, with no halo: its padded readers copy them): all match the reference, and each other exactly
+// (the same arithmetic in the same order, only the storage differs).
 void expect_layouts_compute_the_same(const Graph &g, const FusedGraph &plan, size_t blocked) {
     test::ModelInputs in = test::make_inputs(g);
     Executor ex(plan);
     EXPECT_EQ(ex.value_layouts().size(), blocked);
+    ModelPipeline whole(plan, {kTarget});
+    const std::map<std::string, std::string> handed = whole.value_layouts();
+    ASSERT_EQ(handed.size(), blocked);
+    for (const auto &[value, layout] : ex.value_layouts()) {
+        const std::string block = layout.substr(0, layout.find(','));
+        EXPECT_EQ(handed.at(value), block + ", halo 0x0") << value;
+    }
     ExecutorOptions dense;
     dense.blocked_layouts = false;
     Executor planar(plan, dense);
     EXPECT_TRUE(planar.value_layouts().empty());
     for (int run = 0; run < 2; run++) {  // the second run reuses the storage: halos still zero
-        auto a = ex.run(in.buffers), b = planar.run(in.buffers);
+        auto a = ex.run(in.buffers), b = planar.run(in.buffers), c = whole.run(in.buffers);
         auto expected = reference::run(g, in.reference);
         for (const std::string &out : g.outputs) {
-            const TensorBuffer &x = a.at(out), &y = b.at(out);
+            const TensorBuffer &x = a.at(out), &y = b.at(out), &z = c.at(out);
             ASSERT_EQ(shape_of(x), shape_of(y));
+            ASSERT_EQ(shape_of(x), shape_of(z));
             EXPECT_EQ(0, std::memcmp(x.data(), y.data(), x.size_in_bytes())) << out;
+            EXPECT_EQ(0, std::memcmp(x.data(), z.data(), x.size_in_bytes())) << out << " (whole-model pipeline)";
             auto cmp = reference::compare(x.data(), expected.at(out).data.data(), expected.at(out).data.size());
             EXPECT_LE(cmp.relative(), 1e-4) << out;
         }
