@@ -37,6 +37,9 @@ struct ConvGroupShape {
     // conv_cv: T handed out channel-blocked by this many channels (src/exec/value_layout.h), its Func
     // then in storage order (bi, x, y, cb, n); 0: T is NCHW.
     int output_block = 0;
+    // conv_cv: the conv's input stored channel-blocked by this many channels (read in place, or its
+    // padded copy made block for block); 0: planar.
+    int input_stored_block = 0;
     // conv_dw: the input channels of a pointwise conv in the group (1x1, stride 1, no pads, one group)
     // whose output reaches the depthwise conv through inlined elementwise ops only (MobileNet-V2's
     // expand): computed per task, the channels the task's depthwise channels read. 0: none.

@@ -475,6 +475,9 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
     Halide::Func padded_func = padded == conv.funcs.parts.end() ? Halide::Func() : padded->second;
     schedules::ConvGroupShape shape = a.conv;
     shape.padded = padded_func.defined();
+    if (auto it = lowered.layouts.find(a.master->inputs[0]); it != lowered.layouts.end()) {
+        shape.input_stored_block = it->second.block;
+    }
     // conv_dw's pointwise producer, lowered flat, and everything it places (its view and epilogue inlined).
     Halide::Func producer;
     std::set<std::string> producer_funcs;

@@ -326,8 +326,10 @@ TEST(Composer, ChannelVectorConvVariantsMatchTheReference) {
     // a 7x7 stride-2 stem on 3 channels (batch 2), an unpadded 1x1 stride 2, 16x16 padded planes (one
     // row added), output channels no multiple of a vector (20) or of the tile (24 = 3 vectors); blocks
     // of one row to all, channel blocks shifting inwards, tiles rounded up past the last position, the
-    // reduction in passes that divide the input channels, narrower vectors; the input copied planar or
-    // channel-blocked (blocks of 1, 2, 4 channels, or all), at root or per task.
+    // reduction in passes that divide the input channels, narrower and wider vectors; the input copied
+    // planar or channel-blocked (blocks of 1, 2, 4, 8 channels, or all: those of 4, 8 and 16 up to the
+    // vector width transposed in registers from the planes, where the padded rows are that wide), at
+    // root or per task.
     int ran = 0;
     for (const Graph &g : {conv_model(16, 9, 26, 24, 3, 1, 1, 1), conv_model(6, 9, 11, 10, 3, 1, 0, 1),
                            conv_model(12, 14, 13, 20, 3, 2, 1, 1), conv_model(3, 23, 21, 16, 7, 2, 3, 1, 0, 0, 2),
@@ -343,16 +345,16 @@ TEST(Composer, ChannelVectorConvVariantsMatchTheReference) {
         const bool padded = g.find_node("conv")->attrs["pads"][0] != 0;
         EXPECT_EQ(plan.groups[0].schedule["input_block"], padded && cin % 8 == 0 ? 8 : 0);
         std::vector<int> input_blocks = {0, cin};
-        for (int d : {4, 2, 1}) {
+        for (int d : {8, 4, 2, 1}) {
             if (cin % d == 0) input_blocks.push_back(d);
         }
         int i = 0;
         for (int rows : {1, 2, h}) {
-            for (auto [vw, np, nc] :
-                 {std::tuple{8, 3, 4}, std::tuple{8, 1, 1}, std::tuple{4, 5, 2}, std::tuple{8, 2, 3}}) {
+            for (auto [vw, np, nc] : {std::tuple{8, 3, 4}, std::tuple{8, 1, 1}, std::tuple{4, 5, 2},
+                                      std::tuple{8, 2, 3}, std::tuple{16, 2, 1}}) {
                 for (int cb : {nc * vw, 8, cout}) {
                     for (int ci_block : {cin, 1, cin % 2 ? cin : cin / 2}) {
-                        if (np > rows * w || nc * vw >= cb + vw || cb > cout || i++ % 3) continue;
+                        if (np > rows * w || nc * vw >= cb + vw || cb > cout || i++ % 4) continue;
                         plan.groups[0].schedule = {{"template", "conv_cv"}, {"vector_width", vw},
                                                    {"tile_positions", np},  {"tile_c_vectors", nc},
                                                    {"block_rows", rows},    {"channel_block", cb},
