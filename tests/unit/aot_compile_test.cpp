@@ -44,7 +44,8 @@ std::string extents(const Shape &shape) {
 
 struct Compiled {
     std::string dir, name, caller;
-    std::string build_output;  // the compiler's, building the caller
+    std::string build_output;    // the compiler's, building the caller
+    std::string compile_output;  // hfuse compile's
 };
 
 // The caller built with the plain compiler command against c.dir only, with `caller_flags`.
@@ -61,10 +62,11 @@ void build_caller(Compiled &c, const std::string &caller_flags) {
 // hfuse compile with `flags`, then the caller built with `caller_flags`.
 Compiled compile_model(const std::string &model, const std::string &name, const std::string &flags = "",
                        const std::string &caller_flags = "-fopenmp") {
-    Compiled c{work_dir(name), name, "", ""};
+    Compiled c{work_dir(name), name, "", "", ""};
     test::CommandResult r =
         test::run_cli("compile " + kModels + model + ".json -o " + c.dir + " --name " + name + " " + flags);
     EXPECT_EQ(r.code, 0) << r.out;
+    c.compile_output = r.out;
     for (const char *f : {".a", ".h"}) EXPECT_TRUE(fs::exists(c.dir + "/" + name + f)) << r.out;
     build_caller(c, caller_flags);
     return c;
@@ -99,6 +101,12 @@ TEST_P(AotModel, PlainCallerMatchesReferenceAndJit) {
     Graph g = load_model(kModels + model + ".json");
     Compiled c = compile_model(model, model);
     EXPECT_EQ(c.build_output.find("warning"), std::string::npos) << c.build_output;
+    // resnet_block's groups hand the value between its convs channel-blocked (its second conv copies
+    // the blocks padded); the other models have no such value.
+    const std::string blocked = "handed between groups channel-blocked: 1 value: relu1 (blocked 8)";
+    EXPECT_EQ(c.compile_output.find(model == "resnet_block" ? blocked : "channel-blocked") != std::string::npos,
+              model == "resnet_block")
+        << c.compile_output;
     test::ModelInputs in = test::make_inputs(g);
     const std::string args = caller_arguments(g, c, in);
     test::CommandResult r = test::run_command(c.caller + args);

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 namespace hfuse::cli {
 namespace {
@@ -96,6 +97,22 @@ int compile(const CompileOptions &o) {
                 mp.resolved_parallel_runtime() == ParallelRuntime::OpenMP
                     ? "OpenMP (build the caller with -fopenmp; else Halide's thread pool, with a warning)"
                     : "Halide's thread pool");
+    // What the groups hand each other channel-blocked (no halo: a padded reader copies the blocks).
+    const std::map<std::string, std::string> blocked = mp.value_layouts();
+    if (!blocked.empty()) {
+        std::printf("  handed between groups channel-blocked: %zu value%s", blocked.size(),
+                    blocked.size() == 1 ? "" : "s");
+        size_t shown = 0;
+        for (const auto &[value, layout] : blocked) {
+            if (shown++ == 4) {
+                std::printf(", ...");
+                break;
+            }
+            std::printf("%s %s (%s)", shown == 1 ? ":" : ",", value.c_str(),
+                        layout.substr(0, layout.find(',')).c_str());
+        }
+        std::printf("\n");
+    }
     return 0;
 }
 
