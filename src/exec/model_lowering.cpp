@@ -32,9 +32,9 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
     }
     std::set<std::string> handed_between;  // values one group hands to another (or returns)
     // Values between conv_cv groups handed over channel-blocked, as the Executor stores them, but with
-    // no halo: a value computed at root is computed over all its readers read, so the halo would be
-    // computed (wrongly) rather than zero. A padded reader copies its input block for block (dense),
-    // where a planar value took its producer a transpose and the reader a gather per vector.
+    // no halo: a Func computed at root is computed over everything its readers read, so a halo would
+    // be computed (wrongly), not zero. A padded reader copies its input block for block (dense), where
+    // a planar value cost its producer a transpose and the reader a gather per vector.
     ValueLayouts layouts;
     if (templates) {
         for (auto &[value, layout] : choose_value_layouts(plan, target)) layouts[value] = {layout.block, 0, 0};

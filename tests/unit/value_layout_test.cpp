@@ -1,7 +1,8 @@
 // Values passed between groups channel-blocked with a zero halo (exec/value_layout.h): which values
 // choose_value_layouts() stores so, the storage's geometry, and that the executor computes what the
 // reference does with them (odd sizes, batch 2, strides, dilation, residual epilogues) and exactly
-// what it computes with every value dense.
+// what it computes with every value dense, as a whole-model pipeline (ModelPipeline) does with them
+// handed blocked without a halo.
 #include "exec/value_layout.h"
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
