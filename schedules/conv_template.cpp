@@ -332,6 +332,9 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     const int cb = get_int(p, "channel_block", 1, static_cast<int>(tc));
     const int ci_block = get_int(p, "ci_block", 1, cin);
     const int input_block = conv_cv_input_block(p);
+    // The padded input's plane: what the windows read of it, halo included.
+    const int64_t plane_x = (s.output[3] - 1) * s.stride_x + (s.weight[3] - 1) * s.dilation_x + 1;
+    const int64_t plane_y = (s.output[2] - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
     // Where the padded input copy is made: at root, in one parallel pass, or per task, the rows the
     // task reads (its block's and the window's reach past it, made again by the neighbouring task).
     const bool per_task = p.contains("input_at") && param_choice(p, "input_at", {"root", "task"}) == "task";
@@ -462,9 +465,8 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
         // 3x3 64->64 at 128x128 3.23 -> 3.18 ms (its copy waits on memory either way), resnet_block
         // 1.28 -> 1.28.
         const bool from_planar = s.input_stored_block == 0;
-        const int64_t copy_width = (s.output[3] - 1) * s.stride_x + (s.weight[3] - 1) * s.dilation_x + 1;
         if (from_planar && (input_block == 4 || input_block == 8 || input_block == 16) && input_block <= vw &&
-            copy_width >= input_block) {
+            plane_x >= input_block) {
             Var xo("xo"), xi("xi");
             in.bound(a[0], 0, input_block)
                 .split(a[1], xo, xi, input_block, Halide::TailStrategy::ShiftInwards)
@@ -489,8 +491,6 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     // The inner loop reads ci_block channels of a few rows: planes (or blocks of them) a multiple of
     // 512 bytes apart map them to few L1 sets. One more row breaks that (256->256 at 14x14, 16x16
     // planes, 2 threads: 1.51 -> 1.30 ms).
-    const int64_t plane_x = (s.output[3] - 1) * s.stride_x + (s.weight[3] - 1) * s.dilation_x + 1;
-    const int64_t plane_y = (s.output[2] - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
     // (Only where the windows reach past the input's rows: then the padded input is zero there.)
     if (plane_x * plane_y % 128 == 0 && plane_y > s.input[2]) in.bound_extent(in_y, static_cast<int>(plane_y + 1));
 }

@@ -446,9 +446,7 @@ int64_t Executor::intermediate_bytes_unshared() const {
     return impl_->unshared_bytes;
 }
 std::map<std::string, std::string> Executor::value_layouts() const {
-    std::map<std::string, std::string> out;
-    for (const auto &[value, layout] : impl_->layouts) out[value] = exec::to_string(layout);
-    return out;
+    return exec::to_strings(impl_->layouts);
 }
 
 std::map<std::string, std::string> Executor::stored_io() const {

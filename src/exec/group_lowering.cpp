@@ -45,16 +45,8 @@ public:
             if (auto it = bound_->find(value); it != bound_->end()) {
                 const ValueLayout layout = layout_of(value);
                 if (layout.planar()) return it->second;
-                // An earlier group's Func in storage order (bi, x, y, cb, n): read as the value, or
-                // as its storage by an op that can (BlockedInput).
-                Halide::Func f(halide_name(value, "view_"));
-                std::vector<Halide::Var> vars = ops::make_vars(4);  // x, y, c, n
-                const int b = layout.block;
-                f(vars) = it->second(vars[2] % b, vars[0], vars[1], vars[2] / b, vars[3]);
-                blocked_[value] = {it->second, b, layout.halo_x, layout.halo_y};
-                group_.layouts[value] = layout;
-                funcs_[value] = f;
-                return f;
+                // An earlier group's Func in storage order (bi, x, y, cb, n).
+                return funcs_[value] = read_blocked(value, it->second, layout, halide_name(value, "view_"));
             }
         }
         Halide::Func f;
@@ -65,20 +57,17 @@ public:
         } else {
             const TensorType &t = g_.type_of(value);
             const ValueLayout layout = layout_of(value);
-            std::vector<Halide::Var> vars = ops::make_vars(t.rank());
             Halide::ImageParam param(Halide::Float(32), layout.planar() ? t.rank() : 5, halide_name(value));
             pin_dims([&](int k) { return param.dim(k); }, storage_dims(t.shape, layout));
-            f = Halide::Func(param.name() + "_in");
             if (layout.planar()) {
+                f = Halide::Func(param.name() + "_in");
+                std::vector<Halide::Var> vars = ops::make_vars(t.rank());
                 f(vars) = param(ops::as_exprs(vars));
             } else {
-                const int b = layout.block;  // vars: x, y, c, n
-                f(vars) = param(vars[2] % b, vars[0], vars[1], vars[2] / b, vars[3]);
                 Halide::Func storage(param.name() + "_blocked");
                 std::vector<Halide::Var> s = ops::make_vars(5);
                 storage(s) = param(ops::as_exprs(s));
-                blocked_[value] = {storage, b, layout.halo_x, layout.halo_y};
-                group_.layouts[value] = layout;
+                f = read_blocked(value, storage, layout, param.name() + "_in");
             }
             group_.input_values.push_back(value);
             group_.params.push_back(param);
@@ -109,6 +98,19 @@ public:
     }
 
 private:
+    // The value stored in `layout` by `storage` (bi, x, y, cb, n), as a Func `name` of (x, y, c, n); ops
+    // that can read the storage itself find it through blocked_for().
+    Halide::Func read_blocked(const std::string &value, Halide::Func storage, const ValueLayout &layout,
+                              const std::string &name) {
+        Halide::Func f(name);
+        std::vector<Halide::Var> v = ops::make_vars(4);  // x, y, c, n
+        const int b = layout.block;
+        f(v) = storage(v[2] % b, v[0], v[1], v[2] / b, v[3]);
+        blocked_[value] = {storage, b, layout.halo_x, layout.halo_y};
+        group_.layouts[value] = layout;
+        return f;
+    }
+
     const Graph &g_;
     const WeightBuffers &weights_;
     LoweredGroup &group_;

@@ -181,9 +181,7 @@ std::vector<Halide::Argument> ModelPipeline::halide_arguments() const {
 }
 
 std::map<std::string, std::string> ModelPipeline::value_layouts() const {
-    std::map<std::string, std::string> out;
-    for (const auto &[value, layout] : impl_->layouts) out[value] = exec::to_string(layout);
-    return out;
+    return exec::to_strings(impl_->layouts);
 }
 
 ParallelRuntime ModelPipeline::resolved_parallel_runtime() const {

@@ -13,6 +13,12 @@ std::string to_string(const ValueLayout &l) {
     return "blocked " + std::to_string(l.block) + ", halo " + std::to_string(l.halo_x) + "x" + std::to_string(l.halo_y);
 }
 
+std::map<std::string, std::string> to_strings(const ValueLayouts &layouts) {
+    std::map<std::string, std::string> out;
+    for (const auto &[value, layout] : layouts) out[value] = to_string(layout);
+    return out;
+}
+
 ValueLayouts choose_value_layouts(const FusedGraph &plan, const Halide::Target &target, bool model_io) {
     const Graph &g = plan.graph;
     std::vector<compose::BlockedExchange> exchange;

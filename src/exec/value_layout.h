@@ -53,9 +53,12 @@ struct ValueLayout {
 // "planar", or "blocked 8, halo 1x1" (x then y).
 std::string to_string(const ValueLayout &layout);
 
+// Each value's layout as to_string() names it (Executor::value_layouts(), ModelPipeline's).
+using ValueLayouts = std::map<std::string, ValueLayout>;
+std::map<std::string, std::string> to_strings(const ValueLayouts &layouts);
+
 // The values stored channel-blocked (absent: planar), for the plan's groups scheduled by the templates
 // with their schedules (the plan's, else the defaults for `target`).
-using ValueLayouts = std::map<std::string, ValueLayout>;
 ValueLayouts choose_value_layouts(const FusedGraph &plan, const Halide::Target &target, bool model_io = false);
 
 // The whole storage of a 4-D NCHW value of `shape` in `layout` as Halide dims, halo included: mins
