@@ -450,10 +450,16 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
             throw Error("internal: conv_cv's input_block needs the input copy lowered blocked");
         in = padded;
         const std::vector<Var> a = in.args();
+        // Per task, a block's rows inside the block (storage order): each plane read, and the copy
+        // written, as one stream over the task's rows rather than a row's 512 bytes per plane at a
+        // time. Zen 5, 2 threads, 6 alternations, medians: 3x3 64->64 at 128x128 3.20 -> 3.13 ms,
+        // conv_bias_relu_maxpool 0.625 -> 0.611, resnet_block 1.21 either way (minima alike). At
+        // root, rows outermost: the parallel loop.
+        const Var outer = per_task ? a[3] : a[2], inner = per_task ? a[2] : a[3];
         if (per_task) {
-            in.compute_at(tile, task).reorder(a[0], a[1], a[3], a[2], a[4]);
+            in.compute_at(tile, task).reorder(a[0], a[1], inner, outer, a[4]);
         } else {
-            in.compute_root().reorder(a[0], a[1], a[3], a[2], a[4]).parallel(a[2]);
+            in.compute_root().reorder(a[0], a[1], inner, outer, a[4]).parallel(a[2]);
         }
         // Read from a planar input (not from blocks another group stored), a vector of a block's
         // channels at one position takes a float from each of input_block planes. Instead, squares
@@ -470,7 +476,7 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
             Var xo("xo"), xi("xi");
             in.bound(a[0], 0, input_block)
                 .split(a[1], xo, xi, input_block, Halide::TailStrategy::ShiftInwards)
-                .reorder(xi, a[0], xo, a[3], a[2], a[4])
+                .reorder(xi, a[0], xo, inner, outer, a[4])
                 .vectorize(xi)
                 .unroll(a[0]);
         } else if (input_block >= 4) {
