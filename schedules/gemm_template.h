@@ -6,11 +6,12 @@
 //
 //  gemm_nv   x vectorized: a tile of tile_x_vectors vectors x tile_y rows of accumulators, each step
 //            of k a broadcast of A(k, y) times a vector of B(x..x+vw, k). For B contiguous along x
-//            (Gemm transB=0, MatMul).
+//            (Gemm transB=0, MatMul, and a constant B of Gemm transB=1, which the lowering packs
+//            [K, N] at compile time).
 //  gemm_dot  k vectorized: each output of the tile_x x tile_y tile is a dot product of two rows
 //            contiguous along k, accumulated in vw lanes (rfactor) and summed across lanes once.
-//            For B stored [N, K] (Gemm transB=1, every fully connected layer of ONNX exports), where
-//            gemm_nv would gather B with stride K.
+//            For a computed B stored [N, K] (Gemm transB=1 with B an input or another op's output),
+//            where gemm_nv would gather B with stride K.
 //
 // Measured on the Zen 3 (AVX2; FMA peak 103.7 GFLOP/s per core), batch 1, B stored [N, K], the
 // group's pipeline alone (min of 15 x 2000 runs):

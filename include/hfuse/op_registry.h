@@ -67,6 +67,20 @@ struct ConvLowering {
     int input_block = 0;  // ChannelBlocked: input channels per block of the input copy; 0: planar
 };
 
+// How a Gemm packs a constant B stored [N, K] (transB=1) for the template that will place it
+// (compose::op_lowerings()): [K, N] in panels of `panel` columns, B'(x % panel, k, x / panel), so that
+// a register tile of `panel` columns streams one contiguous panel; 0: one panel of all N columns.
+struct GemmLowering {
+    int panel = 0;
+};
+
+// The forms a group's schedule needs its ops lowered in, by node name; ops not named are lowered
+// directly (ConvLowering::Form::Direct, GemmLowering's one panel).
+struct OpLowerings {
+    std::map<std::string, ConvLowering> conv;
+    std::map<std::string, GemmLowering> gemm;
+};
+
 // An input stored channel-blocked with a zero halo (a value handed between groups that way, see
 // src/exec/value_layout.h): func(bi, x, y, cb, n) is channel cb * block + bi at (x, y) for x in
 // [-halo_x, W + halo_x) and y in [-halo_y, H + halo_y), zero outside the tensor. An op may read it in
@@ -87,6 +101,7 @@ struct LowerContext {
     std::vector<const Constant *> constants;  // non-null where the input is a weight
     std::vector<TensorType> output_types;
     ConvLowering conv_lowering;                // for a Conv: the form its schedule template needs
+    GemmLowering gemm_lowering;                // for a Gemm: how its template wants a constant B packed
     std::vector<BlockedInput> blocked_inputs;  // per input (may be shorter: the rest are not stored so)
 
     bool has_input(int i) const { return i < (int)inputs.size() && inputs[i].defined(); }

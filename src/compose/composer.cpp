@@ -251,7 +251,8 @@ void gemm_layout(const Graph &g, const Node &n, int64_t &k, bool &k_contiguous) 
     if (n.op == "Gemm") {
         Attributes at(n.attrs);
         k = a[at.get_int("transA", 0) ? 0 : 1];
-        k_contiguous = at.get_int("transB", 0) != 0;
+        // A constant B is packed [K, N] by the lowering (ops/linalg_ops.cpp): contiguous along N.
+        k_contiguous = at.get_int("transB", 0) != 0 && !g.is_weight(n.inputs[1]);
     } else {  // MatMul: B [..., K, N] is contiguous along N, unless B is a vector (then x indexes A's rows)
         k = a.back();
         k_contiguous = g.type_of(n.inputs[1]).rank() == 1;
@@ -467,7 +468,7 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
         auto it = conv.funcs.parts.find(part);
         if (it == conv.funcs.parts.end()) {
             fail_field("schedule.template", tmpl + " needs the conv lowered as its \"" + part +
-                                                "\" (lower_group's conv_lowerings, from compose::conv_lowerings)");
+                                                "\" (lower_group's lowerings, from compose::op_lowerings)");
         }
         scheduled = it->second;
     }
@@ -486,7 +487,7 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
         auto flat = p.funcs.parts.find("flat");
         if (flat == p.funcs.parts.end()) {
             throw Error("internal: conv_dw's producer '" + a.producer->name +
-                        "' was not lowered flat (compose::conv_lowerings)");
+                        "' was not lowered flat (compose::op_lowerings)");
         }
         producer = flat->second;
         for (const exec::LoweredNode &ln : lowered.nodes) {
@@ -546,38 +547,49 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
 
 }  // namespace
 
-std::map<std::string, ConvLowering> conv_lowerings(const Graph &g, const FusedGroup &grp,
-                                                   const Halide::Target &target) {
-    if (!grp.backend.empty()) return {};
+OpLowerings op_lowerings(const Graph &g, const FusedGroup &grp, const Halide::Target &target) {
+    OpLowerings forms;
+    if (!grp.backend.empty()) return forms;
     const nlohmann::json params = group_params(g, grp, target);
-    if (!params.is_object()) return {};  // compose_group reports it
+    if (!params.is_object()) return forms;  // compose_group reports it
     const std::string tmpl = params.value("template", "");
+    const Node *master = g.find_node(grp.master);
     ConvLowering l;
-    if (tmpl == "conv_dw") {
-        // Its pointwise producer, computed per task, runs flat (as conv_flat): rows of any width tile
-        // by whole vectors, and the depthwise conv's padded planes read it densely.
-        const Analysis a = analyse(g, grp);
-        if (a.family != Family::Conv || !a.producer) return {};
-        l.form = ConvLowering::Form::Flat;
-        return {{a.producer->name, l}};
-    }
-    if (tmpl == "conv_flat") {
-        l.form = ConvLowering::Form::Flat;
-    } else if (tmpl == "conv_cv") {
-        // The weights are packed for the register tile: its parameters are needed now.
-        try {
+    try {
+        if (tmpl == "conv_dw") {
+            // Its pointwise producer, computed per task, runs flat (as conv_flat): rows of any width
+            // tile by whole vectors, and the depthwise conv's padded planes read it densely.
+            const Analysis a = analyse(g, grp);
+            if (a.family != Family::Conv || !a.producer) return forms;
+            l.form = ConvLowering::Form::Flat;
+            forms.conv[a.producer->name] = l;
+        } else if (tmpl == "conv_flat") {
+            l.form = ConvLowering::Form::Flat;
+            forms.conv[grp.master] = l;
+        } else if (tmpl == "conv_cv") {
+            // The weights are packed for the register tile: its parameters are needed now.
             l.form = ConvLowering::Form::ChannelBlocked;
             l.lanes = schedules::vector_width_param(params, target, true);
             l.tile_blocks = schedules::param_int(params, "tile_c_vectors", 1, 16);
             l.input_block = schedules::conv_cv_input_block(params);
-        } catch (Error &e) {
-            if (const Node *master = g.find_node(grp.master)) e.at_node(master->name, master->op);
-            throw;
+            forms.conv[grp.master] = l;
+        } else if (tmpl == "gemm_nv") {
+            // A constant B packed in panels of the register tile's columns, for every product the
+            // tile computes.
+            const Analysis a = analyse(g, grp);
+            if (a.family != Family::Gemm) return forms;
+            GemmLowering gl;
+            gl.panel = schedules::vector_width_param(params, target, true) *
+                       schedules::param_int(params, "tile_x_vectors", 1, std::numeric_limits<int>::max());
+            for (const Node *product : a.products) {
+                if (product->op == "Gemm") forms.gemm[product->name] = gl;
+            }
         }
-    } else {
-        return {};
+    } catch (Error &e) {
+        if (master) e.at_node(master->name, master->op);
+        throw;
     }
-    return {{grp.master, l}};
+    return forms;
 }
 
 BlockedExchange blocked_exchange(const Graph &g, const FusedGroup &grp, const Halide::Target &target) {

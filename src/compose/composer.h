@@ -6,7 +6,7 @@
 // (the defaults then say why), get the simple schedule: inlined members inline, everything else its
 // own root stage. Members a template does not reach (producers inside the group, other outputs) get
 // the simple schedule too, but for a pointwise conv feeding a depthwise master, which conv_dw
-// computes per task (lowered flat: see conv_lowerings).
+// computes per task (lowered flat: see op_lowerings).
 //
 // The parameters a template uses are recorded in the plan ("schedule"), so a plan file pins them and
 // an explorer can vary them; default_schedule_params() computes them from shapes and target alone. A
@@ -27,11 +27,10 @@
 
 namespace hfuse::compose {
 
-// The Convs of `group` its schedule (given, or the default) needs lowered in another form than the
-// direct one (conv_flat's flattened rows, conv_cv's channel blocks with packed weights): pass them to
-// exec::lower_group before compose_group.
-std::map<std::string, ConvLowering> conv_lowerings(const Graph &graph, const FusedGroup &group,
-                                                   const Halide::Target &target);
+// The ops of `group` its schedule (given, or the default) needs lowered in another form than the
+// direct one (conv_flat's flattened rows, conv_cv's channel blocks with packed weights, gemm_nv's
+// panels of a constant B): pass them to exec::lower_group before compose_group.
+OpLowerings op_lowerings(const Graph &graph, const FusedGroup &group, const Halide::Target &target);
 
 // What a group, as its schedule (given, or the default) places it, can read and write channel-blocked
 // (exec/value_layout.h): the facts exec::choose_value_layouts() decides from.

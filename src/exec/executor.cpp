@@ -243,8 +243,8 @@ exec::LoweredGroup lower(const Graph &g, const FusedGroup &grp, const std::set<s
     std::vector<const Node *> nodes;
     for (const std::string &name : grp.nodes) nodes.push_back(g.find_node(name));
     if (grp.backend.empty()) {
-        std::map<std::string, ConvLowering> forms;
-        if (schedule == ScheduleSource::Templates) forms = compose::conv_lowerings(g, grp, target);
+        OpLowerings forms;
+        if (schedule == ScheduleSource::Templates) forms = compose::op_lowerings(g, grp, target);
         return exec::lower_group(g, nodes, live_out, weights, {}, forms, layouts);
     }
     const BackendPattern *pattern = find_backend_pattern(grp.backend);

@@ -157,13 +157,14 @@ WeightBuffers make_weight_buffers(const Graph &graph) {
 
 LoweredGroup lower_group(const Graph &graph, const std::vector<const Node *> &nodes,
                          const std::set<std::string> &live_out, const WeightBuffers &weights, const BoundValues &bound,
-                         const std::map<std::string, ConvLowering> &conv_lowerings, const ValueLayouts &layouts) {
+                         const OpLowerings &lowerings, const ValueLayouts &layouts) {
     LoweredGroup group;
     Boundary boundary(graph, weights, group, &bound, &layouts);
     for (const Node *n : nodes) {
         const OpSchema *op = find_op(n->op);
-        LowerContext ctx{*n, Attributes(n->attrs), {}, {}, {}, {}, {}, {}};
-        if (auto it = conv_lowerings.find(n->name); it != conv_lowerings.end()) ctx.conv_lowering = it->second;
+        LowerContext ctx{*n, Attributes(n->attrs), {}, {}, {}, {}, {}, {}, {}};
+        if (auto it = lowerings.conv.find(n->name); it != lowerings.conv.end()) ctx.conv_lowering = it->second;
+        if (auto it = lowerings.gemm.find(n->name); it != lowerings.gemm.end()) ctx.gemm_lowering = it->second;
         for (const std::string &v : n->inputs) {
             if (v.empty()) {
                 ctx.inputs.emplace_back();

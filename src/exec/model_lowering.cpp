@@ -52,9 +52,8 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
         }
         std::vector<const Node *> nodes;
         for (const std::string &name : grp.nodes) nodes.push_back(g.find_node(name));
-        LoweredGroup lowered = lower_group(
-            g, nodes, live_out, weights, bound,
-            templates ? compose::conv_lowerings(g, grp, target) : std::map<std::string, ConvLowering>{}, layouts);
+        LoweredGroup lowered = lower_group(g, nodes, live_out, weights, bound,
+                                           templates ? compose::op_lowerings(g, grp, target) : OpLowerings{}, layouts);
         if (!lowered.params.empty()) {
             throw Error("internal: group " + grp.name + " reads '" + lowered.input_values[0] +
                         "', which no earlier group computes")

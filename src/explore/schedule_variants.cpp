@@ -74,8 +74,8 @@ std::string VariantChecker::check(const FusedGraph &plan, const std::string &gro
             if (live_out.empty()) return "";
             std::vector<const Node *> nodes;
             for (const std::string &n : grp.nodes) nodes.push_back(g.find_node(n));
-            exec::LoweredGroup lowered = exec::lower_group(g, nodes, live_out, impl_->weights, {},
-                                                           compose::conv_lowerings(g, grp, impl_->target));
+            exec::LoweredGroup lowered =
+                exec::lower_group(g, nodes, live_out, impl_->weights, {}, compose::op_lowerings(g, grp, impl_->target));
             compose::compose_group(g, grp, lowered, impl_->target);
         } catch (const Error &e) {
             return e.what();

@@ -48,6 +48,29 @@ GemmDims gemm_dims(const Attributes &attrs, const TensorType &a, const TensorTyp
     return d;
 }
 
+// A constant B stored [N, K] (transB=1, every fully connected layer of ONNX exports) packed [K, N]
+// once, at compile time, in panels of `panel` columns (GemmLowering; 0: one panel):
+// packed(x % panel, k, x / panel) = B[x][k], zero past the last column. Consecutive outputs' weights
+// are then adjacent, so a batch-1 product is vectors of B times broadcasts of A (gemm_nv) instead of
+// dot products summed across lanes (gemm_dot), and a register tile of `panel` columns streams one
+// contiguous panel. AVX-512, Zen 5, rnn_cell (two 128x128 products + tanh) compiled, medians of
+// 200000 runs: dot products 1.15 us, packed in one panel 0.87 (then bound by streaming B's 128 KB
+// from L2), in panels of 16 columns 0.98; the LSTM cell (2 x 512x128), JIT, 5.6 -> 4.6 us. The MLP's
+// 784->256 in 2 tasks: one panel of 256 columns no faster than serial (each task's half rows pull in
+// the other half), panels of the task's 128 columns as fast as 3 tasks of dot products.
+Halide::Buffer<float> packed_kn(const Constant &b, const GemmDims &d, int panel) {
+    const int n = to_int(d.n, "input 1 (B)"), k = to_int(d.k, "input 1 (B)");
+    if (b.f32.size() != static_cast<size_t>(n) * k) fail_field("input 1 (B)", "a constant B must be float32");
+    if (panel <= 0 || panel > n) panel = n;
+    Halide::Buffer<float> packed(panel, k, (n + panel - 1) / panel);
+    packed.fill(0.0f);
+    const float *w = b.f32.data();
+    for (int x = 0; x < n; x++) {
+        for (int r = 0; r < k; r++) packed(x % panel, r, x / panel) = w[int64_t(x) * k + r];
+    }
+    return packed;
+}
+
 std::vector<TensorType> infer_gemm(const InferContext &ctx) {
     ctx.attrs.get_float("alpha", 1.0f);  // type-check
     ctx.attrs.get_float("beta", 1.0f);
@@ -76,7 +99,14 @@ Lowered lower_gemm(const LowerContext &ctx) {
     Halide::RDom k(0, to_int(d.k, "input 0 (A)"), func_name(ctx, "k"));
 
     Expr a = d.trans_a ? ctx.inputs[0](m, k) : ctx.inputs[0](k, m);
-    Expr b = d.trans_b ? ctx.inputs[1](k, n) : ctx.inputs[1](n, k);
+    Expr b;
+    if (d.trans_b && ctx.constants[1]) {
+        Halide::Buffer<float> packed = packed_kn(*ctx.constants[1], d, ctx.gemm_lowering.panel);
+        const int panel = packed.dim(0).extent();
+        b = constant_func(packed, func_name(ctx, "packed_b"))(n % panel, k, n / panel);
+    } else {
+        b = d.trans_b ? ctx.inputs[1](k, n) : ctx.inputs[1](n, k);
+    }
     // alpha scales A's element inside the update: invariant across n, so no extra pass over Y.
     Expr product = alpha == 1.0f ? a * b : (alpha * a) * b;
 

@@ -634,11 +634,16 @@ json model_json(const std::vector<std::pair<std::string, Shape>> &inputs, const 
 }
 
 // Gemm (A [M, K], or [K, M] with transA; B [N, K] with transB, else [K, N]; bias [N]) -> activation.
+// Gemm of an input `a` with `b` (a weight, or with b_computed a second model input) + bias `c` -> act.
 Graph gemm_model(int M, int K, int N, bool trans_a, bool trans_b, const std::string &act = "Relu", double alpha = 1,
-                 double beta = 1) {
+                 double beta = 1, bool b_computed = false) {
     json attrs = {{"transA", trans_a ? 1 : 0}, {"transB", trans_b ? 1 : 0}, {"alpha", alpha}, {"beta", beta}};
-    return json_model(model_json({{"a", trans_a ? Shape{K, M} : Shape{M, K}}},
-                                 {{"b", uniform(trans_b ? Shape{N, K} : Shape{K, N}, 1)}, {"c", uniform({N}, 2)}},
+    const Shape a = trans_a ? Shape{K, M} : Shape{M, K}, b = trans_b ? Shape{N, K} : Shape{K, N};
+    json weights = {{"c", uniform({N}, 2)}};
+    if (!b_computed) weights["b"] = uniform(b, 1);
+    std::vector<std::pair<std::string, Shape>> inputs = {{"a", a}};
+    if (b_computed) inputs.push_back({"b", b});
+    return json_model(model_json(inputs, weights,
                                  {{{"name", "gemm"}, {"op", "Gemm"}, {"inputs", {"a", "b", "c"}}, {"attrs", attrs}},
                                   {{"name", "act"}, {"op", act}, {"inputs", {"gemm"}}}},
                                  "act"));
@@ -712,14 +717,20 @@ FusedGraph one_group(const Graph &model) {
 
 TEST(Composer, ChoosesTheTemplateOfTheMasterKind) {
     const int vw = kTarget.natural_vector_size<float>();
-    // Batch-1 fully connected layer (B stored [N, K]): dot products along k, one serial tile loop.
+    // Batch-1 fully connected layer, constant B stored [N, K]: packed [K, N] at compile time, so
+    // vectors of B times broadcasts of A, a row of up to 8 vectors, one serial tile loop.
     json cell = fused_plan(gemm_model(1, 128, 128, false, true)).groups[0].schedule;
-    EXPECT_EQ(cell["template"], "gemm_dot");
+    EXPECT_EQ(cell["template"], "gemm_nv");
     EXPECT_EQ(cell["vector_width"], vw);
-    EXPECT_EQ(cell["tile_x"], vw);
+    EXPECT_EQ(cell["tile_x_vectors"], std::min(8, 128 / vw));
     EXPECT_EQ(cell["tile_y"], 1);
     EXPECT_EQ(cell["parallel_tasks"], 1);
     EXPECT_EQ(cell["compute"], "tile");
+    // A computed B stored [N, K]: dot products along k.
+    json dot = fused_plan(gemm_model(1, 128, 128, false, true, "Relu", 1, 1, true)).groups[0].schedule;
+    EXPECT_EQ(dot["template"], "gemm_dot");
+    EXPECT_EQ(dot["tile_x"], vw);
+    EXPECT_EQ(dot["tile_y"], 1);
     // B stored [K, N]: x vectorized, rows blocked too.
     json nv = fused_plan(gemm_model(6, 64, 64, false, false)).groups[0].schedule;
     EXPECT_EQ(nv["template"], "gemm_nv");
@@ -729,7 +740,7 @@ TEST(Composer, ChoosesTheTemplateOfTheMasterKind) {
     EXPECT_GT(fused_plan(gemm_model(64, 256, 256, false, false)).groups[0].schedule["parallel_tasks"], 1);
     // The LSTM cell: the gates read the products at four offsets, so they are computed at root.
     FusedGraph lstm = fused_plan(load_model(HFUSE_SOURCE_DIR "/models/lstm_cell.json"));
-    EXPECT_EQ(group_of(lstm, "xw").schedule["template"], "gemm_dot");
+    EXPECT_EQ(group_of(lstm, "xw").schedule["template"], "gemm_nv");
     EXPECT_EQ(group_of(lstm, "xw").schedule["compute"], "root");
     // The RNN cell: both products per tile of the tanh's output.
     FusedGraph rnn = fused_plan(load_model(HFUSE_SOURCE_DIR "/models/rnn_cell.json"));
@@ -788,7 +799,7 @@ std::string compiled_group_text(const FusedGraph &plan, const Halide::Target &ta
     for (const std::string &n : grp.nodes) nodes.push_back(plan.graph.find_node(n));
     exec::WeightBuffers weights = exec::make_weight_buffers(plan.graph);
     exec::LoweredGroup lowered = exec::lower_group(plan.graph, nodes, handed_out_values(plan, grp), weights, {},
-                                                   compose::conv_lowerings(plan.graph, grp, target));
+                                                   compose::op_lowerings(plan.graph, grp, target));
     compose::compose_group(plan.graph, grp, lowered, target);
     std::vector<Halide::Argument> args(lowered.params.begin(), lowered.params.end());
     const std::string path = testing::TempDir() + "/composer_group_" + std::to_string(getpid()) + "_" +
@@ -984,8 +995,11 @@ TEST(Composer, ConvWithoutATileableEpilogueRunsAtRoot) {
 
 TEST(Composer, GemmTemplatesMatchTheUnfusedRun) {
     // Odd M, N, K; every transposition; alpha and beta; a K below one vector.
+    // B a weight (transB=1: packed [K, N]) and B computed (a model input, read as stored).
     for (const Graph &g : {gemm_model(3, 19, 37, false, true), gemm_model(3, 19, 37, true, false, "Tanh", 0.5, 2),
-                           gemm_model(5, 40, 17, true, true), gemm_model(2, 5, 11, false, false)}) {
+                           gemm_model(5, 40, 17, true, true), gemm_model(2, 5, 11, false, false),
+                           gemm_model(3, 19, 37, false, true, "Relu", 1, 1, true),
+                           gemm_model(5, 40, 17, true, true, "Tanh", 0.5, 2, true)}) {
         Expected e = expected_for(g);
         FusedGraph plan = fused_plan(g);
         ASSERT_EQ(plan.groups.size(), 1u);
@@ -1023,12 +1037,23 @@ TEST(Composer, GemmCellsBecomeOneKernel) {
     Graph rnn = load_model(HFUSE_SOURCE_DIR "/models/rnn_cell.json");
     Expected e = expected_for(rnn);
     FusedGraph plan = one_group(rnn);
-    EXPECT_EQ(plan.groups[0].schedule["template"], "gemm_dot");
+    EXPECT_EQ(plan.groups[0].schedule["template"], "gemm_nv");
     EXPECT_EQ(plan.groups[0].schedule["compute"], "tile");
     EXPECT_EQ(Executor(plan).num_groups(), 1);
     expect_matches(plan, rnn, e);
-    plan.groups[0].schedule["tile_x"] = 16;
+    // Both products' B packed in panels of the register tile's columns.
+    const int tile_x =
+        plan.groups[0].schedule["vector_width"].get<int>() * plan.groups[0].schedule["tile_x_vectors"].get<int>();
+    const OpLowerings forms = compose::op_lowerings(plan.graph, plan.groups[0], kTarget);
+    ASSERT_EQ(forms.gemm.size(), 2u);
+    EXPECT_EQ(forms.gemm.at("xw").panel, tile_x);
+    EXPECT_EQ(forms.gemm.at("hu").panel, tile_x);
+    plan.groups[0].schedule["tile_x_vectors"] = 2;
     plan.groups[0].schedule["unroll_k"] = 2;
+    expect_matches(plan, rnn, e);
+    // Dot products on the packed B (strided along k) still compute the cell.
+    plan.groups[0].schedule = {{"template", "gemm_dot"}, {"vector_width", 8},   {"tile_x", 16},     {"tile_y", 1},
+                               {"unroll_k", 2},          {"parallel_tasks", 1}, {"compute", "tile"}};
     expect_matches(plan, rnn, e);
     // The LSTM cell in one group: both products at root, the gates and both outputs after them.
     Graph lstm = load_model(HFUSE_SOURCE_DIR "/models/lstm_cell.json");
@@ -1215,13 +1240,16 @@ TEST(Composer, Avx512DefaultsDifferAndCompile) {
         return with_default_schedules(plan_fusion(g, {load_rules("x86")}), t).groups[0].schedule;
     };
     Graph cell = gemm_model(1, 128, 128, false, true), rows = gemm_model(12, 64, 64, false, false);
+    Graph dot_cell = gemm_model(1, 128, 128, false, true, "Relu", 1, 1, true);  // B computed: dot products
     Graph conv = conv_model(16, 20, 48, 128, 3, 1, 1, 1), flat = conv_model(16, 12, 20, 24, 1, 1, 0, 1),
           xv = conv_model(16, 20, 48, 16, 3, 1, 1, 1, 0, 0, 1, true),
           pool = unary_model({1, 8, 33, 40}, "MaxPool", {{"kernel_shape", {2, 2}}});
     Graph softmax = unary_model({4, 100}, "Softmax", {});
-    EXPECT_EQ(defaults(cell, avx2)["tile_x"], 8);
-    EXPECT_EQ(defaults(cell, avx512)["tile_x"], 16);
+    EXPECT_EQ(defaults(cell, avx2)["vector_width"], 8);  // a row of 8 vectors either way
     EXPECT_EQ(defaults(cell, avx512)["vector_width"], 16);
+    EXPECT_EQ(defaults(cell, avx512)["tile_x_vectors"], 8);
+    EXPECT_EQ(defaults(dot_cell, avx2)["tile_x"], 8);
+    EXPECT_EQ(defaults(dot_cell, avx512)["tile_x"], 16);
     EXPECT_EQ(defaults(rows, avx2)["tile_y"], 6);          // 6 rows x 2 vectors: 12 of 16 ymm
     EXPECT_EQ(defaults(rows, avx512)["tile_y"], 12);       // all 12 rows x 2 vectors (14 fit 32 zmm)
     EXPECT_EQ(defaults(conv, avx2)["tile_c_vectors"], 4);  // 3 positions x 4: 12 of 16 ymm
@@ -1237,7 +1265,7 @@ TEST(Composer, Avx512DefaultsDifferAndCompile) {
     EXPECT_EQ(defaults(pool, avx512)["vector_width"], 16);
     EXPECT_EQ(defaults(softmax, avx512)["vector_width"], 16);
     // Each template compiles for AVX-512 whatever the host (run where the host has it) and uses zmm registers.
-    for (const Graph *g : {&cell, &rows, &conv, &flat, &xv, &pool, &softmax}) {
+    for (const Graph *g : {&cell, &dot_cell, &rows, &conv, &flat, &xv, &pool, &softmax}) {
         FusedGraph plan = with_default_schedules(plan_fusion(*g, {load_rules("x86")}), avx512);
         const FusedGroup &grp = plan.groups[0];
         const std::string text = compiled_group_text(plan, avx512, true);
