@@ -62,8 +62,9 @@ using BoundValues = std::map<std::string, Halide::Func>;
 // `nodes` are in topological order. `live_out` names the values needed after the group. Values in
 // `bound` are read as those Funcs; every other activation entering the group becomes an ImageParam.
 // The Convs and Gemms named in `lowerings` are lowered in that form (compose::op_lowerings() says
-// which their schedules need), the others directly. Values in `layouts` (choose_value_layouts) are read and
-// handed out in that storage; ops see them as their values (an op may read the storage: BlockedInput).
+// which their schedules need), the others directly. Values in `layouts` (choose_value_layouts) are
+// read and handed out in that storage; ops see them as their values (an op may read the storage:
+// BlockedInput).
 LoweredGroup lower_group(const Graph &graph, const std::vector<const Node *> &nodes,
                          const std::set<std::string> &live_out, const WeightBuffers &weights,
                          const BoundValues &bound = {}, const OpLowerings &lowerings = {},

@@ -55,9 +55,9 @@ GemmDims gemm_dims(const Attributes &attrs, const TensorType &a, const TensorTyp
 // dot products summed across lanes (gemm_dot), and a register tile of `panel` columns streams one
 // contiguous panel. AVX-512, Zen 5, rnn_cell (two 128x128 products + tanh) compiled, medians of
 // 200000 runs: dot products 1.15 us, packed in one panel 0.87 (then bound by streaming B's 128 KB
-// from L2), in panels of 16 columns 0.98; the LSTM cell (2 x 512x128), JIT, 5.6 -> 4.6 us. The MLP's
-// 784->256 in 2 tasks: one panel of 256 columns no faster than serial (each task's half rows pull in
-// the other half), panels of the task's 128 columns as fast as 3 tasks of dot products.
+// from L2), in panels of 16 columns 0.98; the LSTM cell (2 x 512x128) compiled 4.8 -> 2.6 us. The
+// MLP's 784->256 in 2 tasks: one panel of 256 columns no faster than serial (each task's half rows
+// pull in the other half), panels of the task's 128 columns as fast as 3 tasks of dot products.
 Halide::Buffer<float> packed_kn(const Constant &b, const GemmDims &d, int panel) {
     const int n = to_int(d.n, "input 1 (B)"), k = to_int(d.k, "input 1 (B)");
     if (b.f32.size() != static_cast<size_t>(n) * k) fail_field("input 1 (B)", "a constant B must be float32");
