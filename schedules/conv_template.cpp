@@ -456,10 +456,11 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
         // conv_bias_relu_maxpool 0.625 -> 0.611, resnet_block 1.21 either way (minima alike). At
         // root, rows outermost: the parallel loop.
         const Var outer = per_task ? a[3] : a[2], inner = per_task ? a[2] : a[3];
+        in.reorder(a[0], a[1], inner, outer, a[4]);
         if (per_task) {
-            in.compute_at(tile, task).reorder(a[0], a[1], inner, outer, a[4]);
+            in.compute_at(tile, task);
         } else {
-            in.compute_root().reorder(a[0], a[1], inner, outer, a[4]).parallel(a[2]);
+            in.compute_root().parallel(a[2]);
         }
         // Read from a planar input (not from blocks another group stored), a vector of a block's
         // channels at one position takes a float from each of input_block planes. Instead, squares
