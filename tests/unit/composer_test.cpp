@@ -879,8 +879,16 @@ TEST(Composer, PointwiseProducerComputedPerDepthwiseTask) {
             expect_matches_reference(plan);
             ran++;
         }
+        // Bands of rows (the default for one image of at least 14 rows): two, three (the last one
+        // shifting inwards on odd heights, and over rows 2-row tiles overlap) and one a row tile.
+        for (const std::array<int, 2> &b : std::vector<std::array<int, 2>>{{2, 1}, {3, 1}, {3, 2}, {c.H, 1}}) {
+            plan.groups[0].schedule = defaults;
+            plan.groups[0].schedule.update({{"row_bands", b[0]}, {"tile_y", b[1]}});
+            expect_matches_reference(plan);
+            ran++;
+        }
     }
-    EXPECT_EQ(ran, 24);
+    EXPECT_EQ(ran, 36);
 }
 
 TEST(Composer, ChannelVectorConvUnrollsInputBlocksWhereTheTileFitsTheRegisters) {
@@ -904,19 +912,27 @@ TEST(Composer, ChannelVectorConvUnrollsInputBlocksWhereTheTileFitsTheRegisters) 
 }
 
 TEST(Composer, PointwiseProducerStaysInsideTheParallelTasks) {
-    // The expanded value is computed per task: its buffer holds the plane's 14 x 14 positions for the
-    // task's block of channels only, never all 24 of them.
+    // The expanded value is computed per task: its buffer holds the task's block of channels only,
+    // never all 24 of them, over the plane's 14 x 14 positions in one band of rows, over a band's 7
+    // rows and a row either side (the depthwise conv's halo; 9 x 14 positions allocated) in two.
     const Graph g = pointwise_depthwise_model(1, 8, 24, 14, 14);
     FusedGraph plan = fused_plan(g);
-    const FusedGroup &grp = plan.groups[0];
+    FusedGroup &grp = plan.groups[0];
     const int block = grp.schedule["channel_block"].get<int>();
     ASSERT_LT(block, 24);
-    const std::string stmt = compiled_group_text(plan, kTarget, false);
-    EXPECT_NE(stmt.find("halide_do_par_for"), std::string::npos);
-    const size_t at = stmt.find("allocate expand_flat");
-    ASSERT_NE(at, std::string::npos) << "the producer is not lowered flat";
-    const std::string line = stmt.substr(at, stmt.find('\n', at) - at);
-    EXPECT_NE(line.find("[float32 * 196 * " + std::to_string(block) + " * 1]"), std::string::npos) << line;
+    ASSERT_EQ(grp.schedule.value("row_bands", 1), 2);  // one image of 14 rows
+    for (int bands : {1, 2}) {
+        SCOPED_TRACE(std::to_string(bands) + " bands");
+        grp.schedule["row_bands"] = bands;
+        const std::string stmt = compiled_group_text(plan, kTarget, false);
+        EXPECT_NE(stmt.find("halide_do_par_for"), std::string::npos);
+        const size_t at = stmt.find("allocate expand_flat");
+        ASSERT_NE(at, std::string::npos) << "the producer is not lowered flat";
+        const std::string line = stmt.substr(at, stmt.find('\n', at) - at);
+        const std::string positions = bands == 1 ? "196" : "126";
+        EXPECT_NE(line.find("[float32 * " + positions + " * " + std::to_string(block) + " * 1]"), std::string::npos)
+            << line;
+    }
 }
 
 TEST(Composer, PointwiseProducerNeedsItsOwnReaderAndParameters) {
@@ -938,6 +954,8 @@ TEST(Composer, PointwiseProducerNeedsItsOwnReaderAndParameters) {
     expect_error("producer_tile_c", 13, "schedule.producer_tile_c");  // exceeds the channel block
     expect_error("producer_vector_width", 6, "schedule.producer_vector_width");
     expect_error("producer_tile_x_vectors", 16, "schedule.producer_tile_x_vectors");  // 16 x 8 > 13 x 9
+    expect_error("row_bands", 0, "schedule.row_bands");
+    expect_error("row_bands", 14, "schedule.row_bands");  // more bands than the 13 rows' tiles
     json missing = fused.groups[0].schedule;
     missing.erase("producer_tile_c");
     fused.groups[0].schedule = missing;

@@ -1135,6 +1135,12 @@ json perturb_schedule(const FusedGraph &f, const FusedGroup &grp, const json &de
             p["tile_y"] =
                 fit ? static_cast<int>(rng.uniform(1, std::min(64, th))) : static_cast<int>(rng.uniform(1, 64));
             p["channel_block"] = fit ? static_cast<int>(rng.uniform(1, tc)) : static_cast<int>(rng.uniform(1, 64));
+            if (rng.chance(0.5)) {
+                // Bands of rows as parallel tasks: up to one a row tile (the last shifting inwards).
+                const int row_tiles = (th + p["tile_y"].get<int>() - 1) / p["tile_y"].get<int>();
+                p["row_bands"] =
+                    fit ? static_cast<int>(rng.uniform(1, row_tiles)) : static_cast<int>(rng.uniform(1, 64));
+            }
         }
         return p;
     }
