@@ -911,6 +911,35 @@ TEST(Composer, ChannelVectorConvUnrollsInputBlocksWhereTheTileFitsTheRegisters) 
     }
 }
 
+TEST(Composer, ChannelVectorConvAccumulatesInRegistersInOnePass) {
+    // In one pass over the input channels, the accumulators live per register tile (vw lanes x
+    // positions x channel vectors, in registers) and the task's buffer is their wrapper; in passes,
+    // the task's buffer holds them from pass to pass (zeroed first), and there is no wrapper.
+    const Graph g = conv_model(16, 14, 14, 24, 3, 1, 1, 1);
+    FusedGraph plan = fused_plan(g);
+    json &p = plan.groups[0].schedule;
+    ASSERT_EQ(p["template"], "conv_cv");
+    ASSERT_EQ(p["ci_block"], 16);
+    const std::string tile = "[float32 * " + std::to_string(p["vector_width"].get<int>()) + " * " +
+                             std::to_string(p["tile_positions"].get<int>()) + " * " +
+                             std::to_string(p["tile_c_vectors"].get<int>()) + " * 1]";  // one image
+    for (int ci_block : {16, 8}) {
+        SCOPED_TRACE("ci_block " + std::to_string(ci_block));
+        p["ci_block"] = ci_block;
+        const std::string stmt = compiled_group_text(plan, kTarget, false);
+        std::string accumulators, wrapper;
+        for (size_t at = stmt.find("allocate conv_blocked"); at != std::string::npos;
+             at = stmt.find("allocate conv_blocked", at + 1)) {
+            const std::string line = stmt.substr(at, stmt.find('\n', at) - at);
+            (line.find("wrapper") != std::string::npos ? wrapper : accumulators) = line;
+        }
+        ASSERT_FALSE(accumulators.empty()) << stmt;
+        EXPECT_EQ(accumulators.find(tile) != std::string::npos, ci_block == 16) << accumulators;
+        EXPECT_EQ(!wrapper.empty(), ci_block == 16) << wrapper;
+        expect_matches_reference(plan);
+    }
+}
+
 TEST(Composer, PointwiseProducerStaysInsideTheParallelTasks) {
     // The expanded value is computed per task: its buffer holds the task's block of channels only,
     // never all 24 of them, over the plane's 14 x 14 positions in one band of rows, over a band's 7
