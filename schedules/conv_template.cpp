@@ -327,9 +327,10 @@ void schedule_flat(Func tile, Func flat, Func padded, const ConvGroupShape &s, c
 // register tiles of tile_positions positions x tile_c_vectors vectors (shifting inwards at the
 // block's ends; in passes rounded up: past the end the lowering reads inside the last row, and packs
 // zero weights past the last channel), the reduction over the input channels split by ci_block (the
-// block's weights stay in L1/L2 while every position tile reads them). Any stride and row width tiles without idle lanes; the weights were packed for
-// tile_c_vectors at lowering (compose::conv_lowerings). The padded input is materialised at root,
-// planar or channel-blocked (input_block); a pool after the conv is computed per task.
+// block's weights stay in L1/L2 while every position tile reads them). Any stride and row width tiles
+// without idle lanes; the weights were packed for tile_c_vectors at lowering (compose::op_lowerings).
+// The padded input is materialised at root, planar or channel-blocked (input_block); a pool after the
+// conv is computed per task.
 void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &per_tile, const ConvGroupShape &s,
                  const nlohmann::json &p, int vw, const TargetTraits &tt) {
     const int64_t tw = s.tile_output[3], th = s.tile_output[2], tc = s.tile_output[1];

@@ -45,7 +45,7 @@ struct InferContext {
     bool has_input(int i) const { return i < (int)inputs.size() && inputs[i] != nullptr; }
 };
 
-// How a Conv is lowered for the schedule template that will place it (compose::conv_lowerings()
+// How a Conv is lowered for the schedule template that will place it (compose::op_lowerings()
 // says which): Direct is the plain definition; the others reshape the iteration for one template.
 struct ConvLowering {
     enum class Form {
