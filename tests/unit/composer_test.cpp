@@ -879,8 +879,8 @@ TEST(Composer, PointwiseProducerComputedPerDepthwiseTask) {
             expect_matches_reference(plan);
             ran++;
         }
-        // Bands of rows (the default for one image of at least 14 rows): two, three (the last one
-        // shifting inwards on odd heights, and over rows 2-row tiles overlap) and one a row tile.
+        // Bands of rows (the default for one image of at least 14 rows): two; three (the last shifting
+        // inwards on odd heights); three over 2-row tiles (bands then overlap); one per row tile.
         for (const std::array<int, 2> &b : std::vector<std::array<int, 2>>{{2, 1}, {3, 1}, {3, 2}, {c.H, 1}}) {
             plan.groups[0].schedule = defaults;
             plan.groups[0].schedule.update({{"row_bands", b[0]}, {"tile_y", b[1]}});
