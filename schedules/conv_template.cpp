@@ -320,6 +320,22 @@ void schedule_flat(Func tile, Func flat, Func padded, const ConvGroupShape &s, c
     if (padded.defined()) padded_at_root(padded, flat, vw);
 }
 
+// conv_cv's Winograd form: the Funcs lower_winograd_conv makes (wino_output the conv's output).
+struct WinogradFuncs {
+    Func input, product, output;
+};
+
+// Whether the Winograd form fits the conv: F(2x2, 3x3) computes 3x3 windows at stride 1.
+bool winograd_fits(const ConvGroupShape &s) {
+    return s.group == 1 && s.weight[2] == 3 && s.weight[3] == 3 && s.stride_x == 1 && s.stride_y == 1 &&
+           s.dilation_x == 1 && s.dilation_y == 1;
+}
+
+void schedule_winograd_stages(Func tile, Var task, const WinogradFuncs &wino, const ConvGroupShape &s, int np, int nc,
+                              int vw, int input_block);
+void schedule_cv_input(Func reader, Func tile, Var task, Func padded, const ConvGroupShape &s, const nlohmann::json &p,
+                       int vw, int input_block, bool per_task);
+
 // conv_cv: the conv lowered channel-blocked (`blocked`, (cv, p, cb, n): output channel cb * vw + cv at
 // the flattened output position p = y * W + x), output channels in vector lanes, the input broadcast.
 // T is tiled by blocks of block_rows rows x channel_block channels, one parallel task each, with the
@@ -332,7 +348,7 @@ void schedule_flat(Func tile, Func flat, Func padded, const ConvGroupShape &s, c
 // The padded input is materialised at root, planar or channel-blocked (input_block); a pool after the
 // conv is computed per task.
 void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &per_tile, const ConvGroupShape &s,
-                 const nlohmann::json &p, int vw, const TargetTraits &tt) {
+                 const nlohmann::json &p, int vw, const TargetTraits &tt, const WinogradFuncs &wino) {
     const int64_t tw = s.tile_output[3], th = s.tile_output[2], tc = s.tile_output[1];
     const int cin = static_cast<int>(s.input[1] / s.group);
     const int np = get_int(p, "tile_positions", 1, 16), nc = get_int(p, "tile_c_vectors", 1, 16);
@@ -340,15 +356,24 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     const int cb = get_int(p, "channel_block", 1, static_cast<int>(tc));
     const int ci_block = get_int(p, "ci_block", 1, cin);
     const int input_block = conv_cv_input_block(p);
-    // The padded input's plane: what the windows read of it, halo included.
-    const int64_t plane_x = (s.output[3] - 1) * s.stride_x + (s.weight[3] - 1) * s.dilation_x + 1;
-    const int64_t plane_y = (s.output[2] - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
     // Where the padded input copy is made: at root, in one parallel pass, or per task, the rows the
     // task reads (its block's and the window's reach past it, made again by the neighbouring task).
     const bool per_task = p.contains("input_at") && param_choice(p, "input_at", {"root", "task"}) == "task";
+    const bool winograd = conv_cv_winograd(p);
     if (s.group != 1) fail_field("schedule.template", "conv_cv needs a 2-D conv with one group");
     if (!s.constant_weights) fail_field("schedule.template", "conv_cv needs constant weights");
-    if (np > rows * tw) fail_field("schedule.tile_positions", "exceeds a block's positions");
+    if (winograd) {
+        if (!winograd_fits(s))
+            fail_field("schedule.algorithm", "winograd needs a 3x3 conv with stride 1 and dilation 1");
+        if (!wino.input.defined() || !wino.product.defined())
+            throw Error("internal: conv_cv's winograd needs the conv lowered in that form (compose::op_lowerings)");
+        // Register tiles of 2x2 output tiles; one pass: the transformed input of a task's tiles is
+        // made once.
+        if (np > (s.output[3] + 1) / 2) fail_field("schedule.tile_positions", "exceeds a row's Winograd tiles");
+        if (ci_block != cin) fail_field("schedule.ci_block", "winograd reduces over the input channels in one pass");
+    } else if (np > rows * tw) {
+        fail_field("schedule.tile_positions", "exceeds a block's positions");
+    }
     if (int64_t{nc} * vw >= cb + vw) fail_field("schedule.tile_c_vectors", "exceeds schedule.channel_block");
     if (cin % ci_block != 0) {
         fail_field("schedule.ci_block",
@@ -413,6 +438,11 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
                           Halide::TailStrategy::GuardWithIf);
     }
 
+    if (winograd) {
+        schedule_winograd_stages(tile, task, wino, s, np, nc, vw, input_block);
+        schedule_cv_input(wino.input, tile, task, padded, s, p, vw, input_block, per_task);
+        return;
+    }
     const Var bv = blocked.args()[0], bp = blocked.args()[1], bc = blocked.args()[2];
     std::vector<RVar> r = blocked.rvars(0);  // (ci, kx, ky)
     Var po("po"), pi("pi"), cbo("cbo"), cbi("cbi");
@@ -471,7 +501,16 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     update_order.insert(update_order.end(), {r[1], r[2]});
     if (!one_pass) update_order.insert(update_order.end(), {po, cbo, rco});
     u.reorder(update_order).vectorize(bv, vw).unroll(ti).unroll(tci);
+    schedule_cv_input(blocked, tile, task, padded, s, p, vw, input_block, per_task);
+}
+
+// conv_cv's input copy (`padded`, undefined if none), read by `reader`: at root or per task.
+void schedule_cv_input(Func reader, Func tile, Var task, Func padded, const ConvGroupShape &s, const nlohmann::json &p,
+                       int vw, int input_block, bool per_task) {
     if (!padded.defined()) return;
+    // The padded input's plane: what the windows read of it, halo included.
+    const int64_t plane_x = (s.output[3] - 1) * s.stride_x + (s.weight[3] - 1) * s.dilation_x + 1;
+    const int64_t plane_y = (s.output[2] - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
     Func in;
     Var in_y;
     if (input_block > 0) {
@@ -518,10 +557,10 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     } else {
         if (padded.dimensions() != 4) throw Error("internal: conv_cv's planar input copy lowered blocked");
         if (per_task) {
-            in = padded.in(blocked);
+            in = padded.in(reader);
             in.compute_at(tile, task).vectorize(Dims(in).x, vw, Halide::TailStrategy::GuardWithIf);
         } else {
-            in = padded_at_root(padded, blocked, vw);
+            in = padded_at_root(padded, reader, vw);
         }
         in_y = Dims(in).y;
     }
@@ -531,6 +570,97 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     // planes, 2 threads: 1.51 -> 1.30 ms).
     // (Only where the windows reach past the input's rows: then the padded input is zero there.)
     if (plane_x * plane_y % 128 == 0 && plane_y > s.input[2]) in.bound_extent(in_y, static_cast<int>(plane_y + 1));
+}
+
+// conv_cv's Winograd stages per task (see lower_winograd_conv in src/ops/conv_ops.cpp): the task's
+// input tiles transformed (a vector of input channels per tile and e, the 16 unrolled), their
+// products with the transformed weights per e by register tiles of np tiles x nc channel vectors
+// (accumulators in registers, stored once into the task's buffer, the wrapper; e outermost, so the
+// weights of one e, 16 KB for 64 -> 64, stay in L1 while the task's tiles stream by), and the output
+// transform over 2x2 blocks of (x, y) aligned to the tiles (the parities, which pick the output of
+// the 2x2, constants), a vector of output channels at a time, which T's epilogue reads. AVX-512, Zen
+// 5, 2 threads, prototype against the direct conv_cv (blocked I/O): 3x3 64->64 at 56x56 0.62 -> 0.28
+// ms (1 or 2 tile rows a task alike; tiles of 4 x 4 vectors 0.283, 5 x 4 0.309, 6 x 4 0.347); at
+// 128x128 3.1 -> 1.64 ms; oneDNN's Winograd (jit_fp32_wino_2x3 / jit_wino_4x3) 0.29 and 1.53 ms.
+void schedule_winograd_stages(Func tile, Var task, const WinogradFuncs &wino, const ConvGroupShape &, int np, int nc,
+                              int vw, int input_block) {
+    const auto inwards = Halide::TailStrategy::ShiftInwards;
+    Func out = wino.output, product = wino.product, input = wino.input;
+    {
+        const std::vector<Var> a = out.args();  // (cv, x, y, cb, n)
+        Var xo("xo"), xi("xi"), yo("yo"), yi("yi");
+        out.compute_at(tile, task)
+            .align_bounds(a[1], 2)
+            .align_bounds(a[2], 2)
+            .split(a[1], xo, xi, 2, Halide::TailStrategy::RoundUp)
+            .split(a[2], yo, yi, 2, Halide::TailStrategy::RoundUp)
+            .reorder(a[0], xi, yi, xo, yo, a[3], a[4])
+            .vectorize(a[0], vw)
+            .unroll(xi)
+            .unroll(yi);
+    }
+    {
+        const std::vector<Var> a = product.args();  // (cv, t, e, cb, n)
+        Var to("to"), ti("ti"), cbo("cbo"), cbi("cbi");
+        Func task_buffer = product.in();
+        task_buffer.compute_at(tile, task)
+            .split(a[1], to, ti, np, inwards)
+            .split(a[3], cbo, cbi, nc, inwards)
+            .reorder(a[0], ti, cbi, to, cbo, a[2], a[4])
+            .vectorize(a[0], vw)
+            .unroll(ti)
+            .unroll(cbi);
+        product.compute_at(task_buffer, to).vectorize(a[0], vw).unroll(a[1]).unroll(a[3]);
+        const RVar r = product.rvars(0)[0];
+        product.update().reorder(a[0], a[1], a[3], r, a[2], a[4]).vectorize(a[0], vw).unroll(a[1]).unroll(a[3]);
+    }
+    {
+        const std::vector<Var> a = input.args();  // (ci, t, e, n)
+        // A vector of a block's channels (dense loads from the channel-blocked input), else of a
+        // plane's (gathers).
+        const int lanes = input_block >= 4 ? std::min(input_block, vw) : vw;
+        input.compute_at(tile, task)
+            .reorder(a[0], a[2], a[1], a[3])
+            .vectorize(a[0], lanes, Halide::TailStrategy::GuardWithIf)
+            .unroll(a[2]);
+    }
+}
+
+// Where conv_cv's Winograd F(2x2, 3x3) is the default: a 3x3 conv at stride 1 with constant
+// weights, at least 16 channels each way and planes of at least 14x14. AVX-512, Zen 5, 2 threads,
+// relu epilogue, planar I/O, 3 alternations, minima, direct -> Winograd: 64->64 at 56x56 0.58 ->
+// 0.36 ms, 128->128 at 28x28 0.58 -> 0.41, 32->32 at 112x112 0.63 -> 0.47, 16->16 at 56x56 0.066 ->
+// 0.055, 256->256 at 14x14 0.59 -> 0.56; 512->512 at 7x7 0.60 -> 0.91: 16 tiles, each of its 16 MB
+// of transformed weights (16 floats per pair of channels, the direct conv's 9) read for 16 tiles.
+bool winograd_wins(const ConvGroupShape &s) {
+    return winograd_fits(s) && s.constant_weights && s.input[1] >= 16 && s.output[1] >= 16 && s.output[2] >= 14 &&
+           s.output[3] >= 14;
+}
+
+// Winograd's parameters over conv_cv's direct defaults `p`: register tiles of 4 tiles x 4 channel
+// vectors with 32 registers (16 accumulators, 4 weight vectors, a broadcast), 3 x 4 with 16 as the
+// direct conv's; the input copy channel-blocked (the input transform's vector loads); tasks
+// of an even number of conv rows (whole tiles) whose transformed input and products, 16 floats per
+// tile and channel each, stay within 512 KB (L2).
+void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetTraits &tt) {
+    const int64_t cin = s.input[1], tiles_x = (s.output[3] + 1) / 2;
+    const int64_t channel_block = p["channel_block"].get<int64_t>();
+    p["algorithm"] = "winograd";
+    p["tile_positions"] = std::min<int64_t>(tt.vector_registers >= 32 ? 4 : 3, tiles_x);
+    p["ci_block"] = cin;
+    // Blocks of 8 (vectors of 8 for the input transform) rather than 16: as fast (AVX-512, Zen 5,
+    // conv_bias_relu_maxpool 0.339 -> 0.325 ms, 3x3 64->64 at 128x128 1.98 -> 1.91, medians) and half
+    // the compile time (2.4 -> 1.0 s for the former: LLVM on the 16 x 16 transposes from the planes).
+    p["input_block"] = cin % 8 == 0 ? 8 : (cin % 4 == 0 ? 4 : 0);
+    const int64_t bytes_per_tile_row = tiles_x * 16 * (cin + channel_block) * 4;
+    // Rows of T (the conv's, or a stride-2 pool's after it): the direct defaults' rounded up to whole
+    // tile rows (a task of one conv row would compute two), then fewer while over the budget.
+    const int64_t stride = s.tile_stride_y, hout = s.tile_output[2];
+    const int64_t step = stride % 2 == 0 ? 1 : 2;  // T rows per whole tile row
+    int64_t rows = p["block_rows"].get<int64_t>();
+    rows = std::min<int64_t>((rows + step - 1) / step * step, std::max<int64_t>(hout, 1));
+    while (rows > step && (rows * stride + 1) / 2 * bytes_per_tile_row > 512 * 1024) rows -= step;
+    p["block_rows"] = rows;
 }
 
 // conv_cv's defaults: register tiles of positions x 4 vectors of channels: AVX2, 3 positions (12
@@ -594,6 +724,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     const int64_t conv_rows = rows * s.tile_stride_y;
     const int64_t in_rows = (conv_rows - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
     if (input_block > 0 && channel_tasks * in_rows <= 3 * conv_rows * s.stride_y) p["input_at"] = "task";
+    if (winograd_wins(s)) winograd_defaults(p, s, tt);
     return p;
 }
 
@@ -826,8 +957,13 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
             {"reduction_order", order}};
 }
 
+bool conv_cv_winograd(const nlohmann::json &params) {
+    return params.contains("algorithm") && param_choice(params, "algorithm", {"direct", "winograd"}) == "winograd";
+}
+
 void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &per_tile, const ConvGroupShape &s,
-                   const nlohmann::json &p, const Halide::Target &target, Func producer) {
+                   const nlohmann::json &p, const Halide::Target &target, Func producer,
+                   const std::map<std::string, Func> &parts) {
     if (producer.defined() && p.value("template", "") != "conv_dw")
         throw Error("internal: only conv_dw computes a producer conv per task");
     const std::string tmpl = p.value("template", "");
@@ -841,8 +977,8 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
     } else if (tmpl == "conv_flat") {
         check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_c", "block_rows", "channel_block", "compute"});
     } else if (tmpl == "conv_cv") {
-        check_param_keys(p, {"vector_width", "tile_positions", "tile_c_vectors", "block_rows", "channel_block",
-                             "ci_block", "input_block", "input_at", "compute"});
+        check_param_keys(p, {"algorithm", "vector_width", "tile_positions", "tile_c_vectors", "block_rows",
+                             "channel_block", "ci_block", "input_block", "input_at", "compute"});
     }
     const int vw = vector_width_param(p, target, true);
     if (tmpl == "conv_xv") {
@@ -854,7 +990,15 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
         if (!per_tile.empty()) fail_field("schedule.template", "conv_flat takes no window consumer");
         schedule_flat(tile, conv, padded, s, p, vw);
     } else if (tmpl == "conv_cv") {
-        schedule_cv(tile, conv, padded, per_tile, s, p, vw, target_traits(target));
+        WinogradFuncs wino;
+        if (conv_cv_winograd(p)) {
+            auto part = [&](const char *name) {
+                auto it = parts.find(name);
+                return it == parts.end() ? Func() : it->second;
+            };
+            wino = {part("wino_input"), part("wino_product"), conv};
+        }
+        schedule_cv(tile, conv, padded, per_tile, s, p, vw, target_traits(target), wino);
     } else {
         fail_field("schedule.template",
                    "unknown conv template '" + tmpl + "' (expected conv_xv, conv_dw, conv_flat or conv_cv)");

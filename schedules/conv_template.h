@@ -19,6 +19,9 @@
 #include <Halide.h>
 #include <nlohmann/json.hpp>
 
+#include <map>
+#include <string>
+
 namespace hfuse::schedules {
 
 struct ConvGroupShape {
@@ -61,11 +64,17 @@ nlohmann::json conv_default_params(const ConvGroupShape &shape, const Halide::Ta
 // definition): computed per tile too, vectorized along x. Throws an Error naming the bad parameter
 // if `params` do not fit the shapes. `producer` (conv_dw, shape.producer_input_channels > 0) is the
 // pointwise producer conv lowered flat (its "flat" part, (q, c, n) with q = y * W + x).
+// conv_cv with "algorithm": "winograd": `conv` is the conv's "wino_output" part, `parts` all its
+// parts (lower_winograd_conv in src/ops/conv_ops.cpp), the template places each.
 void schedule_conv(Halide::Func tile, Halide::Func conv, Halide::Func padded_input,
                    const std::vector<Halide::Func> &per_tile, const ConvGroupShape &shape, const nlohmann::json &params,
-                   const Halide::Target &target, Halide::Func producer = Halide::Func());
+                   const Halide::Target &target, Halide::Func producer = Halide::Func(),
+                   const std::map<std::string, Halide::Func> &parts = {});
 
 // conv_cv's "input_block" (0..64; 0, planar, when absent), as its lowering and its template read it.
 int conv_cv_input_block(const nlohmann::json &params);
+
+// Whether conv_cv's "algorithm" is "winograd" (F(2x2, 3x3)) rather than "direct" (the default).
+bool conv_cv_winograd(const nlohmann::json &params);
 
 }  // namespace hfuse::schedules

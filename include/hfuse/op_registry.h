@@ -58,13 +58,16 @@ struct ConvLowering {
         // `lanes` output channels, its weights packed at lowering time for register tiles of
         // `tile_blocks` blocks; the output (with the bias) a view of it. With `input_block`, the
         // conv reads its (padded) input through parts["padded_input"], a copy of it channel-blocked
-        // as (input_block, W, H, C / input_block, N): consecutive input channels adjacent.
+        // as (input_block, W, H, C / input_block, N): consecutive input channels adjacent. With
+        // `winograd` (a 3x3 conv, stride and dilation 1): Winograd F(2x2, 3x3) instead, its parts
+        // "wino_input", "wino_product" and "wino_output" (see lower_winograd_conv in conv_ops.cpp).
         ChannelBlocked,
     };
     Form form = Form::Direct;
-    int lanes = 0;        // ChannelBlocked: output channels per block (one vector)
-    int tile_blocks = 0;  // ChannelBlocked: blocks per register tile
-    int input_block = 0;  // ChannelBlocked: input channels per block of the input copy; 0: planar
+    int lanes = 0;          // ChannelBlocked: output channels per block (one vector)
+    int tile_blocks = 0;    // ChannelBlocked: blocks per register tile
+    int input_block = 0;    // ChannelBlocked: input channels per block of the input copy; 0: planar
+    bool winograd = false;  // ChannelBlocked: Winograd F(2x2, 3x3) rather than direct
 };
 
 // How a Gemm packs a constant B stored [N, K] (transB=1) for the template that will place it

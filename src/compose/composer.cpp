@@ -464,7 +464,8 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
     Halide::Func scheduled = conv_func;
     const std::string tmpl = params.value("template", "");
     if (tmpl == "conv_flat" || tmpl == "conv_cv") {
-        const char *part = tmpl == "conv_flat" ? "flat" : "blocked";
+        const char *part =
+            tmpl == "conv_flat" ? "flat" : (schedules::conv_cv_winograd(params) ? "wino_output" : "blocked");
         auto it = conv.funcs.parts.find(part);
         if (it == conv.funcs.parts.end()) {
             fail_field("schedule.template", tmpl + " needs the conv lowered as its \"" + part +
@@ -507,7 +508,7 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
         schedules::param_choice(params, "compute", {"root"});
         Halide::Func wrapper = root_wrapper(g, lowered, a.master->outputs[0], conv_func, a.conv.output);
         schedules::schedule_conv(wrapper, scheduled, padded_func, {}, schedules::conv_at_root(shape), params, target,
-                                 producer);
+                                 producer, conv.funcs.parts);
         std::set<std::string> done = {conv_func.name(), wrapper.name()};
         if (const exec::LoweredNode *pool = a.conv.pooled ? pool_on_chain(a, lowered) : nullptr) {
             // By the pool template's defaults (3x3 stride 2 over 64x112x112, the ResNet stem's: 0.19 ms,
@@ -538,7 +539,7 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
             if (f.has_update_definition()) per_tile.push_back(f);
         }
     }
-    schedules::schedule_conv(tile, scheduled, padded_func, per_tile, shape, params, target, producer);
+    schedules::schedule_conv(tile, scheduled, padded_func, per_tile, shape, params, target, producer, conv.funcs.parts);
     std::set<std::string> done = chain_funcs(a, lowered);
     done.insert(tile.name());
     done.insert(producer_funcs.begin(), producer_funcs.end());
@@ -572,6 +573,7 @@ OpLowerings op_lowerings(const Graph &g, const FusedGroup &grp, const Halide::Ta
             l.lanes = schedules::vector_width_param(params, target, true);
             l.tile_blocks = schedules::param_int(params, "tile_c_vectors", 1, 16);
             l.input_block = schedules::conv_cv_input_block(params);
+            l.winograd = schedules::conv_cv_winograd(params);
             forms.conv[grp.master] = l;
         } else if (tmpl == "gemm_nv") {
             // A constant B packed in panels of the register tile's columns, for every product the
@@ -602,10 +604,12 @@ BlockedExchange blocked_exchange(const Graph &g, const FusedGroup &grp, const Ha
     const Node &conv = *a.master;
     const Shape &in = g.type_of(conv.inputs[0]).shape;
     ops::WindowGeometry geo;
+    bool winograd = false;
     try {
         e.vector_width = schedules::vector_width_param(params, target, true);
         e.channel_block = schedules::param_int(params, "channel_block", 1, std::numeric_limits<int>::max());
         e.input_block = schedules::conv_cv_input_block(params);
+        winograd = schedules::conv_cv_winograd(params);
         const Attributes attrs(conv.attrs);
         const Shape &w = g.type_of(conv.inputs[1]).shape;
         geo = ops::resolve_window(attrs, Shape(in.begin() + 2, in.end()), std::vector<int64_t>(w.begin() + 2, w.end()),
@@ -616,6 +620,11 @@ BlockedExchange blocked_exchange(const Graph &g, const FusedGroup &grp, const Ha
     e.conv = conv.name;
     e.reach_y = static_cast<int>(geo.reach(0));
     e.reach_x = static_cast<int>(geo.reach(1));
+    if (winograd) {
+        // Its 2x2 tiles rounded up past an odd output read a row or column further.
+        e.reach_y += static_cast<int>(geo.output[0] % 2);
+        e.reach_x += static_cast<int>(geo.output[1] % 2);
+    }
     if (a.conv_root || params.contains("compute")) return e;
     e.output = a.tile_value;
     e.epilogue = a.chain;

@@ -6,6 +6,7 @@
 #include "op_families.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace hfuse::ops {
 
@@ -247,6 +248,60 @@ Lowered lower_flat_conv(const LowerContext &ctx, const ConvShape &c) {
     return lowered;
 }
 
+// How a channel-blocked conv (conv_cv, direct or Winograd) reads its input X at (ci, x, y, n), x
+// and y in the unpadded input's coordinates, its windows reaching `extra_x` / `extra_y` columns and
+// rows further than the conv's own (a Winograd tile rounded up past an odd output): in place from
+// blocks another group stored with a zero halo that covers them; else through `copy`, the padded
+// copy (block for block from stored blocks, planar or channel-blocked by the lowering's input_block
+// from a planar input), undefined where the planar input needs no padding.
+using ConvInputReader = std::function<Expr(Expr ci, Expr x, Expr y, Expr n)>;
+ConvInputReader conv_input_reader(const LowerContext &ctx, const ConvShape &c, int extra_x, int extra_y, Func &copy) {
+    const int cin = to_int(c.c_in, "input 0 (X)");
+    const int ib = ctx.conv_lowering.input_block;
+    if (ib && cin % ib != 0) {
+        fail_field("schedule.input_block",
+                   std::to_string(ib) + " does not divide the " + std::to_string(cin) + " input channels");
+    }
+    const BlockedInput *stored = ctx.blocked_input(0);
+    if (stored && ib != 0 && ib != stored->block) {
+        throw Error("internal: conv_cv reads blocks of " + std::to_string(ib) + " from an input stored in blocks of " +
+                    std::to_string(stored->block));
+    }
+    const Shape &xs = ctx.input_types[0]->shape;
+    const Halide::Region plane = {{0, to_int(xs[3], "input 0 (X)")}, {0, to_int(xs[2], "input 0 (X)")}};
+    if (stored && c.g.reach(1) + extra_x <= stored->halo_x && c.g.reach(0) + extra_y <= stored->halo_y) {
+        // Stored channel-blocked with a zero halo its windows stay in: read in place, no copy.
+        const Func f = stored->func;
+        const int b = stored->block;
+        return [f, b](Expr ci, Expr x, Expr y, Expr n) { return f(ci % b, x, y, ci / b, n); };
+    }
+    if (stored) {
+        // Stored blocked without the halo its windows reach (values inside one whole-model pipeline,
+        // see exec::lower_model): the padded copy, block for block, dense loads and stores.
+        const int b = stored->block;
+        copy = Halide::BoundaryConditions::constant_exterior(
+            stored->func, 0.0f,
+            {Halide::Range(), plane[0], plane[1], Halide::Range(), Halide::Range()});  // an undefined Range: unbounded
+        const Func f = copy;
+        return [f, b](Expr ci, Expr x, Expr y, Expr n) { return f(ci % b, x, y, ci / b, n); };
+    }
+    // Zero outside the input: where the conv's windows reach, and past it where a rounded-up
+    // Winograd tile reads further.
+    const Func x = extra_x || extra_y ? Halide::BoundaryConditions::constant_exterior(ctx.inputs[0], 0.0f, plane)
+                                      : pad_spatial(ctx.inputs[0], xs, c.g, 0.0f);
+    if (ib) {
+        // Consecutive input channels adjacent: the inner loop's broadcasts walk one block of lines
+        // rather than a plane apiece (3x3 64->64 at 56x56: 1.34 -> 1.28 ms).
+        Var bi("bi"), bx("bx"), by("by"), icb("icb"), bn("n");  // channel icb * ib + bi at (bx, by)
+        copy = Func(func_name(ctx, "blocked_input"));
+        copy(bi, bx, by, icb, bn) = x(bx, by, icb * ib + bi, bn);
+        const Func f = copy;
+        return [f, ib](Expr ci, Expr x, Expr y, Expr n) { return f(ci % ib, x, y, ci / ib, n); };
+    }
+    if (x.name() != ctx.inputs[0].name()) copy = x;
+    return [x](Expr ci, Expr ix, Expr iy, Expr n) { return x(ix, iy, ci, n); };
+}
+
 // conv_cv's form: blocked(cv, p, cb, n) is output channel cb * lanes + cv at the flattened output
 // position p = y * W + x; per tap a register tile loads `tile` weight vectors and broadcasts one input
 // value per position, so rows of any width and any stride tile with no lane wasted. The weights are
@@ -291,47 +346,9 @@ Lowered lower_blocked_conv(const LowerContext &ctx, const ConvShape &c) {
     // the taps' addresses in vector registers in the inner loop: 3x3 64->64 at 56x56 15% slower.)
     const Expr ox = p % wo, oy = Halide::min(p / wo, ho - 1);
     const Expr ix = ox * sx - pad_x + r[1] * dx, iy = oy * sy - pad_y + r[2] * dy;
-    const int ib = ctx.conv_lowering.input_block;
-    if (ib && cin % ib != 0) {
-        fail_field("schedule.input_block",
-                   std::to_string(ib) + " does not divide the " + std::to_string(cin) + " input channels");
-    }
-    Expr input;
     Func input_copy;
-    const BlockedInput *stored = ctx.blocked_input(0);
-    if (stored && ib != 0 && ib != stored->block) {
-        throw Error("internal: conv_cv reads blocks of " + std::to_string(ib) + " from an input stored in blocks of " +
-                    std::to_string(stored->block));
-    }
-    if (stored && c.g.reach(1) <= stored->halo_x && c.g.reach(0) <= stored->halo_y) {
-        // Stored channel-blocked with a zero halo its windows stay in: read in place, no copy.
-        input = stored->func(r[0] % stored->block, ix, iy, r[0] / stored->block, n);
-    } else if (stored) {
-        // Stored blocked without the halo its windows reach (values inside one whole-model pipeline,
-        // see exec::lower_model): the padded copy, block for block, dense loads and stores.
-        const int b = stored->block;
-        const Shape &xs = ctx.input_types[0]->shape;
-        input_copy =
-            Halide::BoundaryConditions::constant_exterior(stored->func, 0.0f,
-                                                          {Halide::Range(),
-                                                           {0, to_int(xs[3], "input 0 (X)")},
-                                                           {0, to_int(xs[2], "input 0 (X)")},
-                                                           Halide::Range(),
-                                                           Halide::Range()});  // an undefined Range: that dim unbounded
-        input = input_copy(r[0] % b, ix, iy, r[0] / b, n);
-    } else {
-        const Func x = pad_spatial(ctx.inputs[0], ctx.input_types[0]->shape, c.g, 0.0f);
-        input = x(ix, iy, r[0], n);
-        if (x.name() != ctx.inputs[0].name()) input_copy = x;
-        if (ib) {
-            // Consecutive input channels adjacent: the inner loop's broadcasts walk one block of lines
-            // rather than a plane apiece (3x3 64->64 at 56x56: 1.34 -> 1.28 ms).
-            Var bi("bi"), bx("bx"), by("by"), icb("icb");  // channel icb * ib + bi at (bx, by)
-            input_copy = Func(func_name(ctx, "blocked_input"));
-            input_copy(bi, bx, by, icb, n) = x(bx, by, icb * ib + bi, n);
-            input = input_copy(r[0] % ib, ix, iy, r[0] / ib, n);
-        }
-    }
+    const ConvInputReader read = conv_input_reader(ctx, c, 0, 0, input_copy);
+    const Expr input = read(r[0], ix, iy, n);
     Func blocked(func_name(ctx, "blocked"));
     blocked(cv, p, cb, n) = 0.0f;
     blocked(cv, p, cb, n) += wq(cv, cb % tile, r[0], r[1], r[2], cb / tile) * input;
@@ -341,6 +358,138 @@ Lowered lower_blocked_conv(const LowerContext &ctx, const ConvShape &c) {
     out(v) = ctx.has_input(2) ? value + ctx.inputs[2](v[2]) : value;
     Lowered lowered{{out}, {}, {}};
     lowered.parts["blocked"] = blocked;
+    if (input_copy.defined()) lowered.parts["padded_input"] = input_copy;
+    return lowered;
+}
+
+// A sum of terms with constant coefficients, the zero ones left out and the ones of +-1 unscaled:
+// the Winograd transforms as adds and subtracts.
+Expr linear_combination(const std::vector<std::pair<float, Expr>> &terms) {
+    Expr sum;
+    for (const auto &[k, e] : terms) {
+        if (k == 0.0f) continue;
+        if (!sum.defined()) {
+            sum = k == 1.0f ? e : (k == -1.0f ? -e : k * e);
+        } else {
+            sum = k == 1.0f ? sum + e : (k == -1.0f ? sum - e : sum + k * e);
+        }
+    }
+    return sum.defined() ? sum : Expr(0.0f);
+}
+
+// Winograd F(2x2, 3x3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016):
+// a 2x2 output tile from a 4x4 input tile with 16 products per input channel, not 36.
+constexpr float kWinogradBt[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
+constexpr float kWinogradG[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
+constexpr float kWinogradAt[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+
+// conv_cv's Winograd form (a 3x3 conv, stride and dilation 1, one group, constant weights):
+//  - wino_input(ci, t, e, n): the input tile of tile t (flattened, t = ty * TX + tx over the
+//    ceil(W/2) x ceil(H/2) output tiles; past the last, in the last row) transformed, B^T d B, at
+//    e = 4 * row + column of the 4x4;
+//  - wino_product(cv, t, e, cb, n): per e, the product with the transformed weights U = G g G^T
+//    (packed here, once, as (cv, cb, ci, e): output channel cb * lanes + cv, zero past the last),
+//    a reduction over the input channels as conv_cv's direct one is over channels and taps;
+//  - wino_output(cv, x, y, cb, n): A^T M A, the output at (x, y) from its tile's 16 products
+//    (which of the 2x2 by the parities of x and y: a schedule aligns x and y to 2 and unrolls);
+// the conv's output (with the bias) a view of wino_output. A tile rounded up past an odd output
+// reads a column or row past the windows' reach: zero.
+Lowered lower_winograd_conv(const LowerContext &ctx, const ConvShape &c) {
+    if (c.g.kernel[0] != 3 || c.g.kernel[1] != 3 || c.g.strides[0] != 1 || c.g.strides[1] != 1 ||
+        c.g.dilations[0] != 1 || c.g.dilations[1] != 1) {
+        fail_field("schedule.algorithm", "winograd needs a 3x3 conv with stride 1 and dilation 1");
+    }
+    const Constant *weights = ctx.constants[1];
+    if (!weights) fail_field("schedule.template", "conv_cv needs constant weights; input 1 (W) is computed");
+    const int lanes = ctx.conv_lowering.lanes;
+    if (lanes < 1) throw Error("internal: a channel-blocked conv needs lanes >= 1");
+    const int cin = to_int(c.c_in, "input 0 (X)"), cout = to_int(c.c_out, "input 1 (W)");
+    const int blocks = (cout + lanes - 1) / lanes;
+    Halide::Buffer<float> packed(lanes, blocks, cin, 16);
+    packed.fill(0.0f);
+    const float *w = weights->f32.data();  // OIHW
+    for (int co = 0; co < cout; co++) {
+        for (int ci = 0; ci < cin; ci++) {
+            const float *g = w + (int64_t(co) * cin + ci) * 9;  // g[ky * 3 + kx]
+            float gg[4][3];                                     // G g
+            for (int a = 0; a < 4; a++) {
+                for (int kx = 0; kx < 3; kx++) {
+                    gg[a][kx] = 0.0f;
+                    for (int ky = 0; ky < 3; ky++) gg[a][kx] += kWinogradG[a][ky] * g[ky * 3 + kx];
+                }
+            }
+            for (int a = 0; a < 4; a++) {
+                for (int b = 0; b < 4; b++) {
+                    float u = 0.0f;  // (G g G^T)[a][b]
+                    for (int kx = 0; kx < 3; kx++) u += gg[a][kx] * kWinogradG[b][kx];
+                    packed(co % lanes, co / lanes, ci, 4 * a + b) = u;
+                }
+            }
+        }
+    }
+    Func u = constant_func(packed, func_name(ctx, "wino_weights"));
+
+    const int wo = to_int(c.g.output[1], "output 0 (Y)"), ho = to_int(c.g.output[0], "output 0 (Y)");
+    const int tiles_x = (wo + 1) / 2, tiles_y = (ho + 1) / 2;
+    const int pad_x = static_cast<int>(c.g.pads_begin[1]), pad_y = static_cast<int>(c.g.pads_begin[0]);
+    Func input_copy;
+    const ConvInputReader read = conv_input_reader(ctx, c, wo % 2, ho % 2, input_copy);
+
+    Var ci("ci"), t("t"), e("e"), cv("cv"), cb("cb"), x("x"), y("y"), n("n");
+    const Expr tx = t % tiles_x, ty = Halide::min(t / tiles_x, tiles_y - 1);
+    std::vector<Expr> transformed;  // per e = 4 * a + b: row a of B^T, column b of B
+    for (int a = 0; a < 4; a++) {
+        for (int b = 0; b < 4; b++) {
+            std::vector<std::pair<float, Expr>> rows;
+            for (int j = 0; j < 4; j++) {
+                if (kWinogradBt[a][j] == 0.0f) continue;
+                std::vector<std::pair<float, Expr>> row;
+                for (int i = 0; i < 4; i++) {
+                    if (kWinogradBt[b][i] == 0.0f) continue;
+                    row.push_back({kWinogradBt[b][i], read(ci, 2 * tx - pad_x + i, 2 * ty - pad_y + j, n)});
+                }
+                rows.push_back({kWinogradBt[a][j], linear_combination(row)});
+            }
+            transformed.push_back(linear_combination(rows));
+        }
+    }
+    Expr v_value = transformed[15];
+    for (int k = 14; k >= 0; k--) v_value = Halide::select(e == k, transformed[k], v_value);
+    Func v(func_name(ctx, "wino_input"));
+    v(ci, t, e, n) = v_value;
+
+    RDom r(0, cin, func_name(ctx, "r"));
+    Func m(func_name(ctx, "wino_product"));
+    m(cv, t, e, cb, n) = 0.0f;
+    m(cv, t, e, cb, n) += u(cv, cb, r, e) * v(r, t, e, n);
+
+    const Expr tile = y / 2 * tiles_x + x / 2;
+    std::vector<Expr> outputs;  // per (y % 2) * 2 + x % 2
+    for (int p = 0; p < 2; p++) {
+        for (int q = 0; q < 2; q++) {
+            std::vector<std::pair<float, Expr>> rows;
+            for (int a = 0; a < 4; a++) {
+                if (kWinogradAt[p][a] == 0.0f) continue;
+                std::vector<std::pair<float, Expr>> row;
+                for (int b = 0; b < 4; b++) row.push_back({kWinogradAt[q][b], m(cv, tile, 4 * a + b, cb, n)});
+                rows.push_back({kWinogradAt[p][a], linear_combination(row)});
+            }
+            outputs.push_back(linear_combination(rows));
+        }
+    }
+    const Expr even_x = x % 2 == 0;
+    Func wino_output(func_name(ctx, "wino_output"));
+    wino_output(cv, x, y, cb, n) = Halide::select(y % 2 == 0, Halide::select(even_x, outputs[0], outputs[1]),
+                                                  Halide::select(even_x, outputs[2], outputs[3]));
+
+    std::vector<Var> o = make_vars(4);  // x, y, co, n
+    Func out(func_name(ctx));
+    const Expr value = wino_output(o[2] % lanes, o[0], o[1], o[2] / lanes, o[3]);
+    out(o) = ctx.has_input(2) ? value + ctx.inputs[2](o[2]) : value;
+    Lowered lowered{{out}, {}, {}};
+    lowered.parts["wino_input"] = v;
+    lowered.parts["wino_product"] = m;
+    lowered.parts["wino_output"] = wino_output;
     if (input_copy.defined()) lowered.parts["padded_input"] = input_copy;
     return lowered;
 }
@@ -356,7 +505,7 @@ Lowered lower_conv(const LowerContext &ctx) {
     case ConvLowering::Form::ChannelBlocked:
         if (c.group != 1 || c.g.spatial_rank() != 2)
             fail_field("schedule.template", "conv_cv needs a 2-D conv with one group");
-        return lower_blocked_conv(ctx, c);
+        return ctx.conv_lowering.winograd ? lower_winograd_conv(ctx, c) : lower_blocked_conv(ctx, c);
     case ConvLowering::Form::Direct: break;
     }
     const int spatial = c.g.spatial_rank();

@@ -31,15 +31,17 @@ namespace {
 // compile and run for the host. Composer.Avx512DefaultsDifferAndCompile pins AVX-512's.
 const Halide::Target kTarget("x86-64-linux-avx-avx2-f16c-fma-sse41");
 
-// conv (C->K, k x k, stride s, pad p, group g) + relu [+ pool (pk, ps)] on N x C x H x W.
+// conv (C->K, k x k, stride s, pad p, group g) + relu [+ pool (pk, ps, pads pool_pad)] on N x C x H x W.
 // A conv (+ Relu, + MaxPool if pool_k) model; `weights_input`: W is a model input, not a constant
 // (so conv_cv, which packs constant weights, is no default).
 Graph conv_model(int C, int H, int W, int K, int k, int s, int p, int g, int pool_k = 0, int pool_s = 0, int N = 1,
-                 bool weights_input = false) {
+                 bool weights_input = false, int pool_pad = 1) {
+    const std::string pp = std::to_string(pool_pad);
     std::string pool = pool_k
                            ? R"(, {"name": "pool", "op": "MaxPool", "inputs": ["relu"], "attrs": {"kernel_shape": [)" +
                                  std::to_string(pool_k) + ", " + std::to_string(pool_k) + R"(], "strides": [)" +
-                                 std::to_string(pool_s) + ", " + std::to_string(pool_s) + R"(], "pads": [1, 1, 1, 1]}})"
+                                 std::to_string(pool_s) + ", " + std::to_string(pool_s) + R"(], "pads": [)" + pp +
+                                 ", " + pp + ", " + pp + ", " + pp + "]}}"
                            : "";
     const std::string w_shape = "[" + std::to_string(K) + ", " + std::to_string(C / g) + ", " + std::to_string(k) +
                                 ", " + std::to_string(k) + "]";
@@ -137,7 +139,10 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
     auto cv = fused_plan(conv_model(16, 20, 24, 16, 3, 1, 1, 1)).groups[0].schedule;
     EXPECT_EQ(cv["template"], "conv_cv");
     if (vw == 8) {
+        // A 3x3 stride-1 conv of at least 16 channels each way at 14x14 or more: Winograd, tiles of
+        // 3 2x2 tiles (AVX2), the input blocked by a vector, 2 rows a task (whole tiles).
         EXPECT_EQ(cv, nlohmann::json({{"template", "conv_cv"},
+                                      {"algorithm", "winograd"},
                                       {"vector_width", 8},
                                       {"tile_positions", 3},
                                       {"tile_c_vectors", 2},
@@ -146,6 +151,17 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
                                       {"ci_block", 16},
                                       {"input_block", 8},
                                       {"input_at", "task"}}));
+        // Below 14 rows, direct.
+        EXPECT_EQ(fused_plan(conv_model(16, 13, 24, 16, 3, 1, 1, 1)).groups[0].schedule,
+                  nlohmann::json({{"template", "conv_cv"},
+                                  {"vector_width", 8},
+                                  {"tile_positions", 3},
+                                  {"tile_c_vectors", 2},
+                                  {"block_rows", 2},
+                                  {"channel_block", 16},
+                                  {"ci_block", 16},
+                                  {"input_block", 8},
+                                  {"input_at", "task"}}));
         // 4 channel tasks reading each row block: each input row would be copied 4-8 times, at root once.
         auto wide = fused_plan(conv_model(16, 14, 14, 128, 3, 1, 1, 1)).groups[0].schedule;
         EXPECT_EQ(wide["channel_block"], 32);
@@ -897,7 +913,7 @@ TEST(Composer, ChannelVectorConvUnrollsInputBlocksWhereTheTileFitsTheRegisters) 
     // and weight vectors fit the registers: AVX-512's 5 x 4 (29 of 32 zmm); AVX2's 3 x 4 needs 19 of
     // 16 ymm (LLVM spilled an accumulator, 2x slower), so its channels stay one loop.
     const Halide::Target avx512("x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41");
-    const Graph g = conv_model(16, 14, 14, 64, 3, 1, 1, 1);
+    const Graph g = conv_model(16, 13, 13, 64, 3, 1, 1, 1);  // below 14x14: direct, not Winograd
     for (const Halide::Target &target : {avx512, kTarget}) {
         FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("x86")}), target);
         const nlohmann::json &p = plan.groups[0].schedule;
@@ -919,6 +935,7 @@ TEST(Composer, ChannelVectorConvAccumulatesInRegistersInOnePass) {
     FusedGraph plan = fused_plan(g);
     json &p = plan.groups[0].schedule;
     ASSERT_EQ(p["template"], "conv_cv");
+    p.erase("algorithm");  // direct (Winograd's: Composer.WinogradConvMatchesTheReference)
     ASSERT_EQ(p["ci_block"], 16);
     const std::string tile = "[float32 * " + std::to_string(p["vector_width"].get<int>()) + " * " +
                              std::to_string(p["tile_positions"].get<int>()) + " * " +
@@ -938,6 +955,126 @@ TEST(Composer, ChannelVectorConvAccumulatesInRegistersInOnePass) {
         EXPECT_EQ(!wrapper.empty(), ci_block == 16) << wrapper;
         expect_matches_reference(plan);
     }
+}
+
+// A conv_cv schedule with the Winograd form: register tiles of np 2x2 tiles x nc vectors.
+json winograd_params(int vw, int np, int nc, int rows, int cb, int cin) {
+    return {{"template", "conv_cv"}, {"algorithm", "winograd"}, {"vector_width", vw},  {"tile_positions", np},
+            {"tile_c_vectors", nc},  {"block_rows", rows},      {"channel_block", cb}, {"ci_block", cin}};
+}
+
+TEST(Composer, WinogradConvMatchesTheReference) {
+    // F(2x2, 3x3): odd output widths and heights (tiles rounded up past them), no padding, batch 2,
+    // output channels no multiple of a vector (20), a 2x2 pool in the tile (rows of T covering half
+    // tiles too) and an overlapping pool after the conv at root; register tiles of 1 to 4 tiles x 1
+    // or 2 vectors, shifting inwards at the task's ends; blocks of 1, 2, 3 rows or all; channel
+    // blocks shifting inwards; the input copy planar or blocked by 8 or all channels, at root or per
+    // task; vectors of 8 and 16 lanes. The defaults first (Winograd from 14x14 and 16 channels).
+    int ran = 0;
+    for (const Graph &g :
+         {conv_model(16, 15, 17, 20, 3, 1, 1, 1), conv_model(16, 16, 14, 32, 3, 1, 0, 1),
+          conv_model(24, 9, 11, 16, 3, 1, 1, 1, 0, 0, 2), conv_model(16, 14, 18, 16, 3, 1, 1, 1, 2, 2, 1, false, 0),
+          conv_model(16, 15, 15, 16, 3, 1, 1, 1, 3, 2)}) {
+        FusedGraph plan = fused_plan(g);
+        ASSERT_EQ(plan.groups.size(), 1u);
+        const Shape t = g.type_of("relu").shape;
+        const int cin = static_cast<int>(g.type_of("x").shape[1]), cout = static_cast<int>(t[1]);
+        const int h = static_cast<int>(t[2]), w = static_cast<int>(t[3]);
+        json &p = plan.groups[0].schedule;
+        EXPECT_EQ(p.value("algorithm", "direct"), h >= 14 && w >= 14 ? "winograd" : "direct") << p.dump();
+        expect_matches_reference(plan);
+        const bool root = p.contains("compute");
+        // Blocks of rows of T: the conv's output, or the pool's in the tile.
+        const int th = root ? h : static_cast<int>(g.type_of(g.outputs[0]).shape[2]);
+        int i = 0;
+        for (int rows : {1, 2, 3, th}) {
+            for (auto [vw, np, nc] : {std::tuple{8, 3, 2}, std::tuple{8, 1, 1}, std::tuple{16, 4, 1},
+                                      std::tuple{8, 4, 2}, std::tuple{8, 2, 1}}) {
+                for (int cb : {nc * vw, cout}) {
+                    if (np > (w + 1) / 2 || nc * vw >= cb + vw || cb > cout || i++ % 3) continue;
+                    p = winograd_params(vw, np, nc, rows, cb, cin);
+                    if (root) p["compute"] = "root";
+                    if (ran % 4) p["input_block"] = std::vector<int>{0, 8, cin}[ran % 3];
+                    if (ran % 3) p["input_at"] = ran % 3 == 1 ? "task" : "root";
+                    expect_matches_reference(plan);
+                    ran++;
+                }
+            }
+        }
+    }
+    EXPECT_GE(ran, 30);
+}
+
+TEST(Composer, WinogradAsymmetricPadsAndInOnePipeline) {
+    // Pads (top 0, left 2, bottom 2, right 1) on 13x12 (output 13x13): tiles start off the input at
+    // the left and run past it at the bottom and right; a second Winograd conv reads the first
+    // group's Func in a whole-model pipeline (blocked, no halo: copied) and by the executor (stored
+    // blocked with a halo one wider than its windows reach: the rounded-up tile's).
+    const std::string text = R"({"format": "hfuse-model", "version": 1, "name": "wino_chain",
+      "inputs": [{"name": "x", "shape": [1, 16, 13, 12]}],
+      "weights": {"w": {"shape": [16, 16, 3, 3], "uniform": [-0.3, 0.3], "seed": 1},
+                  "b": {"shape": [16], "uniform": [-0.3, 0.3], "seed": 2},
+                  "w2": {"shape": [16, 16, 3, 3], "uniform": [-0.3, 0.3], "seed": 3}},
+      "nodes": [{"name": "conv", "op": "Conv", "inputs": ["x", "w", "b"],
+                 "attrs": {"kernel_shape": [3, 3], "pads": [0, 2, 2, 1]}},
+                {"name": "relu", "op": "Relu", "inputs": ["conv"]},
+                {"name": "conv2", "op": "Conv", "inputs": ["relu", "w2"], "attrs": {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}},
+                {"name": "add", "op": "Add", "inputs": ["conv2", "relu"]}],
+      "outputs": ["add"]})";
+    const std::string path = testing::TempDir() + "/composer_wino_chain_" + std::to_string(getpid()) + ".json";
+    std::ofstream(path) << text;
+    Graph g = load_model(path);
+    std::remove(path.c_str());
+    FusedGraph plan = fused_plan(g);
+    ASSERT_EQ(plan.groups.size(), 2u);
+    for (FusedGroup &grp : plan.groups) {
+        grp.schedule = winograd_params(8, 3, 2, 2, 16, 16);
+        grp.schedule["input_block"] = 8;
+    }
+    expect_pipeline_matches_reference(g, plan);
+    Executor ex(plan);
+    EXPECT_EQ(ex.value_layouts().at("relu"), "blocked 8, halo 2x2");
+}
+
+TEST(Composer, WinogradAccumulatesInRegisters) {
+    // The products per register tile of np tiles x nc vectors (one e, one image), the task's buffer
+    // their wrapper.
+    FusedGraph plan = fused_plan(conv_model(16, 14, 14, 24, 3, 1, 1, 1));
+    json &p = plan.groups[0].schedule;
+    ASSERT_EQ(p.value("algorithm", ""), "winograd");
+    const std::string stmt = compiled_group_text(plan, kTarget, false);
+    const std::string tile = "[float32 * " + std::to_string(p["vector_width"].get<int>()) + " * " +
+                             std::to_string(p["tile_positions"].get<int>()) + " * 1 * " +
+                             std::to_string(p["tile_c_vectors"].get<int>()) + " * 1]";
+    std::string accumulators, wrapper;
+    for (size_t at = stmt.find("allocate conv_wino_product"); at != std::string::npos;
+         at = stmt.find("allocate conv_wino_product", at + 1)) {
+        const std::string line = stmt.substr(at, stmt.find('\n', at) - at);
+        (line.find("wrapper") != std::string::npos ? wrapper : accumulators) = line;
+    }
+    EXPECT_NE(accumulators.find(tile), std::string::npos) << accumulators;
+    EXPECT_FALSE(wrapper.empty()) << stmt;
+    expect_matches_reference(plan);
+}
+
+TEST(Composer, WinogradErrorsNameTheField) {
+    const Graph g = conv_model(16, 14, 14, 16, 3, 1, 1, 1);
+    json p = winograd_params(8, 3, 2, 2, 16, 16);
+    p["algorithm"] = "fft";
+    expect_conv_params_error(g, p, "schedule.algorithm");
+    p["algorithm"] = 2;
+    expect_conv_params_error(g, p, "schedule.algorithm");
+    p["algorithm"] = "winograd";
+    p["ci_block"] = 8;  // one pass
+    expect_conv_params_error(g, p, "schedule.ci_block");
+    p["ci_block"] = 16;
+    p["tile_positions"] = 8;  // 7 tiles a row
+    expect_conv_params_error(g, p, "schedule.tile_positions");
+    p["tile_positions"] = 3;
+    // F(2x2, 3x3): 3x3 windows at stride 1, undilated.
+    expect_conv_params_error(conv_model(16, 14, 14, 16, 3, 2, 1, 1), p, "schedule.algorithm");
+    expect_conv_params_error(conv_model(16, 14, 14, 16, 5, 1, 2, 1), p, "schedule.algorithm");
+    expect_conv_params_error(conv_model(16, 14, 14, 16, 1, 1, 0, 1), p, "schedule.algorithm");
 }
 
 TEST(Composer, PointwiseProducerStaysInsideTheParallelTasks) {
@@ -1288,8 +1425,9 @@ TEST(Composer, Avx512DefaultsDifferAndCompile) {
     };
     Graph cell = gemm_model(1, 128, 128, false, true), rows = gemm_model(12, 64, 64, false, false);
     Graph dot_cell = gemm_model(1, 128, 128, false, true, "Relu", 1, 1, true);  // B computed: dot products
-    Graph conv = conv_model(16, 20, 48, 128, 3, 1, 1, 1), flat = conv_model(16, 12, 20, 24, 1, 1, 0, 1),
-          xv = conv_model(16, 20, 48, 16, 3, 1, 1, 1, 0, 0, 1, true),
+    // conv: 13 rows, direct (Winograd from 14: wino).
+    Graph conv = conv_model(16, 13, 48, 128, 3, 1, 1, 1), wino = conv_model(16, 20, 48, 128, 3, 1, 1, 1),
+          flat = conv_model(16, 12, 20, 24, 1, 1, 0, 1), xv = conv_model(16, 20, 48, 16, 3, 1, 1, 1, 0, 0, 1, true),
           pool = unary_model({1, 8, 33, 40}, "MaxPool", {{"kernel_shape", {2, 2}}});
     Graph softmax = unary_model({4, 100}, "Softmax", {});
     EXPECT_EQ(defaults(cell, avx2)["vector_width"], 8);  // a row of 8 vectors either way
@@ -1304,6 +1442,9 @@ TEST(Composer, Avx512DefaultsDifferAndCompile) {
     EXPECT_EQ(defaults(conv, avx512)["tile_c_vectors"], 4);  // 5 positions x 4: 20 of 32 zmm
     EXPECT_EQ(defaults(conv, avx512)["tile_positions"], 5);
     EXPECT_EQ(defaults(conv, avx512)["vector_width"], 16);
+    EXPECT_EQ(defaults(wino, avx2)["tile_positions"], 3);    // 3 2x2 tiles x 4: 12 + 4 + 1 of 16 ymm
+    EXPECT_EQ(defaults(wino, avx512)["tile_positions"], 4);  // 4 x 4: 16 + 4 + 1 of 32 zmm
+    EXPECT_EQ(defaults(wino, avx512)["algorithm"], "winograd");
     EXPECT_EQ(defaults(xv, avx2)["tile_c"], 4);
     EXPECT_EQ(defaults(xv, avx512)["tile_c"], 8);
     EXPECT_EQ(defaults(flat, avx2)["tile_c"], 6);
@@ -1312,7 +1453,7 @@ TEST(Composer, Avx512DefaultsDifferAndCompile) {
     EXPECT_EQ(defaults(pool, avx512)["vector_width"], 16);
     EXPECT_EQ(defaults(softmax, avx512)["vector_width"], 16);
     // Each template compiles for AVX-512 whatever the host (run where the host has it) and uses zmm registers.
-    for (const Graph *g : {&cell, &dot_cell, &rows, &conv, &flat, &xv, &pool, &softmax}) {
+    for (const Graph *g : {&cell, &dot_cell, &rows, &conv, &wino, &flat, &xv, &pool, &softmax}) {
         FusedGraph plan = with_default_schedules(plan_fusion(*g, {load_rules("x86")}), avx512);
         const FusedGroup &grp = plan.groups[0];
         const std::string text = compiled_group_text(plan, avx512, true);

@@ -1085,6 +1085,19 @@ json perturb_schedule(const FusedGraph &f, const FusedGroup &grp, const json &de
         p["tile_c_vectors"] = fit && !ncs.empty() ? rng.pick(ncs) : static_cast<int>(rng.uniform(1, 16));
         p["ci_block"] = fit ? rng.pick(cibs) : static_cast<int>(rng.uniform(1, cin));
         if (rng.chance(0.5)) p["input_at"] = rng.pick<std::string>({"root", "task"});
+        // Winograd where it fits (3x3, stride and dilation 1), or direct; fitting, in one pass over
+        // the input channels and register tiles of at most a row's 2x2 tiles.
+        const Shape &w = g.type_of(conv->inputs[1]).shape;
+        const Attributes attrs(conv->attrs);
+        const bool unit = attrs.get_ints("strides", {1, 1}) == std::vector<int64_t>{1, 1} &&
+                          attrs.get_ints("dilations", {1, 1}) == std::vector<int64_t>{1, 1};
+        if (w.size() == 4 && w[2] == 3 && w[3] == 3 && unit && rng.chance(0.5)) {
+            p["algorithm"] = rng.pick<std::string>({"winograd", "direct"});
+        }
+        if (p.value("algorithm", "") == "winograd" && fit) {
+            p["ci_block"] = cin;
+            p["tile_positions"] = static_cast<int>(rng.uniform(1, std::min(6, (tw + 1) / 2)));
+        }
         return p;
     }
     if ((tmpl == "conv_xv" || tmpl == "conv_dw") && out.size() == 1 && p.contains("vector_width")) {
