@@ -8,6 +8,8 @@
 //   WORKLOAD/hfuse_AS_groups       the default plan, each group scheduled by Halide's autoscheduler AS
 //   WORKLOAD/hfuse_AS_whole        the whole model one pipeline, every choice AS's (`--whole`)
 //   WORKLOAD/onednn                convolution workloads: oneDNN as an expert would use it (onednn_net.h)
+//   WORKLOAD/onednn_winograd       those with a 3x3 stride-1 conv: the same, those convs by oneDNN's
+//                                  Winograd (hfuse's default for them too, conv_cv "algorithm")
 //   WORKLOAD/eigen                 RNN/LSTM/MLP cells: Eigen, weights concatenated into one GEMV
 //   peak/fma/threads:N             the measured FMA peak (peak_flops.h)
 //
@@ -258,8 +260,8 @@ ConvLayer conv_layer(const Graph &g, const std::string &conv, const std::string 
 // single output).
 using NetBuilder = std::function<dnnl::memory(DnnlNet &, const Graph &, const dnnl::memory &input)>;
 
-Impl make_onednn(const Workload &w, const NetBuilder &build) {
-    auto net = std::make_shared<DnnlNet>();
+Impl make_onednn(const Workload &w, const NetBuilder &build, bool winograd = false) {
+    auto net = std::make_shared<DnnlNet>(winograd);
     const GraphInput &in = w.graph.inputs.at(0);
     dnnl::memory out = build(*net, w.graph, net->input(dims_of(in.shape), w.input_data.at(in.name).data()));
     net->run();
@@ -425,15 +427,18 @@ struct Spec {
     benchmark::TimeUnit unit;
     const char *peer;  // "onednn" or "eigen"
     std::function<Impl(const Workload &)> make_peer;
+    std::function<Impl(const Workload &)> make_winograd_peer = nullptr;  // "onednn_winograd"
 };
 
 const std::vector<Spec> &specs() {
     auto onednn = [](NetBuilder b) { return [b](const Workload &w) { return make_onednn(w, b); }; };
+    auto wino = [](NetBuilder b) { return [b](const Workload &w) { return make_onednn(w, b, true); }; };
     static const std::vector<Spec> s = {
         {"conv_bn_relu", benchmark::kMillisecond, "onednn", onednn(conv_bn_relu)},
-        {"conv3x3_bn_relu", benchmark::kMillisecond, "onednn", onednn(conv_bn_relu)},
-        {"conv_bias_relu_maxpool", benchmark::kMillisecond, "onednn", onednn(conv_bias_relu_maxpool)},
-        {"resnet_block", benchmark::kMillisecond, "onednn", onednn(resnet_block)},
+        {"conv3x3_bn_relu", benchmark::kMillisecond, "onednn", onednn(conv_bn_relu), wino(conv_bn_relu)},
+        {"conv_bias_relu_maxpool", benchmark::kMillisecond, "onednn", onednn(conv_bias_relu_maxpool),
+         wino(conv_bias_relu_maxpool)},
+        {"resnet_block", benchmark::kMillisecond, "onednn", onednn(resnet_block), wino(resnet_block)},
         {"dwconv_bn_relu", benchmark::kMicrosecond, "onednn", onednn(dwconv_bn_relu)},
         {"rnn_cell", benchmark::kMicrosecond, "eigen", make_eigen_rnn},
         {"lstm_cell", benchmark::kMicrosecond, "eigen", make_eigen_lstm},
@@ -441,9 +446,10 @@ const std::vector<Spec> &specs() {
         // bench/models/ (make_bench_models.py): the inverted residual block, and batch 8.
         {"mobilenet_v2_block", benchmark::kMillisecond, "onednn", onednn(mobilenet_v2_block)},
         {"conv_bn_relu_b8", benchmark::kMillisecond, "onednn", onednn(conv_bn_relu)},
-        {"conv3x3_bn_relu_b8", benchmark::kMillisecond, "onednn", onednn(conv_bn_relu)},
-        {"conv_bias_relu_maxpool_b8", benchmark::kMillisecond, "onednn", onednn(conv_bias_relu_maxpool)},
-        {"resnet_block_b8", benchmark::kMillisecond, "onednn", onednn(resnet_block)},
+        {"conv3x3_bn_relu_b8", benchmark::kMillisecond, "onednn", onednn(conv_bn_relu), wino(conv_bn_relu)},
+        {"conv_bias_relu_maxpool_b8", benchmark::kMillisecond, "onednn", onednn(conv_bias_relu_maxpool),
+         wino(conv_bias_relu_maxpool)},
+        {"resnet_block_b8", benchmark::kMillisecond, "onednn", onednn(resnet_block), wino(resnet_block)},
         {"dwconv_bn_relu_b8", benchmark::kMillisecond, "onednn", onednn(dwconv_bn_relu)},
         {"mobilenet_v2_block_b8", benchmark::kMillisecond, "onednn", onednn(mobilenet_v2_block)},
     };
@@ -482,6 +488,7 @@ void register_benchmarks() {
             impls.emplace_back(suffix, [v = v](const Workload &w) { return make_hfuse(w, v); });
         }
         impls.emplace_back(spec.peer, spec.make_peer);
+        if (spec.make_winograd_peer) impls.emplace_back("onednn_winograd", spec.make_winograd_peer);
         for (const auto &[suffix, make] : impls) {
             const std::string name = std::string(spec.model) + "/" + suffix, model = spec.model;
             auto body = [name, model, make = make](benchmark::State &state) { run_case(state, name, model, make); };

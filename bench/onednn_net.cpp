@@ -9,7 +9,7 @@ using dnnl::memory;
 using dt = memory::data_type;
 using tag = memory::format_tag;
 
-DnnlNet::DnnlNet() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+DnnlNet::DnnlNet(bool winograd) : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_), winograd_(winograd) {}
 
 memory DnnlNet::constant(const memory::desc &desc, const float *data) {
     memory m(desc, engine_);
@@ -50,17 +50,29 @@ memory DnnlNet::conv(const memory &src, const ConvLayer &c, Activation act, cons
         wtag = tag::goihw;
     }
     const memory::dims bias_dims = {c.weights[0]};
-    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                         memory::desc(c.src, dt::f32, tag::any), memory::desc(wdims, dt::f32, tag::any),
-                                         memory::desc(bias_dims, dt::f32, tag::any),
-                                         memory::desc(c.dst, dt::f32, tag::any), c.strides, c.pad_l, c.pad_r);
     dnnl::post_ops ops;
     if (residual) ops.append_sum(1.0f);
     if (act == Activation::Relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
     if (act == Activation::Relu6) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 6.0f);
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
-    dnnl::convolution_forward::primitive_desc pd(desc, attr, engine_);
+    auto make_pd = [&](dnnl::algorithm algorithm) {
+        dnnl::convolution_forward::desc desc(
+            dnnl::prop_kind::forward_inference, algorithm, memory::desc(c.src, dt::f32, tag::any),
+            memory::desc(wdims, dt::f32, tag::any), memory::desc(bias_dims, dt::f32, tag::any),
+            memory::desc(c.dst, dt::f32, tag::any), c.strides, c.pad_l, c.pad_r);
+        return dnnl::convolution_forward::primitive_desc(desc, attr, engine_);
+    };
+    const bool wino_shape =
+        c.groups == 1 && c.weights[2] == 3 && c.weights[3] == 3 && c.strides[0] == 1 && c.strides[1] == 1;
+    dnnl::convolution_forward::primitive_desc pd;
+    if (winograd_ && wino_shape) {
+        try {
+            pd = make_pd(dnnl::algorithm::convolution_winograd);
+        } catch (const dnnl::error &) {  // unimplemented for this shape or machine: direct, as named below
+        }
+    }
+    if (!pd) pd = make_pd(dnnl::algorithm::convolution_direct);
 
     memory weights = in_layout(constant(memory::desc(wdims, dt::f32, wtag), c.w.data()), pd.weights_desc());
     memory bias = in_layout(constant(memory::desc(bias_dims, dt::f32, tag::x), c.b.data()), pd.bias_desc());

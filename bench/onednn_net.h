@@ -27,7 +27,10 @@ enum class Activation { None, Relu, Relu6 };
 
 class DnnlNet {
 public:
-    DnnlNet();
+    // With `winograd`, 3x3 stride-1 convolutions ask for oneDNN's Winograd (algorithm::
+    // convolution_winograd; 2.6 has F(2x2, 3x3) and F(4x4, 3x3) for AVX-512 fp32); others, and shapes
+    // it declines, stay direct. implementations() names what each primitive got.
+    explicit DnnlNet(bool winograd = false);
 
     // The network input: a plain NCHW tensor holding `data`. Primitives reading it in another layout
     // get a copy reordered once, outside run(): the input is the same on every run.
@@ -70,6 +73,7 @@ private:
     // Reordered copies of constants, so the input is reordered once however many primitives read it.
     std::vector<std::pair<dnnl::memory, dnnl::memory>> reordered_;
     std::string impls_;
+    bool winograd_ = false;
 };
 
 }  // namespace hfuse::bench

@@ -87,7 +87,7 @@ WORKLOAD_ORDER += [w + "_b8" for w in WORKLOAD_ORDER[:6]]
 
 
 def impl_rank(impl):
-    if impl in PEERS:
+    if impl in PEERS or impl == "onednn_winograd":
         return (4, impl)
     order = {"hfuse_fused": 0, "hfuse_unfused": 1}
     return (order.get(impl, 2 if impl.endswith("_groups") else 3), impl)
@@ -137,6 +137,9 @@ def table(results, context):
     blocked_io = "hfuse_fused_blocked_io" in hfuse
     if blocked_io:
         head.append("peer / fused_blocked_io time")
+    winograd = any(i == "onednn_winograd" for i in impls)
+    if winograd:
+        head.append("onednn_winograd / fused time")
     head.append("fused JIT compile (slowest group)")
     lines.append("| " + " | ".join(head) + " |")
     lines.append("| --- |" + " ---: |" * (len(head) - 1))
@@ -159,6 +162,9 @@ def table(results, context):
         if blocked_io:
             b = results.get((w, "hfuse_fused_blocked_io"), {})
             row.append(f"{p['ms'] / b['ms']:.2f}x" if "ms" in p and "ms" in b else "")
+        if winograd:
+            o = results.get((w, "onednn_winograd"), {})
+            row.append(f"{o['ms'] / f['ms']:.2f}x" if "ms" in o and "ms" in f else "")
         row.append(f"{f['compile_ms'] / 1e3:.2f} s ({f['group_compile_max_ms'] / 1e3:.2f} s)"
                    if f.get("compile_ms") is not None and f.get("group_compile_max_ms") is not None else "")
         lines.append("| " + " | ".join(row) + " |")
