@@ -17,6 +17,7 @@ using nlohmann::json;
 const std::map<std::string, std::vector<std::string>> kChoices = {
     {"reduction_order", {"kx,ci,ky", "ci,kx,ky", "kx,ky,ci"}},
     {"compute", {"tile", "root"}},
+    {"algorithm", {"direct", "winograd"}},  // conv_cv: present where Winograd is the default
 };
 
 // Integer steps: small values +-1 and x2 / /2 (register tiles, unrolling), large ones x2 / /2 (rows or

@@ -244,6 +244,20 @@ TEST(ExploreVariants, NeighboursChangeOneParameterAndTheComposerAcceptsThem) {
     EXPECT_GT(rejected, 0);
 }
 
+TEST(ExploreVariants, WinogradGroupsTryTheDirectConv) {
+    // 16 -> 16 channels at 16x16: Winograd by default, and the direct conv one neighbour away.
+    const Halide::Target host = Halide::get_host_target();
+    Graph g = simplify(load(tiny_model(16, 16, 16)));
+    FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("x86")}), host);
+    ASSERT_EQ(plan.groups[0].schedule.value("algorithm", ""), "winograd");
+    explore::VariantChecker checker(g, host);
+    bool direct = false;
+    for (const explore::ScheduleVariant &var : explore::schedule_neighbours(plan, checker, host, 3)) {
+        direct = direct || var.plan.groups[0].schedule.value("algorithm", "") == "direct";
+    }
+    EXPECT_TRUE(direct);
+}
+
 TEST(ExploreResults, CsvQuotesAndThePlotMarksTheBest) {
     explore::Evaluation ok, bad;
     ok.candidate.plan = {{"groups", {{{"name", "g0"}, {"nodes", {"conv", "relu"}}}}}};
