@@ -377,6 +377,22 @@ Expr linear_combination(const std::vector<std::pair<float, Expr>> &terms) {
     return sum.defined() ? sum : Expr(0.0f);
 }
 
+// sum over j of rows[j] * (sum over i of columns[i] * at(i, j)), i and j in [0, n): entry (a, b) of
+// L D R^T, with rows = row a of L, columns = row b of R and D(j, i) = at(i, j) (i along x, j along
+// y), as adds and subtracts where the coefficients are +-1.
+Expr bilinear_form(const float *rows, const float *columns, int n, const std::function<Expr(int i, int j)> &at) {
+    std::vector<std::pair<float, Expr>> outer;
+    for (int j = 0; j < n; j++) {
+        if (rows[j] == 0.0f) continue;
+        std::vector<std::pair<float, Expr>> inner;
+        for (int i = 0; i < n; i++) {
+            if (columns[i] != 0.0f) inner.push_back({columns[i], at(i, j)});
+        }
+        outer.push_back({rows[j], linear_combination(inner)});
+    }
+    return linear_combination(outer);
+}
+
 // Winograd F(2x2, 3x3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016):
 // a 2x2 output tile from a 4x4 input tile with 16 products per input channel, not 36.
 constexpr float kWinogradBt[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
@@ -440,17 +456,9 @@ Lowered lower_winograd_conv(const LowerContext &ctx, const ConvShape &c) {
     std::vector<Expr> transformed;  // per e = 4 * a + b: row a of B^T, column b of B
     for (int a = 0; a < 4; a++) {
         for (int b = 0; b < 4; b++) {
-            std::vector<std::pair<float, Expr>> rows;
-            for (int j = 0; j < 4; j++) {
-                if (kWinogradBt[a][j] == 0.0f) continue;
-                std::vector<std::pair<float, Expr>> row;
-                for (int i = 0; i < 4; i++) {
-                    if (kWinogradBt[b][i] == 0.0f) continue;
-                    row.push_back({kWinogradBt[b][i], read(ci, 2 * tx - pad_x + i, 2 * ty - pad_y + j, n)});
-                }
-                rows.push_back({kWinogradBt[a][j], linear_combination(row)});
-            }
-            transformed.push_back(linear_combination(rows));
+            transformed.push_back(bilinear_form(kWinogradBt[a], kWinogradBt[b], 4, [&](int i, int j) {
+                return read(ci, 2 * tx - pad_x + i, 2 * ty - pad_y + j, n);
+            }));
         }
     }
     Expr v_value = transformed[15];
@@ -464,17 +472,11 @@ Lowered lower_winograd_conv(const LowerContext &ctx, const ConvShape &c) {
     m(cv, t, e, cb, n) += u(cv, cb, r, e) * v(r, t, e, n);
 
     const Expr tile = y / 2 * tiles_x + x / 2;
-    std::vector<Expr> outputs;  // per (y % 2) * 2 + x % 2
+    std::vector<Expr> outputs;  // per (y % 2) * 2 + x % 2: row y % 2 of A^T, column x % 2 of A
     for (int p = 0; p < 2; p++) {
         for (int q = 0; q < 2; q++) {
-            std::vector<std::pair<float, Expr>> rows;
-            for (int a = 0; a < 4; a++) {
-                if (kWinogradAt[p][a] == 0.0f) continue;
-                std::vector<std::pair<float, Expr>> row;
-                for (int b = 0; b < 4; b++) row.push_back({kWinogradAt[q][b], m(cv, tile, 4 * a + b, cb, n)});
-                rows.push_back({kWinogradAt[p][a], linear_combination(row)});
-            }
-            outputs.push_back(linear_combination(rows));
+            outputs.push_back(bilinear_form(kWinogradAt[p], kWinogradAt[q], 4,
+                                            [&](int b, int a) { return m(cv, tile, 4 * a + b, cb, n); }));
         }
     }
     const Expr even_x = x % 2 == 0;
