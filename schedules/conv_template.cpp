@@ -331,8 +331,7 @@ bool winograd_fits(const ConvGroupShape &s) {
            s.dilation_x == 1 && s.dilation_y == 1;
 }
 
-void schedule_winograd_stages(Func tile, Var task, const WinogradFuncs &wino, const ConvGroupShape &s, int np, int nc,
-                              int vw, int input_block);
+void schedule_winograd_stages(Func tile, Var task, const WinogradFuncs &wino, int np, int nc, int vw, int input_block);
 void schedule_cv_input(Func reader, Func tile, Var task, Func padded, const ConvGroupShape &s, const nlohmann::json &p,
                        int vw, int input_block, bool per_task);
 
@@ -439,7 +438,7 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     }
 
     if (winograd) {
-        schedule_winograd_stages(tile, task, wino, s, np, nc, vw, input_block);
+        schedule_winograd_stages(tile, task, wino, np, nc, vw, input_block);
         schedule_cv_input(wino.input, tile, task, padded, s, p, vw, input_block, per_task);
         return;
     }
@@ -582,8 +581,7 @@ void schedule_cv_input(Func reader, Func tile, Var task, Func padded, const Conv
 // 5, 2 threads, prototype against the direct conv_cv (blocked I/O): 3x3 64->64 at 56x56 0.62 -> 0.28
 // ms (1 or 2 tile rows a task alike; tiles of 4 x 4 vectors 0.283, 5 x 4 0.309, 6 x 4 0.347); at
 // 128x128 3.1 -> 1.64 ms; oneDNN's Winograd (jit_fp32_wino_2x3 / jit_wino_4x3) 0.29 and 1.53 ms.
-void schedule_winograd_stages(Func tile, Var task, const WinogradFuncs &wino, const ConvGroupShape &, int np, int nc,
-                              int vw, int input_block) {
+void schedule_winograd_stages(Func tile, Var task, const WinogradFuncs &wino, int np, int nc, int vw, int input_block) {
     const auto inwards = Halide::TailStrategy::ShiftInwards;
     Func out = wino.output, product = wino.product, input = wino.input;
     {
