@@ -621,9 +621,8 @@ BlockedExchange blocked_exchange(const Graph &g, const FusedGroup &grp, const Ha
     e.reach_y = static_cast<int>(geo.reach(0));
     e.reach_x = static_cast<int>(geo.reach(1));
     if (winograd) {
-        // Its 2x2 tiles rounded up past an odd output read a row or column further.
-        e.reach_y += static_cast<int>(geo.output[0] % 2);
-        e.reach_x += static_cast<int>(geo.output[1] % 2);
+        e.reach_y += static_cast<int>(ops::winograd_overreach(geo, 0));
+        e.reach_x += static_cast<int>(ops::winograd_overreach(geo, 1));
     }
     if (a.conv_root || params.contains("compute")) return e;
     e.output = a.tile_value;

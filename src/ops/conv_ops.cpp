@@ -52,6 +52,10 @@ int64_t WindowGeometry::reach(int i) const {
     return std::max<int64_t>({pads_begin[i], last_window_end - input[i], 0});
 }
 
+int64_t winograd_overreach(const WindowGeometry &g, int i) {
+    return g.output[i] % 2;
+}
+
 int window_spatial_rank(const TensorType &x) {
     if (x.rank() != 3 && x.rank() != 4) {
         fail_field("input 0 (X)",
@@ -449,7 +453,8 @@ Lowered lower_winograd_conv(const LowerContext &ctx, const ConvShape &c) {
     const int tiles_x = (wo + 1) / 2, tiles_y = (ho + 1) / 2;
     const int pad_x = static_cast<int>(c.g.pads_begin[1]), pad_y = static_cast<int>(c.g.pads_begin[0]);
     Func input_copy;
-    const ConvInputReader read = conv_input_reader(ctx, c, wo % 2, ho % 2, input_copy);
+    const ConvInputReader read = conv_input_reader(ctx, c, static_cast<int>(winograd_overreach(c.g, 1)),
+                                                   static_cast<int>(winograd_overreach(c.g, 0)), input_copy);
 
     Var ci("ci"), t("t"), e("e"), cv("cv"), cb("cb"), x("x"), y("y"), n("n");
     const Expr tx = t % tiles_x, ty = Halide::min(t / tiles_x, tiles_y - 1);

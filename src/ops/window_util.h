@@ -30,6 +30,11 @@ struct WindowGeometry {
     int64_t reach(int i) const;
 };
 
+// How much further than g.reach(i) a Winograd F(2x2, 3x3) conv (conv_cv's "algorithm") reads: its
+// 2x2 output tiles rounded up past an odd output take one more row or column of input. The lowering
+// reads that far; a producer storing the input blocked leaves a halo that wide.
+int64_t winograd_overreach(const WindowGeometry &g, int i);
+
 // Checks that input 0 (X) is N x C x L or N x C x H x W; returns the number of spatial dims.
 int window_spatial_rank(const TensorType &x);
 
