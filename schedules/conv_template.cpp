@@ -1,9 +1,11 @@
 #include "schedules/conv_template.h"
 
 #include "hfuse/error.h"
+#include "ops/window_util.h"
 #include "schedules/schedule_params.h"
 
 #include <algorithm>
+#include <numeric>
 
 namespace hfuse::schedules {
 namespace {
@@ -331,9 +333,10 @@ bool winograd_fits(const ConvGroupShape &s) {
            s.dilation_x == 1 && s.dilation_y == 1;
 }
 
-void schedule_winograd_stages(Func tile, Var task, const WinogradFuncs &wino, int np, int nc, int vw, int input_block);
-void schedule_cv_input(Func reader, Func tile, Var task, Func padded, const ConvGroupShape &s, const nlohmann::json &p,
-                       int vw, int input_block, bool per_task);
+void schedule_winograd_stages(Func tile, Var task, const WinogradFuncs &wino, int m, int np, int nc, int vw,
+                              int input_block);
+void schedule_cv_input(Func reader, Func tile, Var task, Func padded, const ConvGroupShape &s, int wino_m, int vw,
+                       int input_block, bool per_task);
 
 // conv_cv: the conv lowered channel-blocked (`blocked`, (cv, p, cb, n): output channel cb * vw + cv at
 // the flattened output position p = y * W + x), output channels in vector lanes, the input broadcast.
@@ -358,7 +361,8 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     // Where the padded input copy is made: at root, in one parallel pass, or per task, the rows the
     // task reads (its block's and the window's reach past it, made again by the neighbouring task).
     const bool per_task = p.contains("input_at") && param_choice(p, "input_at", {"root", "task"}) == "task";
-    const bool winograd = conv_cv_winograd(p);
+    const int wino_m = conv_cv_winograd_tile(p);  // 0: the direct conv
+    const bool winograd = wino_m > 0;
     if (s.group != 1) fail_field("schedule.template", "conv_cv needs a 2-D conv with one group");
     if (!s.constant_weights) fail_field("schedule.template", "conv_cv needs constant weights");
     if (winograd) {
@@ -366,9 +370,10 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
             fail_field("schedule.algorithm", "winograd needs a 3x3 conv with stride 1 and dilation 1");
         if (!wino.input.defined() || !wino.product.defined())
             throw Error("internal: conv_cv's winograd needs the conv lowered in that form (compose::op_lowerings)");
-        // Register tiles of 2x2 output tiles; one pass: the transformed input of a task's tiles is
+        // Register tiles of m x m output tiles; one pass: the transformed input of a task's tiles is
         // made once.
-        if (np > (s.output[3] + 1) / 2) fail_field("schedule.tile_positions", "exceeds a row's Winograd tiles");
+        if (np > (s.output[3] + wino_m - 1) / wino_m)
+            fail_field("schedule.tile_positions", "exceeds a row's Winograd tiles");
         if (ci_block != cin) fail_field("schedule.ci_block", "winograd reduces over the input channels in one pass");
     } else if (np > rows * tw) {
         fail_field("schedule.tile_positions", "exceeds a block's positions");
@@ -438,8 +443,8 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     }
 
     if (winograd) {
-        schedule_winograd_stages(tile, task, wino, np, nc, vw, input_block);
-        schedule_cv_input(wino.input, tile, task, padded, s, p, vw, input_block, per_task);
+        schedule_winograd_stages(tile, task, wino, wino_m, np, nc, vw, input_block);
+        schedule_cv_input(wino.input, tile, task, padded, s, wino_m, vw, input_block, per_task);
         return;
     }
     const Var bv = blocked.args()[0], bp = blocked.args()[1], bc = blocked.args()[2];
@@ -500,16 +505,20 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     update_order.insert(update_order.end(), {r[1], r[2]});
     if (!one_pass) update_order.insert(update_order.end(), {po, cbo, rco});
     u.reorder(update_order).vectorize(bv, vw).unroll(ti).unroll(tci);
-    schedule_cv_input(blocked, tile, task, padded, s, p, vw, input_block, per_task);
+    schedule_cv_input(blocked, tile, task, padded, s, 0, vw, input_block, per_task);
 }
 
-// conv_cv's input copy (`padded`, undefined if none), read by `reader`: at root or per task.
-void schedule_cv_input(Func reader, Func tile, Var task, Func padded, const ConvGroupShape &s, const nlohmann::json &p,
-                       int vw, int input_block, bool per_task) {
+// conv_cv's input copy (`padded`, undefined if none), read by `reader` (the direct conv, or Winograd
+// F(wino_m x wino_m, 3x3)'s input transform): at root or per task.
+void schedule_cv_input(Func reader, Func tile, Var task, Func padded, const ConvGroupShape &s, int wino_m, int vw,
+                       int input_block, bool per_task) {
     if (!padded.defined()) return;
-    // The padded input's plane: what the windows read of it, halo included.
-    const int64_t plane_x = (s.output[3] - 1) * s.stride_x + (s.weight[3] - 1) * s.dilation_x + 1;
-    const int64_t plane_y = (s.output[2] - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
+    // The padded input's plane: what the windows read of it, halo included (and Winograd's tiles
+    // rounded up).
+    const int64_t over_x = wino_m > 0 ? ops::winograd_overreach(s.output[3], wino_m) : 0;
+    const int64_t over_y = wino_m > 0 ? ops::winograd_overreach(s.output[2], wino_m) : 0;
+    const int64_t plane_x = (s.output[3] - 1) * s.stride_x + (s.weight[3] - 1) * s.dilation_x + 1 + over_x;
+    const int64_t plane_y = (s.output[2] - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1 + over_y;
     Func in;
     Var in_y;
     if (input_block > 0) {
@@ -571,27 +580,29 @@ void schedule_cv_input(Func reader, Func tile, Var task, Func padded, const Conv
     if (plane_x * plane_y % 128 == 0 && plane_y > s.input[2]) in.bound_extent(in_y, static_cast<int>(plane_y + 1));
 }
 
-// conv_cv's Winograd stages per task (see lower_winograd_conv in src/ops/conv_ops.cpp): the task's
-// input tiles transformed (a vector of input channels per tile and e, the 16 unrolled), their
-// products with the transformed weights per e by register tiles of np tiles x nc channel vectors
-// (accumulators in registers, stored once into the task's buffer, the wrapper; e outermost, so the
-// weights of one e, 16 KB for 64 -> 64, stay in L1 while the task's tiles stream by), and the output
-// transform over 2x2 blocks of (x, y) aligned to the tiles (the parities, which pick the output of
-// the 2x2, constants), a vector of output channels at a time, which T's epilogue reads. AVX-512, Zen
+// conv_cv's Winograd F(m x m, 3x3) stages per task (see lower_winograd_conv in src/ops/conv_ops.cpp):
+// the task's input tiles transformed (a vector of input channels per tile and e, the (m + 2)^2
+// unrolled), their products with the transformed weights per e by register tiles of np tiles x nc
+// channel vectors (accumulators in registers, stored once into the task's buffer, the wrapper; e
+// outermost, so the weights of one e, 16 KB for 64 -> 64, stay in L1 while the task's tiles stream
+// by), and the output transform over m x m blocks of (x, y) aligned to the tiles (x % m and y % m,
+// which pick the output of the m x m, constants), a vector of output channels at a time, which T's
+// epilogue reads. F(2x2, 3x3), AVX-512, Zen
 // 5, 2 threads, prototype against the direct conv_cv (blocked I/O): 3x3 64->64 at 56x56 0.62 -> 0.28
 // ms (1 or 2 tile rows a task alike; tiles of 4 x 4 vectors 0.283, 5 x 4 0.309, 6 x 4 0.347); at
 // 128x128 3.1 -> 1.64 ms; oneDNN's Winograd (jit_fp32_wino_2x3 / jit_wino_4x3) 0.29 and 1.53 ms.
-void schedule_winograd_stages(Func tile, Var task, const WinogradFuncs &wino, int np, int nc, int vw, int input_block) {
+void schedule_winograd_stages(Func tile, Var task, const WinogradFuncs &wino, int m, int np, int nc, int vw,
+                              int input_block) {
     const auto inwards = Halide::TailStrategy::ShiftInwards;
     Func out = wino.output, product = wino.product, input = wino.input;
     {
         const std::vector<Var> a = out.args();  // (cv, x, y, cb, n)
         Var xo("xo"), xi("xi"), yo("yo"), yi("yi");
         out.compute_at(tile, task)
-            .align_bounds(a[1], 2)
-            .align_bounds(a[2], 2)
-            .split(a[1], xo, xi, 2, Halide::TailStrategy::RoundUp)
-            .split(a[2], yo, yi, 2, Halide::TailStrategy::RoundUp)
+            .align_bounds(a[1], m)
+            .align_bounds(a[2], m)
+            .split(a[1], xo, xi, m, Halide::TailStrategy::RoundUp)
+            .split(a[2], yo, yi, m, Halide::TailStrategy::RoundUp)
             .reorder(a[0], xi, yi, xo, yo, a[3], a[4])
             .vectorize(a[0], vw)
             .unroll(xi)
@@ -624,40 +635,50 @@ void schedule_winograd_stages(Func tile, Var task, const WinogradFuncs &wino, in
     }
 }
 
-// Where conv_cv's Winograd F(2x2, 3x3) is the default: a 3x3 conv at stride 1 with constant
-// weights, at least 16 channels each way and planes of at least 14x14. AVX-512, Zen 5, 2 threads,
-// relu epilogue, planar I/O, 3 alternations, minima, direct -> Winograd: 64->64 at 56x56 0.58 ->
-// 0.36 ms, 128->128 at 28x28 0.58 -> 0.41, 32->32 at 112x112 0.63 -> 0.47, 16->16 at 56x56 0.066 ->
-// 0.055, 256->256 at 14x14 0.59 -> 0.56; 512->512 at 7x7 0.60 -> 0.91: 16 tiles, each of its 16 MB
-// of transformed weights (16 floats per pair of channels, the direct conv's 9) read for 16 tiles.
+// Where conv_cv's Winograd is the default: a 3x3 conv at stride 1 with constant weights, at least
+// 16 channels each way and planes of at least 14x14. AVX-512, Zen 5, 2 threads, relu epilogue,
+// planar I/O, 3 alternations, minima, direct -> F(2x2, 3x3): 64->64 at 56x56 0.58 -> 0.36 ms,
+// 128->128 at 28x28 0.58 -> 0.41, 32->32 at 112x112 0.63 -> 0.47, 16->16 at 56x56 0.066 -> 0.055,
+// 256->256 at 14x14 0.59 -> 0.56; 512->512 at 7x7 0.60 -> 0.91: 16 tiles, each of its 16 MB of
+// transformed weights (16 floats per pair of channels, the direct conv's 9) read for 16 tiles (F(4x4,
+// 3x3): 1.6 ms, 36 floats for 4 tiles).
 bool winograd_wins(const ConvGroupShape &s) {
     return winograd_fits(s) && s.constant_weights && s.input[1] >= 16 && s.output[1] >= 16 && s.output[2] >= 14 &&
            s.output[3] >= 14;
 }
 
-// Winograd's parameters over conv_cv's direct defaults `p`: register tiles of 4 tiles x 4 channel
-// vectors with 32 registers (16 accumulators, 4 weight vectors, a broadcast), 3 x 4 with 16 as the
-// direct conv's; the input copy channel-blocked (the input transform's vector loads); tasks
-// of an even number of conv rows (whole tiles) whose transformed input and products, 16 floats per
-// tile and channel each, stay within 512 KB (L2).
-void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetTraits &tt) {
-    const int64_t cin = s.input[1], tiles_x = (s.output[3] + 1) / 2;
+// Winograd's parameters over conv_cv's direct defaults `p`, F(m x m, 3x3): register tiles of 4
+// tiles x 4 channel vectors with 32 registers (16 accumulators, 4 weight vectors, a broadcast; 5 or
+// 6 tiles, or 3, were slower at m = 4 too), 3 x 4 with 16 as the direct conv's; the input copy
+// channel-blocked (the input transform's vector loads); tasks of whole tile rows (m conv rows) whose
+// transformed input and products, (m + 2)^2 floats per tile and channel each, stay within 512 KB (L2)
+// where one tile row does.
+// m = 4 is the default: 4x fewer products than the direct conv to m = 2's 2.25x, for transforms of
+// 6x6 tiles with small integer coefficients and rounding errors about 4x larger (relative 4e-6 to
+// 1e-5 of the output's scale here, 1e-6 at m = 2). Zen 5, 2 threads, relu epilogue, medians of 3-5
+// alternations, m = 2 -> 4: 64->64 at 128x128 2.11 -> 1.66 ms, at 56x56 0.390 -> 0.309; 128->128 at
+// 28x28 0.466 -> 0.366; 256->256 at 14x14 (16 rows computed for 14) 0.683 -> 0.578; 32->32 at
+// 112x112 0.493 -> 0.467; 16->16 at 56x56 0.055 -> 0.056. Compile time 0.96 -> 1.62 s for the first
+// (LLVM on the unrolled 6x6 transforms).
+void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetTraits &tt, int m) {
+    const int64_t cin = s.input[1], tiles_x = (s.output[3] + m - 1) / m, points = (m + 2) * (m + 2);
     const int64_t channel_block = p["channel_block"].get<int64_t>();
     p["algorithm"] = "winograd";
+    p["winograd_tile"] = m;
     p["tile_positions"] = std::min<int64_t>(tt.vector_registers >= 32 ? 4 : 3, tiles_x);
     p["ci_block"] = cin;
     // Blocks of 8 (vectors of 8 for the input transform) rather than 16: as fast (AVX-512, Zen 5,
     // conv_bias_relu_maxpool 0.339 -> 0.325 ms, 3x3 64->64 at 128x128 1.98 -> 1.91, medians) and half
     // the compile time (2.4 -> 1.0 s for the former: LLVM on the 16 x 16 transposes from the planes).
     p["input_block"] = cin % 8 == 0 ? 8 : (cin % 4 == 0 ? 4 : 0);
-    const int64_t bytes_per_tile_row = tiles_x * 16 * (cin + channel_block) * 4;
+    const int64_t bytes_per_tile_row = tiles_x * points * (cin + channel_block) * 4;
     // Rows of T (the conv's, or a stride-2 pool's after it): the direct defaults' rounded up to whole
-    // tile rows (a task of one conv row would compute two), then fewer while over the budget.
+    // tile rows (a task of one conv row would compute m), then fewer while over the budget.
     const int64_t stride = s.tile_stride_y, hout = s.tile_output[2];
-    const int64_t step = stride % 2 == 0 ? 1 : 2;  // T rows per whole tile row
+    const int64_t step = m / std::gcd<int64_t>(m, stride);  // T rows per whole tile row
     int64_t rows = p["block_rows"].get<int64_t>();
     rows = std::min<int64_t>((rows + step - 1) / step * step, std::max<int64_t>(hout, 1));
-    while (rows > step && (rows * stride + 1) / 2 * bytes_per_tile_row > 512 * 1024) rows -= step;
+    while (rows > step && (rows * stride + m - 1) / m * bytes_per_tile_row > 512 * 1024) rows -= step;
     p["block_rows"] = rows;
 }
 
@@ -722,7 +743,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     const int64_t conv_rows = rows * s.tile_stride_y;
     const int64_t in_rows = (conv_rows - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
     if (input_block > 0 && channel_tasks * in_rows <= 3 * conv_rows * s.stride_y) p["input_at"] = "task";
-    if (winograd_wins(s)) winograd_defaults(p, s, tt);
+    if (winograd_wins(s)) winograd_defaults(p, s, tt, 4);
     return p;
 }
 
@@ -959,6 +980,17 @@ bool conv_cv_winograd(const nlohmann::json &params) {
     return params.contains("algorithm") && param_choice(params, "algorithm", {"direct", "winograd"}) == "winograd";
 }
 
+int conv_cv_winograd_tile(const nlohmann::json &params) {
+    if (!conv_cv_winograd(params)) {
+        if (params.contains("winograd_tile")) fail_field("schedule.winograd_tile", "needs \"algorithm\": \"winograd\"");
+        return 0;
+    }
+    if (!params.contains("winograd_tile")) return 2;
+    const int m = param_int(params, "winograd_tile", 2, 4);
+    if (m != 2 && m != 4) fail_field("schedule.winograd_tile", "expected 2 or 4, got " + std::to_string(m));
+    return m;
+}
+
 void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &per_tile, const ConvGroupShape &s,
                    const nlohmann::json &p, const Halide::Target &target, Func producer,
                    const std::map<std::string, Func> &parts) {
@@ -975,8 +1007,8 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
     } else if (tmpl == "conv_flat") {
         check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_c", "block_rows", "channel_block", "compute"});
     } else if (tmpl == "conv_cv") {
-        check_param_keys(p, {"algorithm", "vector_width", "tile_positions", "tile_c_vectors", "block_rows",
-                             "channel_block", "ci_block", "input_block", "input_at", "compute"});
+        check_param_keys(p, {"algorithm", "winograd_tile", "vector_width", "tile_positions", "tile_c_vectors",
+                             "block_rows", "channel_block", "ci_block", "input_block", "input_at", "compute"});
     }
     const int vw = vector_width_param(p, target, true);
     if (tmpl == "conv_xv") {

@@ -74,7 +74,11 @@ void schedule_conv(Halide::Func tile, Halide::Func conv, Halide::Func padded_inp
 // conv_cv's "input_block" (0..64; 0, planar, when absent), as its lowering and its template read it.
 int conv_cv_input_block(const nlohmann::json &params);
 
-// Whether conv_cv's "algorithm" is "winograd" (F(2x2, 3x3)) rather than "direct" (the default).
+// Whether conv_cv's "algorithm" is "winograd" rather than "direct" (the default).
 bool conv_cv_winograd(const nlohmann::json &params);
+
+// conv_cv's Winograd output tile m, F(m x m, 3x3): "winograd_tile", 2 (the default) or 4; 0 for the
+// direct conv.
+int conv_cv_winograd_tile(const nlohmann::json &params);
 
 }  // namespace hfuse::schedules

@@ -59,15 +59,16 @@ struct ConvLowering {
         // `tile_blocks` blocks; the output (with the bias) a view of it. With `input_block`, the
         // conv reads its (padded) input through parts["padded_input"], a copy of it channel-blocked
         // as (input_block, W, H, C / input_block, N): consecutive input channels adjacent. With
-        // `winograd` (a 3x3 conv, stride and dilation 1): Winograd F(2x2, 3x3) instead, its parts
-        // "wino_input", "wino_product" and "wino_output" (see lower_winograd_conv in conv_ops.cpp).
+        // `winograd_tile` m > 0 (a 3x3 conv, stride and dilation 1): Winograd F(m x m, 3x3)
+        // instead, its parts "wino_input", "wino_product" and "wino_output" (see
+        // lower_winograd_conv in conv_ops.cpp).
         ChannelBlocked,
     };
     Form form = Form::Direct;
     int lanes = 0;          // ChannelBlocked: output channels per block (one vector)
     int tile_blocks = 0;    // ChannelBlocked: blocks per register tile
     int input_block = 0;    // ChannelBlocked: input channels per block of the input copy; 0: planar
-    bool winograd = false;  // ChannelBlocked: Winograd F(2x2, 3x3) rather than direct
+    int winograd_tile = 0;  // ChannelBlocked: Winograd F(m x m, 3x3) for m = 2 or 4 rather than direct (0)
 };
 
 // How a Gemm packs a constant B stored [N, K] (transB=1) for the template that will place it

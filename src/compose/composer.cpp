@@ -573,7 +573,7 @@ OpLowerings op_lowerings(const Graph &g, const FusedGroup &grp, const Halide::Ta
             l.lanes = schedules::vector_width_param(params, target, true);
             l.tile_blocks = schedules::param_int(params, "tile_c_vectors", 1, 16);
             l.input_block = schedules::conv_cv_input_block(params);
-            l.winograd = schedules::conv_cv_winograd(params);
+            l.winograd_tile = schedules::conv_cv_winograd_tile(params);
             forms.conv[grp.master] = l;
         } else if (tmpl == "gemm_nv") {
             // A constant B packed in panels of the register tile's columns, for every product the
@@ -604,12 +604,12 @@ BlockedExchange blocked_exchange(const Graph &g, const FusedGroup &grp, const Ha
     const Node &conv = *a.master;
     const Shape &in = g.type_of(conv.inputs[0]).shape;
     ops::WindowGeometry geo;
-    bool winograd = false;
+    int winograd_tile = 0;
     try {
         e.vector_width = schedules::vector_width_param(params, target, true);
         e.channel_block = schedules::param_int(params, "channel_block", 1, std::numeric_limits<int>::max());
         e.input_block = schedules::conv_cv_input_block(params);
-        winograd = schedules::conv_cv_winograd(params);
+        winograd_tile = schedules::conv_cv_winograd_tile(params);
         const Attributes attrs(conv.attrs);
         const Shape &w = g.type_of(conv.inputs[1]).shape;
         geo = ops::resolve_window(attrs, Shape(in.begin() + 2, in.end()), std::vector<int64_t>(w.begin() + 2, w.end()),
@@ -620,9 +620,9 @@ BlockedExchange blocked_exchange(const Graph &g, const FusedGroup &grp, const Ha
     e.conv = conv.name;
     e.reach_y = static_cast<int>(geo.reach(0));
     e.reach_x = static_cast<int>(geo.reach(1));
-    if (winograd) {
-        e.reach_y += static_cast<int>(ops::winograd_overreach(geo, 0));
-        e.reach_x += static_cast<int>(ops::winograd_overreach(geo, 1));
+    if (winograd_tile > 0) {
+        e.reach_y += static_cast<int>(ops::winograd_overreach(geo.output[0], winograd_tile));
+        e.reach_x += static_cast<int>(ops::winograd_overreach(geo.output[1], winograd_tile));
     }
     if (a.conv_root || params.contains("compute")) return e;
     e.output = a.tile_value;

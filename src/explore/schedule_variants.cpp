@@ -25,6 +25,7 @@ const std::map<std::string, std::vector<std::string>> kChoices = {
 // to the checker.
 std::vector<int64_t> integer_steps(const std::string &key, int64_t v) {
     if (key == "unroll_window") return {1 - v};
+    if (key == "winograd_tile") return {v == 2 ? 4 : 2};  // F(2x2, 3x3) <-> F(4x4, 3x3)
     if (key == "input_block") return v > 0 ? std::vector<int64_t>{0, v / 2, v * 2} : std::vector<int64_t>{4, 8};
     std::set<int64_t> s = {v * 2, v / 2};
     if (v <= 8) {
@@ -109,6 +110,7 @@ std::vector<ScheduleVariant> schedule_neighbours(const FusedGraph &plan, const V
                 json &s = var.plan.groups[gi].schedule;
                 s[key] = v;
                 s.erase("why");
+                if (key == "algorithm" && v == "direct") s.erase("winograd_tile");  // Winograd's alone
                 if (!fits_registers(s, target)) continue;
                 if (!checker.check(var.plan, grp.name).empty()) continue;
                 out.push_back(std::move(var));

@@ -52,8 +52,8 @@ int64_t WindowGeometry::reach(int i) const {
     return std::max<int64_t>({pads_begin[i], last_window_end - input[i], 0});
 }
 
-int64_t winograd_overreach(const WindowGeometry &g, int i) {
-    return g.output[i] % 2;
+int64_t winograd_overreach(int64_t output, int m) {
+    return (m - output % m) % m;
 }
 
 int window_spatial_rank(const TensorType &x) {
@@ -397,23 +397,64 @@ Expr bilinear_form(const float *rows, const float *columns, int n, const std::fu
     return linear_combination(outer);
 }
 
-// Winograd F(2x2, 3x3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016):
-// a 2x2 output tile from a 4x4 input tile with 16 products per input channel, not 36.
-constexpr float kWinogradBt[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
-constexpr float kWinogradG[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
-constexpr float kWinogradAt[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+// Winograd F(m x m, 3x3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016):
+// an m x m output tile from an n x n input tile, n = m + 2, with n * n products per input channel
+// where the direct conv makes 9 * m * m: B^T (n x n) transforms the input tile, G (n x 3) the
+// weights, A^T (m x n) the products back. m = 2 (points 0, 1, -1): 2.25x fewer products, the
+// transforms adds and subtracts; m = 4 (points 0, 1, -1, 2, -2): 4x fewer, its transforms with
+// small integer coefficients and rounding errors a few times larger.
+struct WinogradMatrices {
+    int m;
+    const float *bt, *g, *at;  // row-major: n x n, n x 3, m x n
+    int n() const { return m + 2; }
+};
+// clang-format off
+constexpr float kWinograd2Bt[4 * 4] = {1,  0, -1,  0,
+                                       0,  1,  1,  0,
+                                       0, -1,  1,  0,
+                                       0,  1,  0, -1};
+constexpr float kWinograd2G[4 * 3] = {1,     0,    0,
+                                      0.5f,  0.5f, 0.5f,
+                                      0.5f, -0.5f, 0.5f,
+                                      0,     0,    1};
+constexpr float kWinograd2At[2 * 4] = {1, 1,  1,  0,
+                                       0, 1, -1, -1};
+constexpr float kWinograd4Bt[6 * 6] = {4,  0, -5,  0, 1, 0,
+                                       0, -4, -4,  1, 1, 0,
+                                       0,  4, -4, -1, 1, 0,
+                                       0, -2, -1,  2, 1, 0,
+                                       0,  2, -1, -2, 1, 0,
+                                       0,  4,  0, -5, 0, 1};
+constexpr float kWinograd4G[6 * 3] = { 1.0f / 4,   0,          0,
+                                      -1.0f / 6,  -1.0f / 6,  -1.0f / 6,
+                                      -1.0f / 6,   1.0f / 6,  -1.0f / 6,
+                                       1.0f / 24,  1.0f / 12,  1.0f / 6,
+                                       1.0f / 24, -1.0f / 12,  1.0f / 6,
+                                       0,          0,          1};
+constexpr float kWinograd4At[4 * 6] = {1, 1,  1, 1,  1, 0,
+                                       0, 1, -1, 2, -2, 0,
+                                       0, 1,  1, 4,  4, 0,
+                                       0, 1, -1, 8, -8, 1};
+// clang-format on
 
-// conv_cv's Winograd form (a 3x3 conv, stride and dilation 1, one group, constant weights):
+WinogradMatrices winograd_matrices(int m) {
+    if (m == 2) return {2, kWinograd2Bt, kWinograd2G, kWinograd2At};
+    if (m == 4) return {4, kWinograd4Bt, kWinograd4G, kWinograd4At};
+    throw Error("internal: Winograd F(m x m, 3x3) for m = 2 or 4, not " + std::to_string(m));
+}
+
+// conv_cv's Winograd form (a 3x3 conv, stride and dilation 1, one group, constant weights), F(m x m,
+// 3x3) with n = m + 2:
 //  - wino_input(ci, t, e, n): the input tile of tile t (flattened, t = ty * TX + tx over the
-//    ceil(W/2) x ceil(H/2) output tiles; past the last, in the last row) transformed, B^T d B, at
-//    e = 4 * row + column of the 4x4;
+//    ceil(W/m) x ceil(H/m) output tiles; past the last, in the last row) transformed, B^T d B, at
+//    e = n * row + column of the n x n;
 //  - wino_product(cv, t, e, cb, n): per e, the product with the transformed weights U = G g G^T
 //    (packed here, once, as (cv, cb, ci, e): output channel cb * lanes + cv, zero past the last),
 //    a reduction over the input channels as conv_cv's direct one is over channels and taps;
-//  - wino_output(cv, x, y, cb, n): A^T M A, the output at (x, y) from its tile's 16 products
-//    (which of the 2x2 by the parities of x and y: a schedule aligns x and y to 2 and unrolls);
-// the conv's output (with the bias) a view of wino_output. A tile rounded up past an odd output
-// reads a column or row past the windows' reach: zero.
+//  - wino_output(cv, x, y, cb, n): A^T M A, the output at (x, y) from its tile's n * n products
+//    (which of the m x m by x % m and y % m: a schedule aligns x and y to m and unrolls);
+// the conv's output (with the bias) a view of wino_output. A tile rounded up past an output not a
+// multiple of m reads columns or rows past the windows' reach (winograd_overreach): zero.
 Lowered lower_winograd_conv(const LowerContext &ctx, const ConvShape &c) {
     if (c.g.kernel[0] != 3 || c.g.kernel[1] != 3 || c.g.strides[0] != 1 || c.g.strides[1] != 1 ||
         c.g.dilations[0] != 1 || c.g.dilations[1] != 1) {
@@ -423,26 +464,29 @@ Lowered lower_winograd_conv(const LowerContext &ctx, const ConvShape &c) {
     if (!weights) fail_field("schedule.template", "conv_cv needs constant weights; input 1 (W) is computed");
     const int lanes = ctx.conv_lowering.lanes;
     if (lanes < 1) throw Error("internal: a channel-blocked conv needs lanes >= 1");
+    const WinogradMatrices wm = winograd_matrices(ctx.conv_lowering.winograd_tile);
+    const int tm = wm.m, tn = wm.n();
     const int cin = to_int(c.c_in, "input 0 (X)"), cout = to_int(c.c_out, "input 1 (W)");
     const int blocks = (cout + lanes - 1) / lanes;
-    Halide::Buffer<float> packed(lanes, blocks, cin, 16);
+    Halide::Buffer<float> packed(lanes, blocks, cin, tn * tn);
     packed.fill(0.0f);
     const float *w = weights->f32.data();  // OIHW
+    std::vector<double> gg(tn * 3);        // G g, in double: G's sixths and twenty-fourths
     for (int co = 0; co < cout; co++) {
         for (int ci = 0; ci < cin; ci++) {
             const float *g = w + (int64_t(co) * cin + ci) * 9;  // g[ky * 3 + kx]
-            float gg[4][3];                                     // G g
-            for (int a = 0; a < 4; a++) {
+            for (int a = 0; a < tn; a++) {
                 for (int kx = 0; kx < 3; kx++) {
-                    gg[a][kx] = 0.0f;
-                    for (int ky = 0; ky < 3; ky++) gg[a][kx] += kWinogradG[a][ky] * g[ky * 3 + kx];
+                    double sum = 0.0;
+                    for (int ky = 0; ky < 3; ky++) sum += double(wm.g[a * 3 + ky]) * g[ky * 3 + kx];
+                    gg[a * 3 + kx] = sum;
                 }
             }
-            for (int a = 0; a < 4; a++) {
-                for (int b = 0; b < 4; b++) {
-                    float u = 0.0f;  // (G g G^T)[a][b]
-                    for (int kx = 0; kx < 3; kx++) u += gg[a][kx] * kWinogradG[b][kx];
-                    packed(co % lanes, co / lanes, ci, 4 * a + b) = u;
+            for (int a = 0; a < tn; a++) {
+                for (int b = 0; b < tn; b++) {
+                    double u = 0.0;  // (G g G^T)[a][b]
+                    for (int kx = 0; kx < 3; kx++) u += gg[a * 3 + kx] * wm.g[b * 3 + kx];
+                    packed(co % lanes, co / lanes, ci, tn * a + b) = static_cast<float>(u);
                 }
             }
         }
@@ -450,24 +494,24 @@ Lowered lower_winograd_conv(const LowerContext &ctx, const ConvShape &c) {
     Func u = constant_func(packed, func_name(ctx, "wino_weights"));
 
     const int wo = to_int(c.g.output[1], "output 0 (Y)"), ho = to_int(c.g.output[0], "output 0 (Y)");
-    const int tiles_x = (wo + 1) / 2, tiles_y = (ho + 1) / 2;
+    const int tiles_x = (wo + tm - 1) / tm, tiles_y = (ho + tm - 1) / tm;
     const int pad_x = static_cast<int>(c.g.pads_begin[1]), pad_y = static_cast<int>(c.g.pads_begin[0]);
     Func input_copy;
-    const ConvInputReader read = conv_input_reader(ctx, c, static_cast<int>(winograd_overreach(c.g, 1)),
-                                                   static_cast<int>(winograd_overreach(c.g, 0)), input_copy);
+    const ConvInputReader read = conv_input_reader(ctx, c, static_cast<int>(winograd_overreach(c.g.output[1], tm)),
+                                                   static_cast<int>(winograd_overreach(c.g.output[0], tm)), input_copy);
 
     Var ci("ci"), t("t"), e("e"), cv("cv"), cb("cb"), x("x"), y("y"), n("n");
     const Expr tx = t % tiles_x, ty = Halide::min(t / tiles_x, tiles_y - 1);
-    std::vector<Expr> transformed;  // per e = 4 * a + b: row a of B^T, column b of B
-    for (int a = 0; a < 4; a++) {
-        for (int b = 0; b < 4; b++) {
-            transformed.push_back(bilinear_form(kWinogradBt[a], kWinogradBt[b], 4, [&](int i, int j) {
-                return read(ci, 2 * tx - pad_x + i, 2 * ty - pad_y + j, n);
+    std::vector<Expr> transformed;  // per e = n * a + b: row a of B^T, column b of B
+    for (int a = 0; a < tn; a++) {
+        for (int b = 0; b < tn; b++) {
+            transformed.push_back(bilinear_form(wm.bt + a * tn, wm.bt + b * tn, tn, [&](int i, int j) {
+                return read(ci, tm * tx - pad_x + i, tm * ty - pad_y + j, n);
             }));
         }
     }
-    Expr v_value = transformed[15];
-    for (int k = 14; k >= 0; k--) v_value = Halide::select(e == k, transformed[k], v_value);
+    Expr v_value = transformed.back();
+    for (int k = tn * tn - 2; k >= 0; k--) v_value = Halide::select(e == k, transformed[k], v_value);
     Func v(func_name(ctx, "wino_input"));
     v(ci, t, e, n) = v_value;
 
@@ -476,18 +520,19 @@ Lowered lower_winograd_conv(const LowerContext &ctx, const ConvShape &c) {
     m(cv, t, e, cb, n) = 0.0f;
     m(cv, t, e, cb, n) += u(cv, cb, r, e) * v(r, t, e, n);
 
-    const Expr tile = y / 2 * tiles_x + x / 2;
-    std::vector<Expr> outputs;  // per (y % 2) * 2 + x % 2: row y % 2 of A^T, column x % 2 of A
-    for (int p = 0; p < 2; p++) {
-        for (int q = 0; q < 2; q++) {
-            outputs.push_back(bilinear_form(kWinogradAt[p], kWinogradAt[q], 4,
-                                            [&](int b, int a) { return m(cv, tile, 4 * a + b, cb, n); }));
+    const Expr tile = y / tm * tiles_x + x / tm;
+    Expr transformed_back;  // row y % m of A^T, column x % m of A: selects over both, the last the default
+    for (int p = tm - 1; p >= 0; p--) {
+        Expr row;
+        for (int q = tm - 1; q >= 0; q--) {
+            Expr o = bilinear_form(wm.at + p * tn, wm.at + q * tn, tn,
+                                   [&](int b, int a) { return m(cv, tile, tn * a + b, cb, n); });
+            row = row.defined() ? Halide::select(x % tm == q, o, row) : o;
         }
+        transformed_back = transformed_back.defined() ? Halide::select(y % tm == p, row, transformed_back) : row;
     }
-    const Expr even_x = x % 2 == 0;
     Func wino_output(func_name(ctx, "wino_output"));
-    wino_output(cv, x, y, cb, n) = Halide::select(y % 2 == 0, Halide::select(even_x, outputs[0], outputs[1]),
-                                                  Halide::select(even_x, outputs[2], outputs[3]));
+    wino_output(cv, x, y, cb, n) = transformed_back;
 
     std::vector<Var> o = make_vars(4);  // x, y, co, n
     Func out(func_name(ctx));
@@ -512,7 +557,7 @@ Lowered lower_conv(const LowerContext &ctx) {
     case ConvLowering::Form::ChannelBlocked:
         if (c.group != 1 || c.g.spatial_rank() != 2)
             fail_field("schedule.template", "conv_cv needs a 2-D conv with one group");
-        return ctx.conv_lowering.winograd ? lower_winograd_conv(ctx, c) : lower_blocked_conv(ctx, c);
+        return ctx.conv_lowering.winograd_tile > 0 ? lower_winograd_conv(ctx, c) : lower_blocked_conv(ctx, c);
     case ConvLowering::Form::Direct: break;
     }
     const int spatial = c.g.spatial_rank();

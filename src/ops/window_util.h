@@ -30,10 +30,12 @@ struct WindowGeometry {
     int64_t reach(int i) const;
 };
 
-// How much further than g.reach(i) a Winograd F(2x2, 3x3) conv (conv_cv's "algorithm") reads: its
-// 2x2 output tiles rounded up past an odd output take one more row or column of input. The lowering
-// reads that far; a producer storing the input blocked leaves a halo that wide.
-int64_t winograd_overreach(const WindowGeometry &g, int i);
+// How much further than the windows' reach a Winograd F(m x m, 3x3) conv (conv_cv's "algorithm", m
+// its "winograd_tile") reads along a dim with `output` cells: its m x m output tiles rounded up past
+// an output not a multiple of m take that many more rows or columns of input (m = 2: one past an odd
+// output). The lowering reads that far, the template's input copy spans it, and a producer storing
+// the input blocked leaves a halo that wide.
+int64_t winograd_overreach(int64_t output, int m);
 
 // Checks that input 0 (X) is N x C x L or N x C x H x W; returns the number of spatial dims.
 int window_spatial_rank(const TensorType &x);

@@ -139,14 +139,16 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
     auto cv = fused_plan(conv_model(16, 20, 24, 16, 3, 1, 1, 1)).groups[0].schedule;
     EXPECT_EQ(cv["template"], "conv_cv");
     if (vw == 8) {
-        // A 3x3 stride-1 conv of at least 16 channels each way at 14x14 or more: Winograd, tiles of
-        // 3 2x2 tiles (AVX2), the input blocked by a vector, 2 rows a task (whole tiles).
+        // A 3x3 stride-1 conv of at least 16 channels each way at 14x14 or more: Winograd F(4x4,
+        // 3x3), register tiles of 3 4x4 tiles (AVX2), the input blocked by a vector, 4 rows a task
+        // (whole tiles).
         EXPECT_EQ(cv, nlohmann::json({{"template", "conv_cv"},
                                       {"algorithm", "winograd"},
+                                      {"winograd_tile", 4},
                                       {"vector_width", 8},
                                       {"tile_positions", 3},
                                       {"tile_c_vectors", 2},
-                                      {"block_rows", 2},
+                                      {"block_rows", 4},
                                       {"channel_block", 16},
                                       {"ci_block", 16},
                                       {"input_block", 8},
@@ -936,6 +938,7 @@ TEST(Composer, ChannelVectorConvAccumulatesInRegistersInOnePass) {
     json &p = plan.groups[0].schedule;
     ASSERT_EQ(p["template"], "conv_cv");
     p.erase("algorithm");  // direct (Winograd's: Composer.WinogradConvMatchesTheReference)
+    p.erase("winograd_tile");
     ASSERT_EQ(p["ci_block"], 16);
     const std::string tile = "[float32 * " + std::to_string(p["vector_width"].get<int>()) + " * " +
                              std::to_string(p["tile_positions"].get<int>()) + " * " +
@@ -957,20 +960,23 @@ TEST(Composer, ChannelVectorConvAccumulatesInRegistersInOnePass) {
     }
 }
 
-// A conv_cv schedule with the Winograd form: register tiles of np 2x2 tiles x nc vectors.
-json winograd_params(int vw, int np, int nc, int rows, int cb, int cin) {
-    return {{"template", "conv_cv"}, {"algorithm", "winograd"}, {"vector_width", vw},  {"tile_positions", np},
-            {"tile_c_vectors", nc},  {"block_rows", rows},      {"channel_block", cb}, {"ci_block", cin}};
+// A conv_cv schedule with the Winograd form F(m x m, 3x3): register tiles of np m x m tiles x nc
+// vectors.
+json winograd_params(int vw, int np, int nc, int rows, int cb, int cin, int m = 2) {
+    return {{"template", "conv_cv"}, {"algorithm", "winograd"}, {"winograd_tile", m},
+            {"vector_width", vw},    {"tile_positions", np},    {"tile_c_vectors", nc},
+            {"block_rows", rows},    {"channel_block", cb},     {"ci_block", cin}};
 }
 
 TEST(Composer, WinogradConvMatchesTheReference) {
-    // F(2x2, 3x3): odd output widths and heights (tiles rounded up past them), no padding, batch 2,
-    // output channels no multiple of a vector (20), a 2x2 pool in the tile (rows of T covering half
-    // tiles too) and an overlapping pool after the conv at root; register tiles of 1 to 4 tiles x 1
-    // or 2 vectors, shifting inwards at the task's ends; blocks of 1, 2, 3 rows or all; channel
-    // blocks shifting inwards; the input copy planar or blocked by 8 or all channels, at root or per
-    // task; vectors of 8 and 16 lanes. The defaults first (Winograd from 14x14 and 16 channels).
-    int ran = 0;
+    // F(2x2, 3x3) and F(4x4, 3x3) in turn: output widths and heights no multiple of the tile (tiles
+    // rounded up past them by 1 to 3), no padding, batch 2, output channels no multiple of a vector
+    // (20), a 2x2 pool in the tile (rows of T covering part tiles too) and an overlapping pool after
+    // the conv at root; register tiles of 1 to 4 tiles x 1 or 2 vectors, shifting inwards at the
+    // task's ends; blocks of 1, 2, 3 rows or all; channel blocks shifting inwards; the input copy
+    // planar or blocked by 8 or all channels, at root or per task; vectors of 8 and 16 lanes. The
+    // defaults first (F(4x4, 3x3) from 14x14 and 16 channels).
+    int ran = 0, ran4 = 0;
     for (const Graph &g :
          {conv_model(16, 15, 17, 20, 3, 1, 1, 1), conv_model(16, 16, 14, 32, 3, 1, 0, 1),
           conv_model(24, 9, 11, 16, 3, 1, 1, 1, 0, 0, 2), conv_model(16, 14, 18, 16, 3, 1, 1, 1, 2, 2, 1, false, 0),
@@ -981,7 +987,9 @@ TEST(Composer, WinogradConvMatchesTheReference) {
         const int cin = static_cast<int>(g.type_of("x").shape[1]), cout = static_cast<int>(t[1]);
         const int h = static_cast<int>(t[2]), w = static_cast<int>(t[3]);
         json &p = plan.groups[0].schedule;
-        EXPECT_EQ(p.value("algorithm", "direct"), h >= 14 && w >= 14 ? "winograd" : "direct") << p.dump();
+        const bool winograd = h >= 14 && w >= 14;
+        EXPECT_EQ(p.value("algorithm", "direct"), winograd ? "winograd" : "direct") << p.dump();
+        EXPECT_EQ(p.value("winograd_tile", 0), winograd ? 4 : 0) << p.dump();
         expect_matches_reference(plan);
         const bool root = p.contains("compute");
         // Blocks of rows of T: the conv's output, or the pool's in the tile.
@@ -992,24 +1000,28 @@ TEST(Composer, WinogradConvMatchesTheReference) {
                                       std::tuple{8, 4, 2}, std::tuple{8, 2, 1}}) {
                 for (int cb : {nc * vw, cout}) {
                     if (np > (w + 1) / 2 || nc * vw >= cb + vw || cb > cout || i++ % 3) continue;
-                    p = winograd_params(vw, np, nc, rows, cb, cin);
+                    const int m = ran % 2 && np <= (w + 3) / 4 ? 4 : 2;
+                    p = winograd_params(vw, np, nc, rows, cb, cin, m);
                     if (root) p["compute"] = "root";
                     if (ran % 4) p["input_block"] = std::vector<int>{0, 8, cin}[ran % 3];
                     if (ran % 3) p["input_at"] = ran % 3 == 1 ? "task" : "root";
                     expect_matches_reference(plan);
                     ran++;
+                    ran4 += m == 4;
                 }
             }
         }
     }
     EXPECT_GE(ran, 30);
+    EXPECT_GE(ran4, 12);
 }
 
 TEST(Composer, WinogradAsymmetricPadsAndInOnePipeline) {
     // Pads (top 0, left 2, bottom 2, right 1) on 13x12 (output 13x13): tiles start off the input at
     // the left and run past it at the bottom and right; a second Winograd conv reads the first
     // group's Func in a whole-model pipeline (blocked, no halo: copied) and by the executor (stored
-    // blocked with a halo one wider than its windows reach: the rounded-up tile's).
+    // blocked with a halo wider than its windows reach by the rounded-up tile's). F(2x2, 3x3) and
+    // F(4x4, 3x3).
     const std::string text = R"({"format": "hfuse-model", "version": 1, "name": "wino_chain",
       "inputs": [{"name": "x", "shape": [1, 16, 13, 12]}],
       "weights": {"w": {"shape": [16, 16, 3, 3], "uniform": [-0.3, 0.3], "seed": 1},
@@ -1027,13 +1039,17 @@ TEST(Composer, WinogradAsymmetricPadsAndInOnePipeline) {
     std::remove(path.c_str());
     FusedGraph plan = fused_plan(g);
     ASSERT_EQ(plan.groups.size(), 2u);
-    for (FusedGroup &grp : plan.groups) {
-        grp.schedule = winograd_params(8, 3, 2, 2, 16, 16);
-        grp.schedule["input_block"] = 8;
+    for (int m : {2, 4}) {
+        SCOPED_TRACE("F(" + std::to_string(m) + "x" + std::to_string(m) + ", 3x3)");
+        for (FusedGroup &grp : plan.groups) {
+            grp.schedule = winograd_params(8, 3, 2, m, 16, 16, m);
+            grp.schedule["input_block"] = 8;
+        }
+        expect_pipeline_matches_reference(g, plan);
+        Executor ex(plan);
+        // conv2's windows reach 1 past relu's 13x13; its tiles, rounded up to 14 or 16, 1 or 3 more.
+        EXPECT_EQ(ex.value_layouts().at("relu"), m == 2 ? "blocked 8, halo 2x2" : "blocked 8, halo 4x4");
     }
-    expect_pipeline_matches_reference(g, plan);
-    Executor ex(plan);
-    EXPECT_EQ(ex.value_layouts().at("relu"), "blocked 8, halo 2x2");
 }
 
 TEST(Composer, WinogradAccumulatesInRegisters) {
@@ -1071,7 +1087,18 @@ TEST(Composer, WinogradErrorsNameTheField) {
     p["tile_positions"] = 8;  // 7 tiles a row
     expect_conv_params_error(g, p, "schedule.tile_positions");
     p["tile_positions"] = 3;
-    // F(2x2, 3x3): 3x3 windows at stride 1, undilated.
+    p["winograd_tile"] = 3;  // F(2x2, 3x3) or F(4x4, 3x3)
+    expect_conv_params_error(g, p, "schedule.winograd_tile");
+    p["winograd_tile"] = "4";
+    expect_conv_params_error(g, p, "schedule.winograd_tile");
+    p["winograd_tile"] = 4;
+    p["tile_positions"] = 5;  // 4 tiles of 4 a row
+    expect_conv_params_error(g, p, "schedule.tile_positions");
+    p["tile_positions"] = 3;
+    p["algorithm"] = "direct";  // Winograd's alone
+    expect_conv_params_error(g, p, "schedule.winograd_tile");
+    p["algorithm"] = "winograd";
+    // 3x3 windows at stride 1, undilated.
     expect_conv_params_error(conv_model(16, 14, 14, 16, 3, 2, 1, 1), p, "schedule.algorithm");
     expect_conv_params_error(conv_model(16, 14, 14, 16, 5, 1, 2, 1), p, "schedule.algorithm");
     expect_conv_params_error(conv_model(16, 14, 14, 16, 1, 1, 0, 1), p, "schedule.algorithm");
@@ -1442,7 +1469,7 @@ TEST(Composer, Avx512DefaultsDifferAndCompile) {
     EXPECT_EQ(defaults(conv, avx512)["tile_c_vectors"], 4);  // 5 positions x 4: 20 of 32 zmm
     EXPECT_EQ(defaults(conv, avx512)["tile_positions"], 5);
     EXPECT_EQ(defaults(conv, avx512)["vector_width"], 16);
-    EXPECT_EQ(defaults(wino, avx2)["tile_positions"], 3);    // 3 2x2 tiles x 4: 12 + 4 + 1 of 16 ymm
+    EXPECT_EQ(defaults(wino, avx2)["tile_positions"], 3);    // 3 4x4 tiles x 4: 12 + 4 + 1 of 16 ymm
     EXPECT_EQ(defaults(wino, avx512)["tile_positions"], 4);  // 4 x 4: 16 + 4 + 1 of 32 zmm
     EXPECT_EQ(defaults(wino, avx512)["algorithm"], "winograd");
     EXPECT_EQ(defaults(xv, avx2)["tile_c"], 4);

@@ -245,17 +245,25 @@ TEST(ExploreVariants, NeighboursChangeOneParameterAndTheComposerAcceptsThem) {
 }
 
 TEST(ExploreVariants, WinogradGroupsTryTheDirectConv) {
-    // 16 -> 16 channels at 16x16: Winograd by default, and the direct conv one neighbour away.
+    // 16 -> 16 channels at 16x16: Winograd F(4x4, 3x3) by default; F(2x2, 3x3) and the direct conv
+    // (without Winograd's tile) one neighbour away.
     const Halide::Target host = Halide::get_host_target();
     Graph g = simplify(load(tiny_model(16, 16, 16)));
     FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("x86")}), host);
     ASSERT_EQ(plan.groups[0].schedule.value("algorithm", ""), "winograd");
+    ASSERT_EQ(plan.groups[0].schedule.value("winograd_tile", 0), 4);
     explore::VariantChecker checker(g, host);
-    bool direct = false;
+    bool direct = false, f2 = false;
     for (const explore::ScheduleVariant &var : explore::schedule_neighbours(plan, checker, host, 3)) {
-        direct = direct || var.plan.groups[0].schedule.value("algorithm", "") == "direct";
+        const nlohmann::json &s = var.plan.groups[0].schedule;
+        if (s.value("algorithm", "") == "direct") {
+            direct = true;
+            EXPECT_FALSE(s.contains("winograd_tile")) << var.description;
+        }
+        f2 = f2 || s.value("winograd_tile", 0) == 2;
     }
     EXPECT_TRUE(direct);
+    EXPECT_TRUE(f2);
 }
 
 TEST(ExploreResults, CsvQuotesAndThePlotMarksTheBest) {

@@ -1085,18 +1085,21 @@ json perturb_schedule(const FusedGraph &f, const FusedGroup &grp, const json &de
         p["tile_c_vectors"] = fit && !ncs.empty() ? rng.pick(ncs) : static_cast<int>(rng.uniform(1, 16));
         p["ci_block"] = fit ? rng.pick(cibs) : static_cast<int>(rng.uniform(1, cin));
         if (rng.chance(0.5)) p["input_at"] = rng.pick<std::string>({"root", "task"});
-        // Winograd where it fits (3x3, stride and dilation 1), or direct; fitting, in one pass over
-        // the input channels and register tiles of at most a row's 2x2 tiles.
+        // Winograd F(2x2, 3x3) or F(4x4, 3x3) where it fits (3x3, stride and dilation 1), or direct;
+        // fitting, in one pass over the input channels and register tiles of at most a row's tiles.
         const Shape &w = g.type_of(conv->inputs[1]).shape;
         const Attributes attrs(conv->attrs);
         const bool unit = attrs.get_ints("strides", {1, 1}) == std::vector<int64_t>{1, 1} &&
                           attrs.get_ints("dilations", {1, 1}) == std::vector<int64_t>{1, 1};
         if (w.size() == 4 && w[2] == 3 && w[3] == 3 && unit && rng.chance(0.5)) {
             p["algorithm"] = rng.pick<std::string>({"winograd", "direct"});
+            p.erase("winograd_tile");
+            if (p["algorithm"] == "winograd") p["winograd_tile"] = rng.pick<int>({2, 4});
         }
         if (p.value("algorithm", "") == "winograd" && fit) {
+            const int m = p.value("winograd_tile", 2);
             p["ci_block"] = cin;
-            p["tile_positions"] = static_cast<int>(rng.uniform(1, std::min(6, (tw + 1) / 2)));
+            p["tile_positions"] = static_cast<int>(rng.uniform(1, std::min(6, (tw + m - 1) / m)));
         }
         return p;
     }
