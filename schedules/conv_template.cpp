@@ -653,16 +653,20 @@ bool winograd_wins(const ConvGroupShape &s) {
 // channel-blocked (the input transform's vector loads); tasks of whole tile rows (m conv rows) whose
 // transformed input and products, (m + 2)^2 floats per tile and channel each, stay within 512 KB (L2)
 // where one tile row does.
-// m = 4 is the default: 4x fewer products than the direct conv to m = 2's 2.25x, for transforms of
-// 6x6 tiles with small integer coefficients and rounding errors about 4x larger (relative 4e-6 to
-// 1e-5 of the output's scale here, 1e-6 at m = 2). Zen 5, 2 threads, relu epilogue, medians of 3-5
-// alternations, m = 2 -> 4: 64->64 at 128x128 2.11 -> 1.66 ms, at 56x56 0.390 -> 0.309; 128->128 at
-// 28x28 0.466 -> 0.366; 256->256 at 14x14 (16 rows computed for 14) 0.683 -> 0.578; 32->32 at
-// 112x112 0.493 -> 0.467; 16->16 at 56x56 0.055 -> 0.056. Compile time 0.96 -> 1.62 s for the first
-// (LLVM on the unrolled 6x6 transforms).
-void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetTraits &tt, int m) {
-    const int64_t cin = s.input[1], tiles_x = (s.output[3] + m - 1) / m, points = (m + 2) * (m + 2);
-    const int64_t channel_block = p["channel_block"].get<int64_t>();
+// m = 4 is the default up to 256 input channels: 4x fewer products than the direct conv to m = 2's 2.25x, for
+// transforms of 6x6 tiles with small integer coefficients and rounding errors about 4x larger (relative 4e-6 to 1e-5 of
+// the output's scale here, 1e-6 at m = 2). Zen 5, 2 threads, relu epilogue, medians of 3-5 alternations, m = 2 -> 4:
+// 64->64 at 128x128 2.11 -> 1.66 ms, at 56x56 0.390 -> 0.309; 128->128 at 28x28 0.466 -> 0.366; 256->256 at 14x14 (16
+// rows computed for 14) 0.683 -> 0.578; 32->32 at 112x112 0.493 -> 0.467; 16->16 at 56x56 0.055 -> 0.056. Compile time
+// 0.96 -> 1.62 s for the first (LLVM on the unrolled 6x6 transforms).
+void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetTraits &tt) {
+    const int64_t cin = s.input[1], channel_block = p["channel_block"].get<int64_t>();
+    // F(4x4, 3x3) where a task's transformed weights, 36 floats per pair of channels, stream from L2
+    // and L3 while its few tiles reuse them: up to 3 MB (256 input channels by 64); beyond, F(2x2, 3x3)'s
+    // 16. 512->512 at 14x14 F(4x4) 4.84 ms, F(2x2) 3.02; at 28x28 11.8 and 8.4 (VGG-11's); 256->256 at
+    // 28x28 1.83 and 1.88.
+    const int m = 36 * cin * channel_block * 4 <= 3 * 1024 * 1024 ? 4 : 2;
+    const int64_t tiles_x = (s.output[3] + m - 1) / m, points = (m + 2) * (m + 2);
     p["algorithm"] = "winograd";
     p["winograd_tile"] = m;
     p["tile_positions"] = std::min<int64_t>(tt.vector_registers >= 32 ? 4 : 3, tiles_x);
@@ -673,12 +677,14 @@ void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetT
     p["input_block"] = cin % 8 == 0 ? 8 : (cin % 4 == 0 ? 4 : 0);
     const int64_t bytes_per_tile_row = tiles_x * points * (cin + channel_block) * 4;
     // Rows of T (the conv's, or a stride-2 pool's after it): the direct defaults' rounded up to whole
-    // tile rows (a task of one conv row would compute m), then fewer while over the budget.
-    const int64_t stride = s.tile_stride_y, hout = s.tile_output[2];
+    // tile rows (a task of one conv row would compute m) or all, then whole tile rows fewer while over
+    // the budget.
+    const int64_t stride = s.tile_stride_y, hout = std::max<int64_t>(s.tile_output[2], 1);
     const int64_t step = m / std::gcd<int64_t>(m, stride);  // T rows per whole tile row
     int64_t rows = p["block_rows"].get<int64_t>();
-    rows = std::min<int64_t>((rows + step - 1) / step * step, std::max<int64_t>(hout, 1));
-    while (rows > step && (rows * stride + m - 1) / m * bytes_per_tile_row > 512 * 1024) rows -= step;
+    rows = std::min<int64_t>((rows + step - 1) / step * step, hout);
+    while (rows > step && (rows * stride + m - 1) / m * bytes_per_tile_row > 512 * 1024)
+        rows = (rows - 1) / step * step;
     p["block_rows"] = rows;
 }
 
@@ -743,7 +749,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     const int64_t conv_rows = rows * s.tile_stride_y;
     const int64_t in_rows = (conv_rows - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
     if (input_block > 0 && channel_tasks * in_rows <= 3 * conv_rows * s.stride_y) p["input_at"] = "task";
-    if (winograd_wins(s)) winograd_defaults(p, s, tt, 4);
+    if (winograd_wins(s)) winograd_defaults(p, s, tt);
     return p;
 }
 
