@@ -1073,6 +1073,31 @@ TEST(Composer, WinogradAccumulatesInRegisters) {
     expect_matches_reference(plan);
 }
 
+TEST(Composer, WinogradDefaultsPickTheTileAndWholeTileRows) {
+    // AVX-512 (channel blocks of 64): F(4x4, 3x3) up to 256 input channels, F(2x2, 3x3) above (a
+    // task's transformed weights past 3 MB); tasks of whole tile rows, or the whole height, also where
+    // the height caps the rows and the L2 budget then cuts them (256->256 at 14x14: 14 rows, then 12,
+    // 8; a cut by 4 from 14 would stop at 6, a part tile row).
+    const Halide::Target avx512("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
+    auto defaults = [&](int c, int hw) {
+        return with_default_schedules(plan_fusion(conv_model(c, hw, hw, c, 3, 1, 1, 1), {load_rules("x86")}), avx512)
+            .groups[0]
+            .schedule;
+    };
+    struct Case {
+        int c, hw, m;
+    };
+    for (const Case &k : {Case{16, 14, 4}, Case{256, 14, 4}, Case{256, 28, 4}, Case{512, 14, 2}, Case{64, 56, 4}}) {
+        SCOPED_TRACE(std::to_string(k.c) + " channels at " + std::to_string(k.hw));
+        const json p = defaults(k.c, k.hw);
+        ASSERT_EQ(p.value("algorithm", ""), "winograd") << p.dump();
+        EXPECT_EQ(p.value("winograd_tile", 0), k.m) << p.dump();
+        const int rows = p["block_rows"].get<int>();
+        EXPECT_TRUE(rows % k.m == 0 || rows == k.hw) << p.dump();
+    }
+    EXPECT_EQ(defaults(256, 14)["block_rows"], 8);
+}
+
 TEST(Composer, WinogradErrorsNameTheField) {
     const Graph g = conv_model(16, 14, 14, 16, 3, 1, 1, 1);
     json p = winograd_params(8, 3, 2, 2, 16, 16);
