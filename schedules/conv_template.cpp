@@ -587,10 +587,10 @@ void schedule_cv_input(Func reader, Func tile, Var task, Func padded, const Conv
 // outermost, so the weights of one e, 16 KB for 64 -> 64, stay in L1 while the task's tiles stream
 // by), and the output transform over m x m blocks of (x, y) aligned to the tiles (x % m and y % m,
 // which pick the output of the m x m, constants), a vector of output channels at a time, which T's
-// epilogue reads. F(2x2, 3x3), AVX-512, Zen
-// 5, 2 threads, prototype against the direct conv_cv (blocked I/O): 3x3 64->64 at 56x56 0.62 -> 0.28
-// ms (1 or 2 tile rows a task alike; tiles of 4 x 4 vectors 0.283, 5 x 4 0.309, 6 x 4 0.347); at
-// 128x128 3.1 -> 1.64 ms; oneDNN's Winograd (jit_fp32_wino_2x3 / jit_wino_4x3) 0.29 and 1.53 ms.
+// epilogue reads. F(2x2, 3x3), AVX-512, Zen 5, 2 threads, prototype against the direct conv_cv
+// (blocked I/O): 3x3 64->64 at 56x56 0.62 -> 0.28 ms (1 or 2 tile rows a task alike; tiles of 4 x 4
+// vectors 0.283, 5 x 4 0.309, 6 x 4 0.347); at 128x128 3.1 -> 1.64 ms; oneDNN's Winograd
+// (jit_fp32_wino_2x3 / jit_wino_4x3) 0.29 and 1.53 ms.
 void schedule_winograd_stages(Func tile, Var task, const WinogradFuncs &wino, int m, int np, int nc, int vw,
                               int input_block) {
     const auto inwards = Halide::TailStrategy::ShiftInwards;
@@ -653,18 +653,19 @@ bool winograd_wins(const ConvGroupShape &s) {
 // channel-blocked (the input transform's vector loads); tasks of whole tile rows (m conv rows) whose
 // transformed input and products, (m + 2)^2 floats per tile and channel each, stay within 512 KB (L2)
 // where one tile row does.
-// m = 4 is the default up to 256 input channels: 4x fewer products than the direct conv to m = 2's 2.25x, for
-// transforms of 6x6 tiles with small integer coefficients and rounding errors about 4x larger (relative 4e-6 to 1e-5 of
-// the output's scale here, 1e-6 at m = 2). Zen 5, 2 threads, relu epilogue, medians of 3-5 alternations, m = 2 -> 4:
-// 64->64 at 128x128 2.11 -> 1.66 ms, at 56x56 0.390 -> 0.309; 128->128 at 28x28 0.466 -> 0.366; 256->256 at 14x14 (16
-// rows computed for 14) 0.683 -> 0.578; 32->32 at 112x112 0.493 -> 0.467; 16->16 at 56x56 0.055 -> 0.056. Compile time
-// 0.96 -> 1.62 s for the first (LLVM on the unrolled 6x6 transforms).
+// m = 4 is the default up to 256 input channels: 4x fewer products than the direct conv to m = 2's
+// 2.25x, for transforms of 6x6 tiles with small integer coefficients and rounding errors several
+// times larger (2e-6 to 2e-5 of the output's scale in the tests and bench workloads, within 1.1e-6
+// at m = 2). Zen 5, 2 threads, relu epilogue, medians of 3-5 alternations, m = 2 -> 4: 64->64 at
+// 128x128 2.11 -> 1.66 ms, at 56x56 0.390 -> 0.309; 128->128 at 28x28 0.466 -> 0.366; 256->256 at
+// 14x14 (16 rows computed for 14) 0.683 -> 0.578; 32->32 at 112x112 0.493 -> 0.467; 16->16 at 56x56
+// 0.055 -> 0.056. Compile time 0.96 -> 1.62 s for the first (LLVM on the unrolled 6x6 transforms).
 void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetTraits &tt) {
     const int64_t cin = s.input[1], channel_block = p["channel_block"].get<int64_t>();
-    // F(4x4, 3x3) where a task's transformed weights, 36 floats per pair of channels, stream from L2
-    // and L3 while its few tiles reuse them: up to 3 MB (256 input channels by 64); beyond, F(2x2, 3x3)'s
-    // 16. 512->512 at 14x14 F(4x4) 4.84 ms, F(2x2) 3.02; at 28x28 11.8 and 8.4 (VGG-11's); 256->256 at
-    // 28x28 1.83 and 1.88.
+    // F(4x4, 3x3) while a task's transformed weights (36 floats per pair of channels), which its few
+    // tiles reuse, stay within 3 MB (256 input channels by 64 output channels); beyond, streamed from
+    // L3, F(2x2, 3x3)'s 16 floats do better. 512->512 at 14x14 F(4x4) 4.84 ms, F(2x2) 3.02; at 28x28
+    // 11.8 and 8.4 (VGG-11's); 256->256 at 28x28 1.83 and 1.88.
     const int m = 36 * cin * channel_block * 4 <= 3 * 1024 * 1024 ? 4 : 2;
     const int64_t tiles_x = (s.output[3] + m - 1) / m, points = (m + 2) * (m + 2);
     p["algorithm"] = "winograd";
