@@ -655,7 +655,7 @@ bool winograd_wins(const ConvGroupShape &s) {
 // where one tile row does.
 // m = 4 is the default up to 256 input channels: 4x fewer products than the direct conv to m = 2's
 // 2.25x, for transforms of 6x6 tiles with small integer coefficients and rounding errors several
-// times larger (2e-6 to 2e-5 of the output's scale in the tests and bench workloads, within 1.1e-6
+// times larger (2e-6 to 1e-5 of the output's scale in the tests and bench workloads, within 1.1e-6
 // at m = 2). Zen 5, 2 threads, relu epilogue, medians of 3-5 alternations, m = 2 -> 4: 64->64 at
 // 128x128 2.11 -> 1.66 ms, at 56x56 0.390 -> 0.309; 128->128 at 28x28 0.466 -> 0.366; 256->256 at
 // 14x14 (16 rows computed for 14) 0.683 -> 0.578; 32->32 at 112x112 0.493 -> 0.467; 16->16 at 56x56
