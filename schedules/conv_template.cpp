@@ -372,7 +372,7 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
             throw Error("internal: conv_cv's winograd needs the conv lowered in that form (compose::op_lowerings)");
         // Register tiles of m x m output tiles; one pass: the transformed input of a task's tiles is
         // made once.
-        if (np > (s.output[3] + wino_m - 1) / wino_m)
+        if (np > ops::winograd_tiles(s.output[3], wino_m))
             fail_field("schedule.tile_positions", "exceeds a row's Winograd tiles");
         if (ci_block != cin) fail_field("schedule.ci_block", "winograd reduces over the input channels in one pass");
     } else if (np > rows * tw) {
@@ -667,7 +667,7 @@ void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetT
     // L3, F(2x2, 3x3)'s 16 floats do better. 512->512 at 14x14 F(4x4) 4.84 ms, F(2x2) 3.02; at 28x28
     // 11.8 and 8.4 (VGG-11's); 256->256 at 28x28 1.83 and 1.88.
     const int m = 36 * cin * channel_block * 4 <= 3 * 1024 * 1024 ? 4 : 2;
-    const int64_t tiles_x = (s.output[3] + m - 1) / m, points = (m + 2) * (m + 2);
+    const int64_t tiles_x = ops::winograd_tiles(s.output[3], m), points = (m + 2) * (m + 2);
     p["algorithm"] = "winograd";
     p["winograd_tile"] = m;
     p["tile_positions"] = std::min<int64_t>(tt.vector_registers >= 32 ? 4 : 3, tiles_x);
@@ -684,7 +684,7 @@ void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetT
     const int64_t step = m / std::gcd<int64_t>(m, stride);  // T rows per whole tile row
     int64_t rows = p["block_rows"].get<int64_t>();
     rows = std::min<int64_t>((rows + step - 1) / step * step, hout);
-    while (rows > step && (rows * stride + m - 1) / m * bytes_per_tile_row > 512 * 1024)
+    while (rows > step && ops::winograd_tiles(rows * stride, m) * bytes_per_tile_row > 512 * 1024)
         rows = (rows - 1) / step * step;
     p["block_rows"] = rows;
 }

@@ -52,8 +52,12 @@ int64_t WindowGeometry::reach(int i) const {
     return std::max<int64_t>({pads_begin[i], last_window_end - input[i], 0});
 }
 
+int64_t winograd_tiles(int64_t output, int m) {
+    return (output + m - 1) / m;
+}
+
 int64_t winograd_overreach(int64_t output, int m) {
-    return (m - output % m) % m;
+    return winograd_tiles(output, m) * m - output;
 }
 
 int window_spatial_rank(const TensorType &x) {
@@ -494,7 +498,7 @@ Lowered lower_winograd_conv(const LowerContext &ctx, const ConvShape &c) {
     Func u = constant_func(packed, func_name(ctx, "wino_weights"));
 
     const int wo = to_int(c.g.output[1], "output 0 (Y)"), ho = to_int(c.g.output[0], "output 0 (Y)");
-    const int tiles_x = (wo + tm - 1) / tm, tiles_y = (ho + tm - 1) / tm;
+    const int tiles_x = static_cast<int>(winograd_tiles(wo, tm)), tiles_y = static_cast<int>(winograd_tiles(ho, tm));
     const int pad_x = static_cast<int>(c.g.pads_begin[1]), pad_y = static_cast<int>(c.g.pads_begin[0]);
     Func input_copy;
     const ConvInputReader read = conv_input_reader(ctx, c, static_cast<int>(winograd_overreach(c.g.output[1], tm)),

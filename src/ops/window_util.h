@@ -30,6 +30,10 @@ struct WindowGeometry {
     int64_t reach(int i) const;
 };
 
+// The m x m tiles of a Winograd F(m x m, 3x3) conv (conv_cv's "algorithm", m its "winograd_tile")
+// along a dim with `output` cells: ceil(output / m), the last rounded up past the output.
+int64_t winograd_tiles(int64_t output, int m);
+
 // How much further than the windows' reach a Winograd F(m x m, 3x3) conv (conv_cv's "algorithm", m
 // its "winograd_tile") reads along a dim with `output` cells: its m x m output tiles rounded up past
 // an output not a multiple of m take that many more rows or columns of input (m = 2: one past an odd
