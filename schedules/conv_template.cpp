@@ -650,9 +650,9 @@ bool winograd_wins(const ConvGroupShape &s) {
 // Winograd's parameters over conv_cv's direct defaults `p`, F(m x m, 3x3): register tiles of 4
 // tiles x 4 channel vectors with 32 registers (16 accumulators, 4 weight vectors, a broadcast; 5 or
 // 6 tiles, or 3, were slower at m = 4 too), 3 x 4 with 16 as the direct conv's; the input copy
-// channel-blocked (the input transform's vector loads); tasks of whole tile rows (m conv rows) whose
-// transformed input and products, (m + 2)^2 floats per tile and channel each, stay within 512 KB (L2)
-// where one tile row does.
+// channel-blocked (the input transform's vector loads); tasks of whole tile rows (m conv rows), at
+// least 28 tiles where the height has them, then fewer while their transformed input and products,
+// (m + 2)^2 floats per tile and channel each, pass 512 KB (L2).
 // m = 4 is the default up to 256 input channels: 4x fewer products than the direct conv to m = 2's
 // 2.25x, for transforms of 6x6 tiles with small integer coefficients and rounding errors several
 // times larger (2e-6 to 1e-5 of the output's scale in the tests and bench workloads, within 1.1e-6
@@ -676,15 +676,34 @@ void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetT
     // conv_bias_relu_maxpool 0.339 -> 0.325 ms, 3x3 64->64 at 128x128 1.98 -> 1.91, medians) and half
     // the compile time (2.4 -> 1.0 s for the former: LLVM on the 16 x 16 transposes from the planes).
     p["input_block"] = cin % 8 == 0 ? 8 : (cin % 4 == 0 ? 4 : 0);
-    const int64_t bytes_per_tile_row = tiles_x * points * (cin + channel_block) * 4;
+    const int64_t bytes_per_tile = points * (cin + channel_block) * 4;  // transformed input and products
     // Rows of T (the conv's, or a stride-2 pool's after it): the direct defaults' rounded up to whole
-    // tile rows (a task of one conv row would compute m) or all, then whole tile rows fewer while over
-    // the budget.
+    // tile rows (a task of one conv row would compute m) or all.
     const int64_t stride = s.tile_stride_y, hout = std::max<int64_t>(s.tile_output[2], 1);
     const int64_t step = m / std::gcd<int64_t>(m, stride);  // T rows per whole tile row
+    auto tiles = [&](int64_t rows) { return ops::winograd_tiles(rows * stride, m) * tiles_x; };
     int64_t rows = p["block_rows"].get<int64_t>();
     rows = std::min<int64_t>((rows + step - 1) / step * step, hout);
-    while (rows > step && ops::winograd_tiles(rows * stride, m) * bytes_per_tile_row > 512 * 1024)
+    // Then at least kMinTiles tiles a task where the height has them, over the direct defaults' 8
+    // tasks and the budget: a task reads its transformed weights once for its tiles, 4 / tiles bytes
+    // per product whatever the channels and m, from L2 or, past 1 MB, L3. Not below 4 tasks in all
+    // (the images' tasks are one parallel loop), nor an odd number below 8: one of 2 threads would
+    // wait. Zen 5, 2 threads, medians of 5 alternations, tiles a task before -> after: 128->128 at
+    // 28x28 14 -> 28, 0.406 -> 0.322 ms; 256->256 at 14x14 8 -> 16, 0.611 -> 0.499; 512->512 at 14x14
+    // 14 -> 28 (F(2x2)) 2.85 -> 2.48; at 28x28 14 -> 28, 7.93 -> 7.30; + 2x2 max pool: 128->128 at
+    // 28x28 7 -> 28, 0.387 -> 0.346; conv_bias_relu_maxpool (64->64 at 56x56) at batch 8 14 -> 28,
+    // 2.59 -> 2.27 (at batch 1, 7 tasks, compiled: 0.316 against 0.297 ms, so kept at 14 tiles).
+    // Then whole tile rows fewer while over the budget, down to kMinTiles.
+    constexpr int64_t kMinTiles = 28, kMinTasks = 4;
+    const int64_t channel_tasks = (s.output[1] + channel_block - 1) / channel_block;
+    auto tasks = [&](int64_t rows) { return s.output[0] * ((hout + rows - 1) / rows) * channel_tasks; };
+    while (rows < hout && tiles(rows) < kMinTiles) {
+        const int64_t more = std::min<int64_t>(rows + step, hout);
+        const int64_t n = tasks(more);
+        if (n < kMinTasks || (n % 2 == 1 && n < 8)) break;
+        rows = more;
+    }
+    while (rows > step && tiles(rows) * bytes_per_tile > 512 * 1024 && tiles((rows - 1) / step * step) >= kMinTiles)
         rows = (rows - 1) / step * step;
     p["block_rows"] = rows;
 }
