@@ -694,13 +694,14 @@ void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetT
     // 28x28 7 -> 28, 0.387 -> 0.346; conv_bias_relu_maxpool (64->64 at 56x56) at batch 8 14 -> 28,
     // 2.59 -> 2.27 (at batch 1, 7 tasks, compiled: 0.316 against 0.297 ms, so kept at 14 tiles).
     // Then whole tile rows fewer while over the budget, down to kMinTiles.
-    constexpr int64_t kMinTiles = 28, kMinTasks = 4;
+    // kOddTasksFrom: from that many tasks on, an odd count (one thread's extra task) is accepted.
+    constexpr int64_t kMinTiles = 28, kMinTasks = 4, kOddTasksFrom = 8;
     const int64_t channel_tasks = (s.output[1] + channel_block - 1) / channel_block;
     auto tasks = [&](int64_t rows) { return s.output[0] * ((hout + rows - 1) / rows) * channel_tasks; };
     while (rows < hout && tiles(rows) < kMinTiles) {
         const int64_t more = std::min<int64_t>(rows + step, hout);
         const int64_t n = tasks(more);
-        if (n < kMinTasks || (n % 2 == 1 && n < 8)) break;
+        if (n < kMinTasks || (n % 2 == 1 && n < kOddTasksFrom)) break;
         rows = more;
     }
     while (rows > step && tiles(rows) * bytes_per_tile > 512 * 1024 && tiles((rows - 1) / step * step) >= kMinTiles)

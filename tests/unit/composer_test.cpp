@@ -1079,7 +1079,8 @@ TEST(Composer, WinogradDefaultsPickTheTileAndWholeTileRows) {
     // least 28 tiles where the height has them (past the L2 budget: 128->128 at 28x28, 7 tiles a row,
     // 4 tile rows), the height capping them at a part tile row only at the bottom (256->256 at
     // 14x14: all 14 rows, 16 tiles), and at least 4 tasks (16->16 at 14x14, one channel block: 4 rows
-    // a task, 4 tasks; 8 rows would leave 2).
+    // a task, 4 tasks; 8 rows would leave 2), nor an odd number below 8 (64->64 at 36x36: 4 rows, 9
+    // tiles; 8 rows would leave 5 tasks).
     const Halide::Target avx512("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
     auto defaults = [&](int c, int hw) {
         return with_default_schedules(plan_fusion(conv_model(c, hw, hw, c, 3, 1, 1, 1), {load_rules("x86")}), avx512)
@@ -1090,7 +1091,7 @@ TEST(Composer, WinogradDefaultsPickTheTileAndWholeTileRows) {
         int c, hw, m, rows;
     };
     for (const Case &k : {Case{16, 14, 4, 4}, Case{256, 14, 4, 14}, Case{128, 28, 4, 16}, Case{256, 28, 4, 16},
-                          Case{512, 14, 2, 8}, Case{64, 56, 4, 8}, Case{64, 128, 4, 4}}) {
+                          Case{512, 14, 2, 8}, Case{64, 56, 4, 8}, Case{64, 128, 4, 4}, Case{64, 36, 4, 4}}) {
         SCOPED_TRACE(std::to_string(k.c) + " channels at " + std::to_string(k.hw));
         const json p = defaults(k.c, k.hw);
         ASSERT_EQ(p.value("algorithm", ""), "winograd") << p.dump();
@@ -1100,8 +1101,11 @@ TEST(Composer, WinogradDefaultsPickTheTileAndWholeTileRows) {
         EXPECT_TRUE(rows % k.m == 0 || rows == k.hw) << p.dump();
         auto tasks = [&](int r) { return (k.hw + r - 1) / r * ((k.c + 63) / 64); };
         EXPECT_GE(tasks(rows), 4) << p.dump();
-        // Fewer than 28 tiles only where more rows would leave fewer than 4 tasks.
-        EXPECT_TRUE(rows == k.hw || (rows + k.m - 1) / k.m * tiles_x >= 28 || tasks(rows + k.m) < 4) << p.dump();
+        // Fewer than 28 tiles only where more rows would leave fewer than 4 tasks, or an odd number
+        // below 8.
+        const int more = tasks(rows + k.m);
+        EXPECT_TRUE(rows == k.hw || (rows + k.m - 1) / k.m * tiles_x >= 28 || more < 4 || (more % 2 == 1 && more < 8))
+            << p.dump();
     }
 }
 
