@@ -53,10 +53,27 @@ namespace {
 
 int g_threads = 2;
 std::string g_autoschedule = "mullapudi2016";
-double g_peak_gflops = 0;  // all g_threads threads, measured at start-up
-bool g_failed = false;     // some benchmark could not be set up or computed a wrong result: exit 1
+double g_peak_gflops = 0;                 // all g_threads threads, measured at start-up
+const FmaKernel *g_fma_kernel = nullptr;  // the peak's loop, on the vectors of Halide's target
+bool g_failed = false;                    // some benchmark could not be set up or computed a wrong result: exit 1
 
 using Outputs = std::map<std::string, std::vector<float>>;
+
+// The ISA oneDNN's kernels use (its effective one, after set_max_cpu_isa), for the run's context.
+std::string onednn_isa_name(dnnl::cpu_isa isa) {
+    using I = dnnl::cpu_isa;
+    const std::pair<I, const char *> names[] = {{I::sse41, "sse41"},
+                                                {I::avx, "avx"},
+                                                {I::avx2, "avx2"},
+                                                {I::avx2_vnni, "avx2_vnni"},
+                                                {I::avx512_core, "avx512_core"},
+                                                {I::avx512_core_vnni, "avx512_core_vnni"},
+                                                {I::avx512_core_bf16, "avx512_core_bf16"},
+                                                {I::avx512_core_amx, "avx512_core_amx"}};
+    for (const auto &[value, name] : names)
+        if (value == isa) return name;
+    return std::to_string(static_cast<int>(isa));
+}
 
 // A bundled model, its inputs (as `hfuse run` generates them) and the reference evaluator's outputs.
 struct Workload {
@@ -472,7 +489,7 @@ void run_case(benchmark::State &state, const std::string &name, const std::strin
 }
 
 void register_benchmarks() {
-    register_peak_benchmarks(g_threads);
+    register_peak_benchmarks(g_fma_kernel, g_threads);
     const std::vector<std::pair<std::string, Variant>> variants = {
         {"hfuse_fused", Variant::Fused},
         {"hfuse_fused_blocked_io", Variant::FusedBlockedIo},
@@ -553,13 +570,29 @@ int main(int argc, char **argv) {
     omp_set_num_threads(g_threads);
     Eigen::setNbThreads(g_threads);
 
-    const double peak1 = measure_fma_peak_gflops(1);
-    g_peak_gflops = g_threads == 1 ? peak1 : measure_fma_peak_gflops(g_threads);
+    // Every peer on the vectors of Halide's target (HL_JIT_TARGET, else the host's): on an AVX-512
+    // machine, HL_JIT_TARGET=x86-64-linux-avx-avx2-f16c-fma-sse41 times hfuse's AVX2 code against
+    // oneDNN's AVX2 kernels and shares of AVX2's FMA peak, as an AVX2 machine with these cores would.
+    const Halide::Target target = Halide::get_jit_target_from_environment();
+    const bool avx512 = target.has_feature(Halide::Target::AVX512);
+    if (!avx512) {
+        const dnnl::cpu_isa isa = target.has_feature(Halide::Target::AVX2)  ? dnnl::cpu_isa::avx2
+                                  : target.has_feature(Halide::Target::AVX) ? dnnl::cpu_isa::avx
+                                                                            : dnnl::cpu_isa::sse41;
+        if (dnnl::set_max_cpu_isa(isa) != dnnl::status::success) {
+            std::fprintf(stderr, "hfuse_bench: could not limit oneDNN to the Halide target's ISA (%s)\n",
+                         target.to_string().c_str());
+            return 2;
+        }
+    }
+    g_fma_kernel = widest_fma_kernel(avx512);
+    const double peak1 = g_fma_kernel ? measure_fma_peak_gflops(*g_fma_kernel, 1) : 0;
+    g_peak_gflops = g_threads == 1 || !g_fma_kernel ? peak1 : measure_fma_peak_gflops(*g_fma_kernel, g_threads);
     // On a shared machine a neighbour can hold a core through a whole measurement (peak_share would
     // then pass 100%): measured again, a while apart, while N threads fall short of 3/4 of N x one.
-    for (int retry = 0; retry < 10 && g_peak_gflops < 0.75 * g_threads * peak1; retry++) {
+    for (int retry = 0; g_fma_kernel && retry < 10 && g_peak_gflops < 0.75 * g_threads * peak1; retry++) {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        g_peak_gflops = std::max(g_peak_gflops, measure_fma_peak_gflops(g_threads));
+        g_peak_gflops = std::max(g_peak_gflops, measure_fma_peak_gflops(*g_fma_kernel, g_threads));
     }
     if (g_peak_gflops < 0.75 * g_threads * peak1) {
         std::fprintf(stderr,
@@ -570,9 +603,9 @@ int main(int argc, char **argv) {
     benchmark::AddCustomContext("threads", std::to_string(g_threads));
     benchmark::AddCustomContext("fma_peak_gflops_1_thread", std::to_string(peak1));
     benchmark::AddCustomContext("fma_peak_gflops", std::to_string(g_peak_gflops));
-    if (const auto *kernel = hfuse::bench::widest_fma_kernel())
-        benchmark::AddCustomContext("fma_peak_isa", kernel->isa);
-    benchmark::AddCustomContext("halide_target", Halide::get_jit_target_from_environment().to_string());
+    if (g_fma_kernel) benchmark::AddCustomContext("fma_peak_isa", g_fma_kernel->isa);
+    benchmark::AddCustomContext("halide_target", target.to_string());
+    benchmark::AddCustomContext("onednn_isa", onednn_isa_name(dnnl::get_effective_cpu_isa()));
     benchmark::AddCustomContext("onednn", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
                                               std::to_string(v->patch) + " (" + v->hash + ")");
     benchmark::AddCustomContext("autoschedule", g_autoschedule);

@@ -71,18 +71,18 @@ __attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iterations) {
     return fma_chains_sum<__m512, 16, splat512, fma512, add512, store512>(iterations);
 }
 
-const FmaKernel *widest_fma_kernel() {
+const FmaKernel *widest_fma_kernel(bool allow_avx512) {
     static const FmaKernel avx512{"avx512f", kChains * 16 * 2, fma_chains_avx512};
     static const FmaKernel avx2{"avx2+fma", kChains * 8 * 2, fma_chains_avx2};
-    if (__builtin_cpu_supports("avx512f")) return &avx512;
+    if (allow_avx512 && __builtin_cpu_supports("avx512f")) return &avx512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &avx2;
     return nullptr;
 }
 
 namespace {
 
-// Seconds of wall time for `threads` threads each running fma_chains(iterations), started together.
-double fma_burst(int threads, int64_t iterations) {
+// Seconds of wall time for `threads` threads each running `kernel` for `iterations`, started together.
+double fma_burst(const FmaKernel &kernel, int threads, int64_t iterations) {
     std::atomic<int> ready{0};
     std::atomic<bool> go{false};
     std::vector<std::thread> pool;
@@ -92,7 +92,7 @@ double fma_burst(int threads, int64_t iterations) {
             ready++;
             while (!go.load()) {
             }
-            sink[t] = widest_fma_kernel()->run(iterations);
+            sink[t] = kernel.run(iterations);
         });
     }
     while (ready.load() < threads) {
@@ -107,8 +107,7 @@ double fma_burst(int threads, int64_t iterations) {
 
 // peak/fma/threads:N — the kernel on N threads under Google Benchmark (its threads persist across
 // iterations, unlike a burst's).
-void BM_fma_peak(benchmark::State &state) {
-    const FmaKernel *kernel = widest_fma_kernel();
+void BM_fma_peak(benchmark::State &state, const FmaKernel *kernel) {
     if (!kernel) {
         state.SkipWithError("this CPU has neither AVX-512F nor AVX2 + FMA");
         return;
@@ -124,21 +123,19 @@ void BM_fma_peak(benchmark::State &state) {
 
 }  // namespace
 
-double measure_fma_peak_gflops(int threads) {
-    const FmaKernel *kernel = widest_fma_kernel();
-    if (!kernel) return 0;
+double measure_fma_peak_gflops(const FmaKernel &kernel, int threads) {
     // ~13 ms per burst at 3 GHz (16 chains, 2 FMA pipes); 7 bursts: the start-up cost stays well under a second.
     constexpr int64_t kIterations = 5'000'000;
     double best = 0;
     for (int burst = 0; burst < 7; burst++) {
-        best = std::max(best,
-                        threads * kIterations * kernel->flops_per_iteration / fma_burst(threads, kIterations) * 1e-9);
+        best = std::max(
+            best, threads * kIterations * kernel.flops_per_iteration / fma_burst(kernel, threads, kIterations) * 1e-9);
     }
     return best;
 }
 
-void register_peak_benchmarks(int max_threads) {
-    auto *b = benchmark::RegisterBenchmark("peak/fma", BM_fma_peak)->Threads(1);
+void register_peak_benchmarks(const FmaKernel *kernel, int max_threads) {
+    auto *b = benchmark::RegisterBenchmark("peak/fma", BM_fma_peak, kernel)->Threads(1);
     if (max_threads > 1) b->Threads(max_threads);
     // Interleaved with the workloads (--benchmark_enable_random_interleaving), its repetitions sample
     // the machine's speed through the run; bench/plot.py reports their spread.

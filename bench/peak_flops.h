@@ -15,14 +15,15 @@ struct FmaKernel {
     float (*run)(int64_t iterations);  // returns a value that depends on every chain
 };
 
-// nullptr where the CPU has neither AVX-512F nor AVX2 + FMA.
-const FmaKernel *widest_fma_kernel();
+// The widest of the two the CPU runs, AVX2's where `allow_avx512` is false (the peak of code built for
+// AVX2 on an AVX-512 machine); nullptr where the CPU has neither AVX-512F nor AVX2 + FMA.
+const FmaKernel *widest_fma_kernel(bool allow_avx512 = true);
 
-// GFLOP/s of `threads` threads each running widest_fma_kernel() at once: the best of a few short bursts
-// (the least disturbed by other jobs on a shared machine).
-double measure_fma_peak_gflops(int threads);
+// GFLOP/s of `threads` threads each running `kernel` at once: the best of a few short bursts (the
+// least disturbed by other jobs on a shared machine).
+double measure_fma_peak_gflops(const FmaKernel &kernel, int threads);
 
-// Registers peak/fma/threads:1 (and threads:max_threads): the bursts above as a benchmark.
-void register_peak_benchmarks(int max_threads);
+// Registers peak/fma/threads:1 (and threads:max_threads): `kernel`'s bursts as a benchmark.
+void register_peak_benchmarks(const FmaKernel *kernel, int max_threads);
 
 }  // namespace hfuse::bench

@@ -128,8 +128,13 @@ def table(results, context):
     lines = []
     peak = context.get("fma_peak_gflops")
     if peak:
+        isa = context.get("fma_peak_isa")
         lines.append(f"Measured FMA peak: {float(peak):.1f} GFLOP/s with {context.get('threads', '?')} threads "
-                     f"({float(context.get('fma_peak_gflops_1_thread', 0)):.1f} on one).")
+                     f"({float(context.get('fma_peak_gflops_1_thread', 0)):.1f} on one)"
+                     + (f" on {isa} vectors" if isa else "") + ".")
+        if "halide_target" in context:
+            onednn = f"; oneDNN's ISA {context['onednn_isa']}" if "onednn_isa" in context else ""
+            lines.append(f"Halide target `{context['halide_target']}`{onednn}.")
         lines.extend(peak_drift(float(peak), context.get("peak_samples", [])))
         lines.append("")
     head = ["workload"] + [i.replace("hfuse_", "") for i in hfuse] + ["peer", "fused GFLOP/s (peak)",
