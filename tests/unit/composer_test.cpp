@@ -164,10 +164,13 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
                                   {"ci_block", 16},
                                   {"input_block", 8},
                                   {"input_at", "task"}}));
-        // 4 channel tasks reading each row block: each input row would be copied 4-8 times, at root once.
-        auto wide = fused_plan(conv_model(16, 14, 14, 128, 3, 1, 1, 1)).groups[0].schedule;
-        EXPECT_EQ(wide["channel_block"], 32);
+        // 4 channel tasks reading each row block: each input row would be copied 4-8 times, at root
+        // once. Winograd's channel blocks are 64 channels, 2 register tiles (AVX2's 4 vectors of 8).
+        const FusedGraph wide_plan = fused_plan(conv_model(16, 14, 14, 256, 3, 1, 1, 1));
+        const nlohmann::json &wide = wide_plan.groups[0].schedule;
+        EXPECT_EQ(wide["channel_block"], 64);
         EXPECT_FALSE(wide.contains("input_at")) << wide.dump();
+        expect_matches_reference(wide_plan);
         // Unpadded: no copy.
         EXPECT_FALSE(fused_plan(conv_model(16, 9, 9, 16, 3, 2, 0, 1)).groups[0].schedule.contains("input_at"));
     }
