@@ -109,7 +109,7 @@ double fma_burst(const FmaKernel &kernel, int threads, int64_t iterations) {
 // iterations, unlike a burst's).
 void BM_fma_peak(benchmark::State &state, const FmaKernel *kernel) {
     if (!kernel) {
-        state.SkipWithError("this CPU has neither AVX-512F nor AVX2 + FMA");
+        state.SkipWithError("no FMA peak: the CPU or the Halide target has neither AVX-512F nor AVX2 + FMA");
         return;
     }
     constexpr int64_t kIterations = 1'000'000;

@@ -17,7 +17,7 @@ struct FmaKernel {
 
 // The widest of the two the CPU runs, AVX2's where `allow_avx512` is false (the peak of code built for
 // AVX2 on an AVX-512 machine); nullptr where the CPU has neither AVX-512F nor AVX2 + FMA.
-const FmaKernel *widest_fma_kernel(bool allow_avx512 = true);
+const FmaKernel *widest_fma_kernel(bool allow_avx512);
 
 // GFLOP/s of `threads` threads each running `kernel` at once: the best of a few short bursts (the
 // least disturbed by other jobs on a shared machine).

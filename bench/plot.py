@@ -127,7 +127,7 @@ def table(results, context):
     hfuse = [i for i in impls if i.startswith("hfuse_")]
     lines = []
     peak = context.get("fma_peak_gflops")
-    if peak:
+    if peak and float(peak) > 0:
         isa = context.get("fma_peak_isa")
         lines.append(f"Measured FMA peak: {float(peak):.1f} GFLOP/s with {context.get('threads', '?')} threads "
                      f"({float(context.get('fma_peak_gflops_1_thread', 0)):.1f} on one)"
