@@ -948,6 +948,13 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
     const std::string order = one_by_one ? "ci,kx,ky" : "kx,ci,ky";
     int nx = 1, ny = one_by_one ? 2 : 3, nc = (one_by_one ? 6 : 4) * budget;
     const int64_t tw = s.tile_output[3], th = s.tile_output[2];
+    if (one_by_one && th == 1 && !s.pooled && s.tile_stride_x == 1 && tw >= 2 * vw) {
+        // One row of positions (a pointwise group's position view, src/compose/position_view.h):
+        // conv_flat's register tile, 2 vectors x 8 channels (6 with 16 registers). 1x1 128->256 at
+        // 28x28 as 1 x 784, Zen 5, 2 threads: 1 x 12 0.146-0.166 ms, 2 x 8 0.130-0.137 ms.
+        nx = 2;
+        nc = budget > 1 ? 8 : 6;
+    }
     // 3-row tiles over-compute a height like 7, 14 or 28 by 7-29% (tiles shift inwards): 2 rows x 6
     // channels there (3x3 512->512 at 7x7 with 4 lanes: 3x4 7.7 ms, 2x6 6.4 ms).
     if (ny == 3 && (hout + 2) / 3 * 3 > hout * 105 / 100) {

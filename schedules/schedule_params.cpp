@@ -57,7 +57,8 @@ std::string param_choice(const nlohmann::json &p, const std::string &key, const 
 void check_param_keys(const nlohmann::json &p, const std::vector<std::string> &allowed) {
     for (auto it = p.begin(); it != p.end(); ++it) {
         const std::string &k = it.key();
-        if (k == "template" || k == "why") continue;
+        // "flatten_positions" is the composer's, for any template (src/compose/position_view.h).
+        if (k == "template" || k == "why" || k == "flatten_positions") continue;
         if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
             std::string known;
             for (const std::string &a : allowed) known += (known.empty() ? "" : ", ") + a;

@@ -29,8 +29,9 @@ int param_int_or(const nlohmann::json &params, const std::string &key, int64_t l
 // The string parameter `key`, one of `allowed`.
 std::string param_choice(const nlohmann::json &params, const std::string &key, const std::vector<std::string> &allowed);
 
-// Throws an Error on "schedule.<key>" for the first key of `params` that is neither "template", "why"
-// nor in `allowed`: a misspelt parameter must not be silently ignored.
+// Throws an Error on "schedule.<key>" for the first key of `params` that is neither "template", "why",
+// "flatten_positions" (the composer's, for any template) nor in `allowed`: a misspelt parameter must
+// not be silently ignored.
 void check_param_keys(const nlohmann::json &params, const std::vector<std::string> &allowed);
 
 // The vector width a template uses: "vector_width" if the plan gives one, else the target's. With

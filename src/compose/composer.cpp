@@ -1,5 +1,6 @@
 #include "compose/composer.h"
 
+#include "compose/position_view.h"
 #include "hfuse/error.h"
 #include "ops/window_util.h"
 #include "planner/graph_util.h"
@@ -599,6 +600,12 @@ BlockedExchange blocked_exchange(const Graph &g, const FusedGroup &grp, const Ha
     if (!grp.backend.empty()) return e;
     const nlohmann::json params = group_params(g, grp, target);
     if (!params.is_object() || params.value("template", "") != "conv_cv") return e;
+    // A group on its position view reads and writes its values planar (as rows).
+    try {
+        if (flattens_positions(params)) return e;
+    } catch (const Error &) {
+        return e;  // compose_group reports it, naming the field
+    }
     const Analysis a = analyse(g, grp);
     if (a.family != Family::Conv || a.conv.group != 1) return e;  // compose_group reports the misfit
     const Node &conv = *a.master;
@@ -635,6 +642,9 @@ void compose_group(const Graph &g, const FusedGroup &grp, exec::LoweredGroup &lo
     const Node *master = g.find_node(grp.master);
     try {
         if (!params.is_object()) fail_field("schedule", "expected an object, got " + params.dump());
+        if (flattens_positions(params) && master && g.type_of(master->outputs[0]).shape[2] != 1) {
+            throw Error("internal: group " + grp.name + " flattens its positions: compose it on group_graph()");
+        }
         if (!params.contains("template") || !params["template"].is_string()) {
             fail_field("schedule.template", "missing (expected the name of a template)");
         }
@@ -709,11 +719,30 @@ void compose_group(const Graph &g, const FusedGroup &grp, exec::LoweredGroup &lo
     }
 }
 
+const Graph &group_graph(const Graph &g, const FusedGroup &grp, const Halide::Target &target, Graph &view) {
+    if (!grp.backend.empty()) return g;
+    const nlohmann::json params = group_params(g, grp, target);
+    const Node *master = g.find_node(grp.master);
+    try {
+        if (!flattens_positions(params)) return g;
+        if (std::string why = position_view_blocker(g, grp); !why.empty()) {
+            fail_field("schedule.flatten_positions", "the group cannot run on its positions as one row: " + why);
+        }
+    } catch (Error &e) {
+        if (master) e.at_node(master->name, master->op);
+        throw;
+    }
+    view = position_view(g, grp);
+    return view;
+}
+
 }  // namespace hfuse::compose
 
 namespace hfuse {
 
-nlohmann::json default_schedule_params(const Graph &g, const FusedGroup &grp, const Halide::Target &target) {
+namespace {
+
+nlohmann::json defaults_for_shapes(const Graph &g, const FusedGroup &grp, const Halide::Target &target) {
     const compose::Analysis a = compose::analyse(g, grp);
     nlohmann::json p;
     switch (a.family) {
@@ -736,6 +765,27 @@ nlohmann::json default_schedule_params(const Graph &g, const FusedGroup &grp, co
         const std::string why = p.is_object() ? p.value("why", a.why) : a.why;
         if (!why.empty()) s["why"] = why;
         return s;
+    }
+    return p;
+}
+
+}  // namespace
+
+nlohmann::json default_schedule_params(const Graph &g, const FusedGroup &grp, const Halide::Target &target) {
+    nlohmann::json p = defaults_for_shapes(g, grp, target);
+    // A pointwise conv whose rows tile badly by (x, y) (conv_flat's): on its group's position view,
+    // conv_xv's register tiles run along all positions and the epilogue is stored from the
+    // accumulators, where conv_flat's go through its strip (compose/position_view.h). (Rows of whole
+    // vectors keep conv_xv over (x, y): not measured on the view.)
+    const Node *master = g.find_node(grp.master);
+    if (p.value("template", "") == "conv_flat" && !p.contains("compute") && master &&
+        planner::is_pointwise_conv(g, *master) && g.type_of(master->outputs[0]).shape[2] > 1 &&
+        compose::position_view_blocker(g, grp).empty()) {
+        nlohmann::json row = defaults_for_shapes(compose::position_view(g, grp), grp, target);
+        if (row.value("template", "") == "conv_xv") {
+            row["flatten_positions"] = true;
+            return row;
+        }
     }
     return p;
 }

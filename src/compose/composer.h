@@ -27,6 +27,12 @@
 
 namespace hfuse::compose {
 
+// The graph `group` is lowered (exec::lower_group, with op_lowerings) and composed on: `graph` itself,
+// or, when its schedule (given, or the default) says "flatten_positions", the group's position view
+// (position_view.h), built into `view`; its values' buffers are then reshaped to the view's shapes.
+// Throws an Error naming schedule.flatten_positions and the master if the group has no such view.
+const Graph &group_graph(const Graph &graph, const FusedGroup &group, const Halide::Target &target, Graph &view);
+
 // The ops of `group` its schedule (given, or the default) needs lowered in another form than the
 // direct one (conv_flat's flattened rows, conv_cv's channel blocks with packed weights, gemm_nv's
 // panels of a constant B): pass them to exec::lower_group before compose_group.

@@ -1,6 +1,7 @@
 #include "hfuse/executor.h"
 
 #include "compose/composer.h"
+#include "compose/position_view.h"
 #include "exec/autoschedule.h"
 #include "exec/buffer_plan.h"
 #include "exec/group_lowering.h"
@@ -55,7 +56,17 @@ struct CompiledPipeline {
     std::string schedule, note;              // GroupInfo's
     double compile_ms = 0;                   // GroupInfo's
     ParallelRuntime parallel_runtime = ParallelRuntime::Halide;  // GroupInfo's
+    // Compiled on the group's position view (compose/position_view.h): the shapes its parameters' and
+    // outputs' buffers are reshaped to before each run (empty: none).
+    std::vector<Shape> param_views, output_views;
 };
+
+// Records in `cp` the view shapes of a group lowered on `lowered_on` rather than the model's graph.
+void record_views(CompiledPipeline &cp, const Graph &g, const Graph &lowered_on, const exec::LoweredGroup &lowered) {
+    if (&lowered_on == &g) return;
+    for (const std::string &v : lowered.input_values) cp.param_views.push_back(lowered_on.type_of(v).shape);
+    for (const std::string &v : lowered.output_values) cp.output_views.push_back(lowered_on.type_of(v).shape);
+}
 
 // A group as it runs: its compiled pipeline and the values it reads and writes.
 struct GroupRun {
@@ -300,7 +311,18 @@ void Executor::Impl::compile(const FusedGraph &plan) {
         // A group whose values nobody reads (dead nodes of a graph run as written, or an owner every
         // reader recomputes) has nothing to compute.
         if (live_out.empty()) continue;
-        exec::LoweredGroup lowered = lower(g, grp, live_out, weights, options.schedule, options.target, layouts);
+        // Templates lower and compose a group on its position view where its schedule says so.
+        Graph view;
+        const Graph *lowered_on = &g;
+        if (options.schedule == ScheduleSource::Templates) {
+            try {
+                lowered_on = &compose::group_graph(g, grp, options.target, view);
+            } catch (Error &e) {
+                throw e.in_file(g.source);
+            }
+        }
+        exec::LoweredGroup lowered =
+            lower(*lowered_on, grp, live_out, weights, options.schedule, options.target, layouts);
         GroupRun run{grp.name,
                      grp.master,
                      static_cast<int>(grp.nodes.size()),
@@ -314,13 +336,16 @@ void Executor::Impl::compile(const FusedGraph &plan) {
             const Node *master = g.find_node(grp.master);
             try {
                 try {
-                    compiled = schedule_and_compile(g, grp, lowered, options.schedule, options);
+                    compiled = schedule_and_compile(*lowered_on, grp, lowered, options.schedule, options);
+                    record_views(*compiled, g, *lowered_on, lowered);
                 } catch (const Halide::Error &e) {
                     if (options.schedule == ScheduleSource::Templates || !options.fallback_to_templates) throw;
                     // The autoscheduler's Funcs are scheduled now: lower afresh for the templates.
+                    const Graph &templates_on = compose::group_graph(g, grp, options.target, view);
                     exec::LoweredGroup again =
-                        lower(g, grp, live_out, weights, ScheduleSource::Templates, options.target, layouts);
-                    compiled = schedule_and_compile(g, grp, again, ScheduleSource::Templates, options);
+                        lower(templates_on, grp, live_out, weights, ScheduleSource::Templates, options.target, layouts);
+                    compiled = schedule_and_compile(templates_on, grp, again, ScheduleSource::Templates, options);
+                    record_views(*compiled, g, templates_on, again);
                     std::string why = e.what();
                     while (!why.empty() && std::isspace(static_cast<unsigned char>(why.back()))) why.pop_back();
                     compiled->note = std::string(to_string(options.schedule)) + "'s schedule failed in Halide (" + why +
@@ -552,9 +577,15 @@ std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, Te
     for (GroupRun &gr : impl_->groups) {
         auto start = clock::now();
         CompiledPipeline &cp = *gr.compiled;
-        for (size_t i = 0; i < cp.params.size(); i++) cp.params[i].set(slots[gr.input_slots[i]]);
+        for (size_t i = 0; i < cp.params.size(); i++) {
+            const TensorBuffer &b = slots[gr.input_slots[i]];
+            cp.params[i].set(cp.param_views.empty() ? b : compose::reshaped(b, cp.param_views[i]));
+        }
         results.clear();
-        for (int s : gr.output_slots) results.push_back(impl_->write_slots[s]);
+        for (size_t i = 0; i < gr.output_slots.size(); i++) {
+            const TensorBuffer &b = impl_->write_slots[gr.output_slots[i]];
+            results.push_back(cp.output_views.empty() ? b : compose::reshaped(b, cp.output_views[i]));
+        }
         Halide::Realization realization(results);
         try {
             cp.pipeline.realize(realization, impl_->options.target);

@@ -5,6 +5,7 @@
 #include "hfuse/error.h"
 #include "ops/halide_util.h"
 
+#include <map>
 #include <set>
 
 namespace hfuse::exec {
@@ -23,6 +24,35 @@ BoundValues bind_inputs(const Graph &graph, const std::vector<Halide::ImageParam
     return bound;
 }
 
+namespace {
+
+// `f` (a value in its model shape, Halide order (x, y, ...)) read as its position view's row: (q, 0,
+// ...) is (q % W, q / W, ...), `width` being W. The ops of a viewed group read their inputs so.
+Halide::Func as_row(const Halide::Func &f, int64_t width, int rank) {
+    Halide::Func row(Halide::Internal::unique_name(f.name() + "_row"));
+    std::vector<Halide::Var> v = ops::make_vars(rank);
+    std::vector<Halide::Expr> at = ops::as_exprs(v);
+    const Halide::Expr w = static_cast<int>(width);
+    at[0] = v[0] % w;
+    at[1] = v[0] / w + v[1];
+    row(v) = f(at);
+    return row;
+}
+
+// The inverse: `row` (a value on its position view) read in the model's shape, (x, y, ...) at
+// (x + y * W, 0, ...). The groups after a viewed one read its outputs so.
+Halide::Func as_plane(const Halide::Func &row, int64_t width, int rank) {
+    Halide::Func plane(Halide::Internal::unique_name(row.name() + "_plane"));
+    std::vector<Halide::Var> v = ops::make_vars(rank);
+    std::vector<Halide::Expr> at = ops::as_exprs(v);
+    at[0] = v[0] + v[1] * static_cast<int>(width);
+    at[1] = 0;
+    plane(v) = row(at);
+    return plane;
+}
+
+}  // namespace
+
 LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, const WeightBuffers &weights,
                          const Halide::Target &target, bool templates) {
     const Graph &g = plan.graph;
@@ -31,6 +61,8 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
         if (!bound.count(in.name)) throw Error("internal: no Func for model input '" + in.name + "'");
     }
     std::set<std::string> handed_between;  // values one group hands to another (or returns)
+    // Values a group on its position view hands out: its output Funcs and their shapes there.
+    std::map<std::string, std::pair<Halide::Func, Shape>> stored_as_row;
     // Values between conv_cv groups handed over channel-blocked, as the Executor stores them, but with
     // no halo: a Func computed at root is computed over everything its readers read, so a halo would
     // be computed (wrongly), not zero. A padded reader copies its input block for block (dense), where
@@ -50,10 +82,32 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
                 .at_node(master->name, master->op)
                 .in_file(g.source);
         }
+        // The templates lower and compose a group on its position view where its schedule says so:
+        // it reads its inputs, and the groups after it its outputs, through index maps.
+        Graph view;
+        const Graph *lowered_on = &g;
+        if (templates) {
+            try {
+                lowered_on = &compose::group_graph(g, grp, target, view);
+            } catch (Error &e) {
+                throw e.in_file(g.source);
+            }
+        }
+        const Graph &lg = *lowered_on;
+        const bool viewed = &lg != &g;
+        BoundValues group_bound = bound;
+        if (viewed) {
+            for (const GraphInput &in : lg.inputs) {
+                const Shape &shape = g.type_of(in.name).shape;
+                if (in.shape != shape && bound.count(in.name)) {
+                    group_bound[in.name] = as_row(bound.at(in.name), shape.back(), static_cast<int>(shape.size()));
+                }
+            }
+        }
         std::vector<const Node *> nodes;
-        for (const std::string &name : grp.nodes) nodes.push_back(g.find_node(name));
-        LoweredGroup lowered = lower_group(g, nodes, live_out, weights, bound,
-                                           templates ? compose::op_lowerings(g, grp, target) : OpLowerings{}, layouts);
+        for (const std::string &name : grp.nodes) nodes.push_back(lg.find_node(name));
+        LoweredGroup lowered = lower_group(lg, nodes, live_out, weights, group_bound,
+                                           templates ? compose::op_lowerings(lg, grp, target) : OpLowerings{}, layouts);
         if (!lowered.params.empty()) {
             throw Error("internal: group " + grp.name + " reads '" + lowered.input_values[0] +
                         "', which no earlier group computes")
@@ -61,14 +115,21 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
         }
         if (templates) {
             try {
-                compose::compose_group(g, grp, lowered, target);
+                compose::compose_group(lg, grp, lowered, target);
             } catch (Error &e) {
                 throw e.at_node(master->name, master->op).in_file(g.source);
             }
         }
         for (size_t i = 0; i < lowered.output_values.size(); i++) {
-            bound[lowered.output_values[i]] = lowered.output_funcs[i];
-            handed_between.insert(lowered.output_values[i]);
+            const std::string &v = lowered.output_values[i];
+            const Shape &shape = g.type_of(v).shape;
+            if (viewed && lg.type_of(v).shape != shape) {
+                stored_as_row[v] = {lowered.output_funcs[i], lg.type_of(v).shape};
+                bound[v] = as_plane(lowered.output_funcs[i], shape.back(), static_cast<int>(shape.size()));
+            } else {
+                bound[v] = lowered.output_funcs[i];
+            }
+            handed_between.insert(v);
         }
     }
 
@@ -91,10 +152,15 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
         // A handed value is computed over its whole shape, as in its own group's pipeline: a
         // consumer that reads part of it (a Slice) must not shrink the region the template tiles, or
         // shifted tiles read before their input.
+        // A value stored as a row is computed at root there; its plane view, read by the next groups,
+        // inlines (a model output is a copy of it).
         for (const std::string &v : handed_between) {
-            Halide::Func f = bound.at(v);
+            auto row = stored_as_row.find(v);
+            Halide::Func f = row == stored_as_row.end() ? bound.at(v) : row->second.first;
             f.compute_root();
-            const std::vector<halide_dimension_t> dims = interior_dims(g.type_of(v).shape, layout_of(layouts, v));
+            const std::vector<halide_dimension_t> dims = row == stored_as_row.end()
+                                                             ? interior_dims(g.type_of(v).shape, layout_of(layouts, v))
+                                                             : interior_dims(row->second.second, ValueLayout{});
             const std::vector<Halide::Var> args = f.args();
             for (size_t k = 0; k < args.size(); k++) f.bound(args[k], dims[k].min, dims[k].extent);
         }

@@ -74,11 +74,13 @@ std::string VariantChecker::check(const FusedGraph &plan, const std::string &gro
         try {
             std::set<std::string> live_out = handed_out_values(plan, grp);
             if (live_out.empty()) return "";
+            Graph view;
+            const Graph &lg = compose::group_graph(g, grp, impl_->target, view);
             std::vector<const Node *> nodes;
-            for (const std::string &n : grp.nodes) nodes.push_back(g.find_node(n));
-            exec::LoweredGroup lowered =
-                exec::lower_group(g, nodes, live_out, impl_->weights, {}, compose::op_lowerings(g, grp, impl_->target));
-            compose::compose_group(g, grp, lowered, impl_->target);
+            for (const std::string &n : grp.nodes) nodes.push_back(lg.find_node(n));
+            exec::LoweredGroup lowered = exec::lower_group(lg, nodes, live_out, impl_->weights, {},
+                                                           compose::op_lowerings(lg, grp, impl_->target));
+            compose::compose_group(lg, grp, lowered, impl_->target);
         } catch (const Error &e) {
             return e.what();
         } catch (const Halide::Error &e) {

@@ -195,16 +195,16 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
     EXPECT_EQ(one["reduction_order"], "ci,kx,ky");
     EXPECT_EQ(one["tile_x_vectors"], 1);
     EXPECT_EQ(one["tile_y"], 2);
-    // A pointwise conv whose rows are no whole number of vectors is flattened: 20 wide, blocks of 4
-    // rows (80 pixels, 5 tiles of 2 vectors; 3 blocks), 24 channels in 4 blocks of 6 (whole register
-    // tiles) for 12 tasks: 2 blocks of 12 would give only 6.
+    // A pointwise conv whose rows are no whole number of vectors (20 wide) runs on its group's position
+    // view: one row of 240 positions, conv_xv's register tiles of 2 vectors x 6 channels along it.
     if (vw == 8) {
         auto flat = fused_plan(conv_model(16, 12, 20, 24, 1, 1, 0, 1)).groups[0].schedule;
-        EXPECT_EQ(flat["template"], "conv_flat");
+        EXPECT_EQ(flat["template"], "conv_xv");
+        EXPECT_EQ(flat["flatten_positions"], true);
         EXPECT_EQ(flat["tile_x_vectors"], 2);
+        EXPECT_EQ(flat["tile_y"], 1);
         EXPECT_EQ(flat["tile_c"], 6);
-        EXPECT_EQ(flat["block_rows"], 4);
-        EXPECT_EQ(flat["channel_block"], 6);
+        EXPECT_EQ(flat["channel_loop"], "outer");
     }
     auto computed_w = [](int C, int H, int W, int K, int k, int s, int p, int g, int pool_k = 0, int pool_s = 0) {
         return fused_plan(conv_model(C, H, W, K, k, s, p, g, pool_k, pool_s, 1, true)).groups[0].schedule;
@@ -272,11 +272,12 @@ TEST(Composer, FlatConvVariantsMatchTheReference) {
                            conv_model(5, 6, 10, 7, 5, 1, 2, 1), conv_model(6, 9, 11, 10, 3, 1, 0, 1, 0, 0, 2)}) {
         FusedGraph plan = fused_plan(g);
         ASSERT_EQ(plan.groups.size(), 1u);
-        // The default for the pointwise ones at least a vector wide and for 7 output channels (less
-        // than a vector); a window, or narrower rows, take conv_cv.
+        // The default for 7 output channels (less than a vector); the pointwise ones at least a vector
+        // wide run on their position view instead (conv_xv); a window, or narrower rows, take conv_cv.
         const bool pointwise_wide = g.type_of("w").shape[3] == 1 && g.type_of("relu").shape[3] >= 8;
-        const bool flat = pointwise_wide || g.type_of("w").shape[0] < 8;
-        EXPECT_EQ(plan.groups[0].schedule["template"], flat ? "conv_flat" : "conv_cv");
+        const bool flat = g.type_of("w").shape[0] < 8;
+        EXPECT_EQ(plan.groups[0].schedule["template"], pointwise_wide ? "conv_xv" : flat ? "conv_flat" : "conv_cv");
+        EXPECT_EQ(plan.groups[0].schedule.value("flatten_positions", false), pointwise_wide);
         expect_matches_reference(plan);
         const Shape t = g.type_of("relu").shape;
         for (int rows : {1, 2, static_cast<int>(t[2])}) {
@@ -313,11 +314,17 @@ TEST(Composer, FlatConvReadingAnotherGroupInOnePipeline) {
     const std::string path = testing::TempDir() + "/composer_flat_chain_" + std::to_string(getpid()) + ".json";
     std::ofstream(path) << text;
     Graph g = load_model(path);
+    // Alone, the conv's group runs on its position view: it reads the Sigmoid's Func as a row, the Relu's
+    // group reads its output as a plane.
     for (bool whole_conv_group : {false, true}) {
         FusedGraph plan = whole_conv_group ? fused_plan(g) : with_default_schedules(singleton_groups(g), kTarget);
-        bool flat = false;
-        for (const FusedGroup &grp : plan.groups) flat = flat || grp.schedule.value("template", "") == "conv_flat";
-        EXPECT_TRUE(flat);
+        bool flat = false, row = false;
+        for (const FusedGroup &grp : plan.groups) {
+            flat = flat || grp.schedule.value("template", "") == "conv_flat";
+            row = row || grp.schedule.value("flatten_positions", false);
+        }
+        EXPECT_EQ(flat, whole_conv_group);
+        EXPECT_EQ(row, !whole_conv_group);
         expect_pipeline_matches_reference(g, plan);
     }
     std::remove(path.c_str());
@@ -816,12 +823,14 @@ TEST(Composer, StridedDepthwiseConvTilesMatchTheReference) {
 std::string compiled_group_text(const FusedGraph &plan, const Halide::Target &target, bool assembly) {
     static int count = 0;
     const FusedGroup &grp = plan.groups[0];
+    Graph view;
+    const Graph &g = compose::group_graph(plan.graph, grp, target, view);
     std::vector<const Node *> nodes;
-    for (const std::string &n : grp.nodes) nodes.push_back(plan.graph.find_node(n));
+    for (const std::string &n : grp.nodes) nodes.push_back(g.find_node(n));
     exec::WeightBuffers weights = exec::make_weight_buffers(plan.graph);
-    exec::LoweredGroup lowered = exec::lower_group(plan.graph, nodes, handed_out_values(plan, grp), weights, {},
-                                                   compose::op_lowerings(plan.graph, grp, target));
-    compose::compose_group(plan.graph, grp, lowered, target);
+    exec::LoweredGroup lowered =
+        exec::lower_group(g, nodes, handed_out_values(plan, grp), weights, {}, compose::op_lowerings(g, grp, target));
+    compose::compose_group(g, grp, lowered, target);
     std::vector<Halide::Argument> args(lowered.params.begin(), lowered.params.end());
     const std::string path = testing::TempDir() + "/composer_group_" + std::to_string(getpid()) + "_" +
                              std::to_string(count++) + (assembly ? ".s" : ".stmt");
@@ -1515,7 +1524,8 @@ TEST(Composer, Avx512DefaultsDifferAndCompile) {
     EXPECT_EQ(defaults(xv, avx512)["tile_c"], 8);
     EXPECT_EQ(defaults(flat, avx2)["tile_c"], 6);
     EXPECT_EQ(defaults(flat, avx512)["tile_c"], 8);
-    EXPECT_EQ(defaults(flat, avx512)["template"], "conv_flat");
+    EXPECT_EQ(defaults(flat, avx512)["template"], "conv_xv");  // on its position view (20 wide)
+    EXPECT_EQ(defaults(flat, avx512)["flatten_positions"], true);
     EXPECT_EQ(defaults(pool, avx512)["vector_width"], 16);
     EXPECT_EQ(defaults(softmax, avx512)["vector_width"], 16);
     // Each template compiles for AVX-512 whatever the host (run where the host has it) and uses zmm registers.

@@ -54,6 +54,7 @@
 // To rerun exactly that case in the test (all its checks, plus a trace of what was generated):
 //   HFUSE_PROPERTY_SEED=<seed> HFUSE_PROPERTY_CASE=<case> build/bin/hfuse_tests --gtest_filter='Property*'
 // PropertyMeta checks that the comparison catches a wrong result and that the written files reproduce.
+#include "compose/position_view.h"
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
 #include "hfuse/executor.h"
@@ -1043,7 +1044,16 @@ std::vector<int> range_where(int lo, int hi, const std::function<bool(int)> &ok)
 json perturb_schedule(const FusedGraph &f, const FusedGroup &grp, const json &defaults, Rng &rng) {
     json p = defaults;
     const std::string tmpl = p.value("template", "");
-    const Graph &g = f.graph;
+    // A group on its position view: its parameters tile the view's shapes, or, now and then, with the
+    // view turned off, the model's.
+    bool row = p.value("flatten_positions", false);
+    if (row && rng.chance(0.15)) {
+        p.erase("flatten_positions");
+        row = false;
+    }
+    Graph view;
+    if (row) view = compose::position_view(f.graph, grp);
+    const Graph &g = row ? view : f.graph;
     std::set<std::string> out = handed_out_values(f, grp);
     if (tmpl == "conv_flat" && out.size() == 1 && p.contains("vector_width")) {
         // Register tiles of flattened pixels within blocks of whole rows: mostly tiles that fit a block.

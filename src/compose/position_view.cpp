@@ -1,0 +1,151 @@
+#include "compose/position_view.h"
+
+#include "hfuse/attributes.h"
+#include "hfuse/error.h"
+#include "hfuse/op_registry.h"
+
+#include <algorithm>
+#include <set>
+
+namespace hfuse::compose {
+namespace {
+
+// The last two dims of `shape` (empty below rank 2).
+Shape last_two(const Shape &shape) {
+    return shape.size() < 2 ? Shape{} : Shape(shape.end() - 2, shape.end());
+}
+
+// Why node `n` (of the group whose positions are `plane`) reads a position other than the one it
+// computes, or a broadcast the view would change; "" if it reads none.
+std::string node_blocker(const Graph &g, const Node &n, const Shape &plane) {
+    const std::string who = "'" + n.name + "' (" + n.op + ")";
+    for (const std::string &v : n.outputs) {
+        if (g.type_of(v).rank() != 4 || last_two(g.type_of(v).shape) != plane) {
+            return who + " has an output of another plane than the master's";
+        }
+    }
+    if (n.op == "Conv") {
+        const Attributes a(n.attrs);
+        const Shape &w = g.type_of(n.inputs[1]).shape;
+        const std::vector<int64_t> pads = a.get_ints("pads", {}), strides = a.get_ints("strides", {1, 1});
+        const bool pointwise = w.size() == 4 && w[2] == 1 && w[3] == 1 &&
+                               a.get_string("auto_pad", "NOTSET") != "SAME_UPPER" &&
+                               a.get_string("auto_pad", "NOTSET") != "SAME_LOWER" &&
+                               std::all_of(strides.begin(), strides.end(), [](int64_t s) { return s == 1; }) &&
+                               std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; });
+        return pointwise ? "" : who + " is no 1x1, stride-1, unpadded conv";
+    }
+    if (n.op == "BatchNormalization") return "";  // per channel
+    const PatternKind kind = find_op(n.op)->kind;
+    if (kind == PatternKind::Elementwise) return "";  // its other inputs are constants read at lowering
+    if (kind == PatternKind::Broadcast && n.inputs.size() == 2) {
+        // Numpy broadcasting aligns the last dims: an operand spanning the plane or constant across it
+        // broadcasts the same over the row; one of (1, W) or (H, 1) would not.
+        for (const std::string &v : n.inputs) {
+            const Shape &s = g.type_of(v).shape;
+            const bool fits =
+                s.empty() || (s.size() == 1 && s[0] == 1) || last_two(s) == plane || last_two(s) == Shape{1, 1};
+            if (!fits) return who + " broadcasts '" + v + "' [" + to_string(s) + "] along the rows or columns";
+            // (Weights are lowered from the model's buffers, in its dims.)
+            if (g.is_weight(v) && last_two(s) == plane) return who + " reads '" + v + "', a constant over the plane";
+        }
+        return "";
+    }
+    return who + " reads positions other than its own";
+}
+
+}  // namespace
+
+std::string position_view_blocker(const Graph &g, const FusedGroup &grp) {
+    const Node *master = g.find_node(grp.master);
+    if (!master || master->outputs.empty()) return "the group has no master";
+    const TensorType &out = g.type_of(master->outputs[0]);
+    if (out.rank() != 4) return "the master's output is not 4-D";
+    const Shape plane = last_two(out.shape);
+    for (const std::string &name : grp.nodes) {
+        if (std::string why = node_blocker(g, *g.find_node(name), plane); !why.empty()) return why;
+    }
+    return "";
+}
+
+Shape as_position_row(const Shape &shape, const Shape &plane) {
+    if (shape.size() < 2 || last_two(shape) != plane) return shape;
+    Shape row(shape.begin(), shape.end() - 2);
+    row.push_back(1);
+    row.push_back(plane[0] * plane[1]);
+    return row;
+}
+
+Graph position_view(const Graph &g, const FusedGroup &grp) {
+    if (std::string why = position_view_blocker(g, grp); !why.empty()) {
+        throw Error("internal: group " + grp.name + " has no position view: " + why);
+    }
+    const Shape plane = last_two(g.type_of(g.find_node(grp.master)->outputs[0]).shape);
+    Graph view;
+    view.name = g.name;
+    view.source = g.source;
+    std::set<std::string> members(grp.nodes.begin(), grp.nodes.end()), produced;
+    for (const Node &n : g.nodes) {  // model order: topological
+        if (!members.count(n.name)) continue;
+        view.nodes.push_back(n);
+        produced.insert(n.outputs.begin(), n.outputs.end());
+    }
+    auto add = [&](const std::string &value) {
+        if (value.empty() || view.types.count(value)) return;
+        TensorType t = g.type_of(value);
+        t.shape = as_position_row(t.shape, plane);
+        view.types[value] = t;
+        if (g.is_weight(value)) {
+            Constant c = g.weights.at(value);
+            c.type = t;
+            view.weights[value] = std::move(c);
+        } else if (!produced.count(value)) {
+            view.inputs.push_back({value, t.shape});
+        }
+    };
+    for (const Node &n : view.nodes) {
+        for (const std::string &v : n.inputs) add(v);
+        for (const std::string &v : n.outputs) add(v);
+    }
+    // What the group hands out: model outputs and values read by nodes outside it.
+    std::set<std::string> read_outside(g.outputs.begin(), g.outputs.end());
+    for (const Node &n : g.nodes) {
+        if (!members.count(n.name)) read_outside.insert(n.inputs.begin(), n.inputs.end());
+    }
+    for (const Node &n : view.nodes) {
+        for (const std::string &v : n.outputs) {
+            if (read_outside.count(v)) view.outputs.push_back(v);
+        }
+    }
+    return view;
+}
+
+bool flattens_positions(const nlohmann::json &schedule) {
+    if (!schedule.is_object() || !schedule.contains("flatten_positions")) return false;
+    const nlohmann::json &f = schedule["flatten_positions"];
+    if (!f.is_boolean()) fail_field("schedule.flatten_positions", "expected true or false, got " + f.dump());
+    return f.get<bool>();
+}
+
+TensorBuffer reshaped(const TensorBuffer &buffer, const Shape &shape) {
+    int64_t dense = 1;
+    for (int k = 0; k < buffer.dimensions(); k++) {
+        if (buffer.dim(k).min() != 0 || buffer.dim(k).stride() != dense)
+            throw Error("internal: reshaping a strided buffer");
+        dense *= buffer.dim(k).extent();
+    }
+    std::vector<halide_dimension_t> dims(shape.size());
+    int32_t stride = 1;
+    for (size_t k = 0; k < shape.size(); k++) {  // Halide order: innermost (last ONNX dim) first
+        const int32_t extent = static_cast<int32_t>(shape[shape.size() - 1 - k]);
+        dims[k] = halide_dimension_t(0, extent, stride);
+        stride *= extent;
+    }
+    if (static_cast<size_t>(stride) != buffer.number_of_elements()) {
+        throw Error("internal: a buffer of " + std::to_string(buffer.number_of_elements()) + " elements viewed as [" +
+                    to_string(shape) + "]");
+    }
+    return TensorBuffer(const_cast<float *>(buffer.data()), static_cast<int>(dims.size()), dims.data());
+}
+
+}  // namespace hfuse::compose

@@ -1,0 +1,252 @@
+// The position view (src/compose/position_view.h): which groups have one, the view's graph, groups
+// lowered and composed on it computing what the reference computes (executor and whole-model
+// pipeline, odd sizes, a batch, a residual, broadcast operands, groups before and after it), and plans
+// asking for a view a group does not have refused naming the field and the node.
+#include "compose/position_view.h"
+#include "compose/composer.h"
+#include "hfuse/composer.h"
+#include "hfuse/error.h"
+#include "hfuse/executor.h"
+#include "hfuse/model_io.h"
+#include "hfuse/model_pipeline.h"
+#include "hfuse/passes.h"
+#include "hfuse/planner.h"
+#include "hfuse/reference.h"
+
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+namespace hfuse {
+namespace {
+
+using json = nlohmann::json;
+
+// AVX2 defaults whatever the host (as composer_test.cpp): the plans still run on the host.
+const Halide::Target kTarget("x86-64-linux-avx-avx2-f16c-fma-sse41");
+
+Graph model(const std::vector<json> &inputs, const json &weights, const std::vector<json> &nodes,
+            const std::vector<std::string> &outputs) {
+    return prepare(parse_model({{"format", "hfuse-model"},
+                                {"version", 1},
+                                {"name", "pv"},
+                                {"inputs", inputs},
+                                {"weights", weights},
+                                {"nodes", nodes},
+                                {"outputs", outputs}},
+                               ".", "position_view_test"));
+}
+
+json uniform(const std::vector<int64_t> &shape, int seed) {
+    return {{"shape", shape}, {"uniform", {-0.5, 0.5}}, {"seed", seed}};
+}
+
+json conv(const std::string &name, const std::string &in, const std::string &w, json attrs = json::object()) {
+    attrs["kernel_shape"] = attrs.value("kernel_shape", json{1, 1});
+    return {{"name", name}, {"op", "Conv"}, {"inputs", {in, w, "b"}}, {"attrs", attrs}};
+}
+
+json node(const std::string &name, const std::string &op, const std::vector<std::string> &inputs) {
+    return {{"name", name}, {"op", op}, {"inputs", inputs}};
+}
+
+// x [N, 12, H, W] -> 1x1 conv 12->12 -> + x -> BatchNormalization -> * s [1, 12, 1, 1] -> Relu: a
+// bottleneck's tail (the BatchNormalization after the Add, so that no pass folds it into the conv).
+Graph residual_tail(int N, int H, int W) {
+    const int C = 12;
+    return model({{{"name", "x"}, {"shape", {N, C, H, W}}}},
+                 {{"w", uniform({C, C, 1, 1}, 1)},
+                  {"b", uniform({C}, 2)},
+                  {"bn.scale", uniform({C}, 3)},
+                  {"bn.bias", uniform({C}, 4)},
+                  {"bn.mean", uniform({C}, 5)},
+                  {"bn.var", {{"shape", {C}}, {"uniform", {0.5, 1.5}}, {"seed", 6}}},
+                  {"s", uniform({1, C, 1, 1}, 7)}},
+                 {conv("conv", "x", "w"), node("add", "Add", {"conv", "x"}),
+                  node("bn", "BatchNormalization", {"add", "bn.scale", "bn.bias", "bn.mean", "bn.var"}),
+                  node("mul", "Mul", {"bn", "s"}), node("relu", "Relu", {"mul"})},
+                 {"relu"});
+}
+
+FusedGraph fused_plan(const Graph &g) {
+    return with_default_schedules(plan_fusion(g, {load_rules("x86")}), kTarget);
+}
+
+FusedGroup &group_of(FusedGraph &plan, const std::string &master) {
+    for (FusedGroup &grp : plan.groups) {
+        if (grp.master == master) return grp;
+    }
+    throw Error("no group led by " + master);
+}
+
+// The executor and one whole-model pipeline run `plan`; every output within 1e-4 of the reference.
+void expect_matches_reference(const FusedGraph &plan) {
+    SCOPED_TRACE(plan_to_json(plan).dump());
+    test::expect_plan_matches_reference(plan, 1e-4);
+    const Graph &g = plan.graph;
+    test::ModelInputs in = test::make_inputs(g);
+    auto expected = reference::run(g, in.reference);
+    auto actual = ModelPipeline(plan).run(in.buffers);
+    for (const std::string &out : g.outputs) {
+        auto cmp =
+            reference::compare(actual.at(out).data(), expected.at(out).data.data(), expected.at(out).data.size());
+        EXPECT_LE(cmp.relative(), 1e-4) << out << " in one pipeline";
+    }
+}
+
+TEST(PositionView, ViewGraphHasThePlaneAsOneRow) {
+    const Graph g = residual_tail(2, 7, 13);
+    FusedGraph plan = fused_plan(g);
+    const FusedGroup &grp = group_of(plan, "conv");
+    ASSERT_EQ(grp.nodes, (std::vector<std::string>{"conv", "add", "bn", "mul", "relu"}));
+    EXPECT_EQ(compose::position_view_blocker(g, grp), "");
+    const Graph view = compose::position_view(g, grp);
+    EXPECT_EQ(view.nodes.size(), 5u);
+    EXPECT_EQ(view.type_of("x").shape, (Shape{2, 12, 1, 91}));
+    EXPECT_EQ(view.type_of("relu").shape, (Shape{2, 12, 1, 91}));
+    EXPECT_EQ(view.type_of("w").shape, (Shape{12, 12, 1, 1}));  // the kernel's dims are no plane
+    EXPECT_EQ(view.type_of("s").shape, (Shape{1, 12, 1, 1}));
+    EXPECT_EQ(view.weights.at("s").type.shape, (Shape{1, 12, 1, 1}));
+    ASSERT_EQ(view.inputs.size(), 1u);
+    EXPECT_EQ(view.inputs[0].name, "x");
+    EXPECT_EQ(view.inputs[0].shape, (Shape{2, 12, 1, 91}));
+    EXPECT_EQ(view.outputs, (std::vector<std::string>{"relu"}));
+    EXPECT_EQ(view.source, g.source);
+    EXPECT_EQ(compose::as_position_row({4, 7, 13}, {7, 13}), (Shape{4, 1, 91}));
+    EXPECT_EQ(compose::as_position_row({7, 12}, {7, 13}), (Shape{7, 12}));
+}
+
+TEST(PositionView, GroupsOnTheViewMatchTheReference) {
+    // 13 and 9 wide (1.6 and 1.1 vectors), a batch of 2, a residual, a per-channel and a broadcast
+    // operand; the defaults, then conv_xv's tiles and conv_flat on the view, any vector width.
+    int ran = 0;
+    for (const Graph &g : {residual_tail(2, 7, 13), residual_tail(1, 10, 9)}) {
+        FusedGraph plan = fused_plan(g);
+        FusedGroup &grp = group_of(plan, "conv");
+        EXPECT_EQ(grp.schedule["template"], "conv_xv") << grp.schedule.dump();
+        EXPECT_EQ(grp.schedule["flatten_positions"], true);
+        EXPECT_EQ(grp.schedule["tile_y"], 1);
+        expect_matches_reference(plan);
+        for (auto [vw, nx, nc] : {std::tuple{8, 2, 6}, std::tuple{8, 1, 5}, std::tuple{4, 3, 4}, std::tuple{8, 3, 12},
+                                  std::tuple{16, 1, 1}}) {
+            for (const char *loop : {"outer", "inner"}) {
+                grp.schedule = {{"template", "conv_xv"},
+                                {"flatten_positions", true},
+                                {"vector_width", vw},
+                                {"tile_x_vectors", nx},
+                                {"tile_y", 1},
+                                {"tile_c", nc},
+                                {"reduction_order", "ci,kx,ky"},
+                                {"channel_loop", loop}};
+                expect_matches_reference(plan);
+                ran++;
+            }
+        }
+        grp.schedule = {{"template", "conv_flat"},
+                        {"flatten_positions", true},
+                        {"vector_width", 8},
+                        {"tile_x_vectors", 2},
+                        {"tile_c", 6},
+                        {"block_rows", 1},
+                        {"channel_block", 6}};
+        expect_matches_reference(plan);
+        // Off again: conv_flat over (x, y), in blocks of 2 rows.
+        grp.schedule["flatten_positions"] = false;
+        grp.schedule["block_rows"] = 2;
+        expect_matches_reference(plan);
+    }
+    EXPECT_EQ(ran, 20);
+}
+
+TEST(PositionView, ViewedGroupBetweenOthers) {
+    // A Sigmoid's group before (read as a row), a pool's group after (reading a plane), each image's
+    // planes 11 x 6; singleton groups, and the conv with its Relu.
+    const Graph g =
+        model({{{"name", "x"}, {"shape", {3, 5, 11, 6}}}}, {{"w", uniform({9, 5, 1, 1}, 1)}, {"b", uniform({9}, 2)}},
+              {node("pre", "Sigmoid", {"x"}),
+               conv("conv", "pre", "w"),
+               node("relu", "Relu", {"conv"}),
+               {{"name", "pool"},
+                {"op", "MaxPool"},
+                {"inputs", {"relu"}},
+                {"attrs", {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}}}}},
+              {"pool"});
+    for (bool singletons : {true, false}) {
+        FusedGraph plan = singletons ? with_default_schedules(singleton_groups(g), kTarget) : fused_plan(g);
+        FusedGroup &grp = group_of(plan, "conv");
+        if (!compose::position_view_blocker(g, grp).empty()) {
+            EXPECT_FALSE(singletons) << "the conv alone has a view";
+            continue;  // the pool in the conv's group (RefusesGroupsWithoutOne)
+        }
+        grp.schedule = {{"template", "conv_xv"}, {"flatten_positions", true},
+                        {"vector_width", 8},     {"tile_x_vectors", 2},
+                        {"tile_y", 1},           {"tile_c", 4}};
+        expect_matches_reference(plan);
+    }
+}
+
+// Expects the executor to refuse `plan` naming schedule.flatten_positions and node `node`.
+void expect_refused(const FusedGraph &plan, const std::string &node, const std::string &why) {
+    try {
+        Executor ex(plan);
+        ADD_FAILURE() << "accepted " << plan_to_json(plan).dump();
+    } catch (const Error &e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("schedule.flatten_positions"), std::string::npos) << what;
+        EXPECT_NE(what.find("node '" + node + "'"), std::string::npos) << what;
+        EXPECT_NE(what.find(why), std::string::npos) << what;
+    }
+}
+
+TEST(PositionView, RefusesGroupsWithoutOne) {
+    const std::vector<json> x = {{{"name", "x"}, {"shape", {1, 4, 6, 10}}}};
+    const json w1 = {{"w", uniform({4, 4, 1, 1}, 1)}, {"b", uniform({4}, 2)}};
+    const json w3 = {{"w", uniform({4, 4, 3, 3}, 1)}, {"b", uniform({4}, 2)}};
+    struct Case {
+        Graph g;
+        std::string why;
+    };
+    const std::vector<Case> cases = {
+        {model(x, w3, {conv("conv", "x", "w", {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}})}, {"conv"}),
+         "'conv' (Conv) is no 1x1, stride-1, unpadded conv"},
+        {model(x, w1, {conv("conv", "x", "w", {{"strides", {2, 2}}})}, {"conv"}), "'conv' (Conv) is no 1x1"},
+        {model(x, w1, {conv("conv", "x", "w", {{"pads", {1, 0, 1, 0}}})}, {"conv"}), "'conv' (Conv) is no 1x1"},
+        // Numpy broadcasting of a [10] operand runs along the rows: the row would change it.
+        {model(x, {{"w", uniform({4, 4, 1, 1}, 1)}, {"b", uniform({4}, 2)}, {"r", uniform({10}, 3)}},
+               {conv("conv", "x", "w"), node("add", "Add", {"conv", "r"})}, {"add"}),
+         "'add' (Add) broadcasts 'r' [10]"},
+        {model(x, {{"w", uniform({4, 4, 1, 1}, 1)}, {"b", uniform({4}, 2)}, {"p", uniform({1, 4, 6, 10}, 3)}},
+               {conv("conv", "x", "w"), node("add", "Add", {"conv", "p"})}, {"add"}),
+         "'add' (Add) reads 'p', a constant over the plane"},
+    };
+    for (const Case &c : cases) {
+        FusedGraph plan = fused_plan(c.g);
+        ASSERT_EQ(plan.groups.size(), 1u);
+        EXPECT_NE(compose::position_view_blocker(c.g, plan.groups[0]).find(c.why), std::string::npos) << c.why;
+        EXPECT_FALSE(plan.groups[0].schedule.value("flatten_positions", false)) << plan.groups[0].schedule.dump();
+        plan.groups[0].schedule["flatten_positions"] = true;
+        expect_refused(plan, "conv", c.why);
+    }
+    FusedGraph plan = fused_plan(residual_tail(1, 4, 10));
+    group_of(plan, "conv").schedule["flatten_positions"] = "yes";
+    expect_refused(plan, "conv", "expected true or false");
+}
+
+TEST(PositionView, ReshapedBuffersShareTheData) {
+    TensorBuffer b(5, 3, 2, 1);  // W, H, C, N
+    for (int i = 0; i < 30; i++) b.data()[i] = static_cast<float>(i);
+    TensorBuffer row = compose::reshaped(b, {1, 2, 1, 15});
+    ASSERT_EQ(row.dimensions(), 4);
+    EXPECT_EQ(row.dim(0).extent(), 15);
+    EXPECT_EQ(row.dim(1).extent(), 1);
+    EXPECT_EQ(row.dim(2).stride(), 15);
+    EXPECT_EQ(row.data(), b.data());
+    EXPECT_EQ(row(7, 0, 1, 0), b(2, 1, 1, 0));
+    EXPECT_THROW(compose::reshaped(b, {1, 2, 1, 14}), Error);
+    TensorBuffer strided = b.copy();
+    strided.crop(0, 1, 3);
+    EXPECT_THROW(compose::reshaped(strided, {1, 2, 1, 9}), Error);
+}
+
+}  // namespace
+}  // namespace hfuse
