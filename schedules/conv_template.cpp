@@ -110,8 +110,14 @@ void schedule_xv_per_tile(Func tile, Func conv, const std::vector<Func> &per_til
         fail_field("schedule.tile_y", "does not fit the output height");
     if (nc > tc) fail_field("schedule.tile_c", "exceeds the output channels");
 
+    // "row_tasks": a row's tiles in that many parallel tasks (a group's position view has one row,
+    // and few channel tiles would leave few tasks: MobileNet-V2's project conv, 144->24 at 56x56 as
+    // 1 x 3136, 3 channel tiles of 8).
+    const int64_t row_tiles = (tw + tx - 1) / tx;
+    const int row_tasks = p.contains("row_tasks") ? get_int(p, "row_tasks", 1, static_cast<int>(row_tiles)) : 1;
+
     Dims t(tile), v(conv);
-    Var xo("xo"), xi("xi"), yo("yo"), yi("yi"), co("co"), ci("ci"), task("task");
+    Var xo("xo"), xi("xi"), xb("xb"), yo("yo"), yi("yi"), co("co"), ci("ci"), task("task");
     // Output tiles shift inwards at the edges (recomputing a little), so any extent >= tile works.
     // Channel tiles inside the spatial ones keep a tile's input in L1 while every channel tile uses it
     // (the weights, smaller, stream from L2); outside, the whole input streams once per channel tile.
@@ -123,10 +129,19 @@ void schedule_xv_per_tile(Func tile, Func conv, const std::vector<Func> &per_til
         tile.reorder(xi, yi, ci, xo, yo, co, t.n);
     }
     tile.vectorize(xi, std::min(vw, tx)).unroll(xi).unroll(yi).unroll(ci);
+    Var rows = yo;
+    if (row_tasks > 1) {
+        // A row's tasks: blocks of whole tiles, the last shifting inwards; each task its rows of tiles.
+        tile.split(xo, xb, xo, static_cast<int>((row_tiles + row_tasks - 1) / row_tasks),
+                   Halide::TailStrategy::ShiftInwards)
+            .reorder(xo, yo, xb)
+            .fuse(yo, xb, task);
+        rows = task;
+    }
     if (channels_inner) {  // every image's tasks one parallel loop (see schedule_flat)
-        tile.fuse(yo, t.n, yo).parallel(yo);
+        tile.fuse(rows, t.n, rows).parallel(rows);
     } else {
-        tile.fuse(yo, co, task).fuse(task, t.n, task).parallel(task);
+        tile.fuse(rows, co, task).fuse(task, t.n, task).parallel(task);
     }
     const Var inner = channels_inner ? co : xo;
     // tx is a whole number of these vectors: rounding up computes nothing outside the tile.
@@ -183,6 +198,7 @@ void schedule_xv(Func tile, Func conv, Func padded, const std::vector<Func> &per
                  const nlohmann::json &p, int vw) {
     if (p.contains("strip_c") || p.contains("strip_y")) {
         if (per_tile.empty()) fail_field("schedule.strip_c", "strips are for a pool after the conv");
+        if (p.contains("row_tasks")) fail_field("schedule.row_tasks", "strips split no rows into tasks");
         schedule_xv_strips(tile, conv, per_tile, s, p, vw, padded);
     } else {
         schedule_xv_per_tile(tile, conv, per_tile, s, p, vw, padded);
@@ -948,7 +964,8 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
     const std::string order = one_by_one ? "ci,kx,ky" : "kx,ci,ky";
     int nx = 1, ny = one_by_one ? 2 : 3, nc = (one_by_one ? 6 : 4) * budget;
     const int64_t tw = s.tile_output[3], th = s.tile_output[2];
-    if (one_by_one && th == 1 && !s.pooled && s.tile_stride_x == 1 && tw >= 2 * vw) {
+    const bool one_row = one_by_one && th == 1 && !s.pooled && s.tile_stride_x == 1 && tw >= 2 * vw;
+    if (one_row) {
         // One row of positions (a pointwise group's position view, src/compose/position_view.h):
         // conv_flat's register tile, 2 vectors x 8 channels (6 with 16 registers). 1x1 128->256 at
         // 28x28 as 1 x 784, Zen 5, 2 threads: 1 x 12 0.146-0.166 ms, 2 x 8 0.130-0.137 ms.
@@ -1007,13 +1024,29 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
     // 0.775 -> 0.652 ms (the input, 392 KB, no longer streams from L2 once per channel tile); 3x3
     // 64->64 at 128x128 14.7-14.9 -> 14.3-14.8 ms; at 56x56 2.81-2.87 -> 2.62-2.65 ms).
     const int64_t row_tiles = (th + ny / s.tile_stride_y - 1) / (ny / s.tile_stride_y);
-    return {{"template", "conv_xv"},
-            {"vector_width", vw},
-            {"tile_x_vectors", nx},
-            {"tile_y", ny},
-            {"tile_c", nc},
-            {"channel_loop", row_tiles >= 4 ? "inner" : "outer"},
-            {"reduction_order", order}};
+    nlohmann::json p = {{"template", "conv_xv"},
+                        {"vector_width", vw},
+                        {"tile_x_vectors", nx},
+                        {"tile_y", ny},
+                        {"tile_c", nc},
+                        {"channel_loop", row_tiles >= 4 ? "inner" : "outer"},
+                        {"reduction_order", order}};
+    if (one_row) {
+        // Channel tiles outside the row's tiles while an image's input stays in L2 (every channel tile
+        // reads it again); else inside, so that a tile's input stays in L1 while the channel tiles read
+        // it and the weights stream instead. Zen 5, 2 threads, medians: 1x1 128->256 at 28x28 (392 KB
+        // of input) outside 0.133 ms, inside in 2 tasks 0.134, 8 tasks 0.166; MobileNet-V2's project
+        // conv 144->24 at 56x56 (1.7 MB) outside 0.41 ms (its block), inside 0.20-0.21 (conv_flat 0.205).
+        const bool inner = s.input[1] * tw * 4 > 512 * 1024;
+        p["channel_loop"] = inner ? "inner" : "outer";
+        // The row in as few tasks as give, with the channel tiles outside and the images, at least 8,
+        // an even number below 16.
+        const int64_t others = (inner ? 1 : (cout + nc - 1) / nc) * s.output[0], tiles = (tw + vw * nx - 1) / (vw * nx);
+        int64_t tasks = 1;
+        while (tasks < tiles && (others * tasks < 8 || (others * tasks < 16 && others * tasks % 2 != 0))) tasks++;
+        if (tasks > 1) p["row_tasks"] = tasks;
+    }
+    return p;
 }
 
 bool conv_cv_winograd(const nlohmann::json &params) {
@@ -1040,7 +1073,7 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
     if (tmpl == "conv_xv") {
         // "compute" ("root" or absent) is the composer's (compose_conv).
         check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_y", "tile_c", "reduction_order", "strip_y",
-                             "strip_c", "channel_loop", "compute"});
+                             "strip_c", "channel_loop", "row_tasks", "compute"});
     } else if (tmpl == "conv_dw") {
         check_param_keys(p, {"vector_width", "tile_y", "channel_block", "row_bands", "producer_vector_width",
                              "producer_tile_x_vectors", "producer_tile_c", "compute"});

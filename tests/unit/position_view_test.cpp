@@ -138,6 +138,7 @@ TEST(PositionView, GroupsOnTheViewMatchTheReference) {
                                 {"tile_c", nc},
                                 {"reduction_order", "ci,kx,ky"},
                                 {"channel_loop", loop}};
+                if (ran % 3) grp.schedule["row_tasks"] = 1 + ran % 3;  // the row in 1-3 parallel tasks
                 expect_matches_reference(plan);
                 ran++;
             }
@@ -185,14 +186,15 @@ TEST(PositionView, ViewedGroupBetweenOthers) {
     }
 }
 
-// Expects the executor to refuse `plan` naming schedule.flatten_positions and node `node`.
-void expect_refused(const FusedGraph &plan, const std::string &node, const std::string &why) {
+// Expects the executor to refuse `plan` naming `field`, node `node` and saying `why`.
+void expect_refused(const FusedGraph &plan, const std::string &node, const std::string &why,
+                    const std::string &field = "schedule.flatten_positions") {
     try {
         Executor ex(plan);
         ADD_FAILURE() << "accepted " << plan_to_json(plan).dump();
     } catch (const Error &e) {
         const std::string what = e.what();
-        EXPECT_NE(what.find("schedule.flatten_positions"), std::string::npos) << what;
+        EXPECT_NE(what.find(field), std::string::npos) << what;
         EXPECT_NE(what.find("node '" + node + "'"), std::string::npos) << what;
         EXPECT_NE(what.find(why), std::string::npos) << what;
     }
@@ -230,6 +232,40 @@ TEST(PositionView, RefusesGroupsWithoutOne) {
     FusedGraph plan = fused_plan(residual_tail(1, 4, 10));
     group_of(plan, "conv").schedule["flatten_positions"] = "yes";
     expect_refused(plan, "conv", "expected true or false");
+}
+
+TEST(PositionView, DefaultsWhereTheInputStaysInL2) {
+    // 1x1 128->256 at 28x28 (3.5 AVX2 vectors a row): on the view, channel tiles outside the row's
+    // tiles (the image's input, 392 KB, read once per channel tile from L2), 43 of them the tasks.
+    auto pointwise = [](int C, int K, int HW) {
+        return model({{{"name", "x"}, {"shape", {1, C, HW, HW}}}},
+                     {{"w", uniform({K, C, 1, 1}, 1)}, {"b", uniform({K}, 2)}},
+                     {conv("conv", "x", "w"), node("relu", "Relu", {"conv"})}, {"relu"});
+    };
+    const Graph small = pointwise(128, 256, 28);
+    const json row = fused_plan(small).groups[0].schedule;
+    EXPECT_EQ(row["flatten_positions"], true) << row.dump();
+    EXPECT_EQ(row["channel_loop"], "outer");
+    EXPECT_FALSE(row.contains("row_tasks"));
+    expect_matches_reference(fused_plan(small));
+    // As MobileNet-V2's project conv, 144->24, at 52x52 (6.5 vectors a row): 1.5 MB of input. Its
+    // view would put the channel tiles inside, the row in 8 tasks; no faster there than conv_flat
+    // (measured at 56x56), which stays the default.
+    const Graph large = pointwise(144, 24, 52);
+    FusedGraph plan = fused_plan(large);
+    EXPECT_EQ(plan.groups[0].schedule["template"], "conv_flat") << plan.groups[0].schedule.dump();
+    EXPECT_FALSE(plan.groups[0].schedule.contains("flatten_positions"));
+    const json on_view =
+        default_schedule_params(compose::position_view(large, plan.groups[0]), plan.groups[0], kTarget);
+    EXPECT_EQ(on_view["template"], "conv_xv");
+    EXPECT_EQ(on_view["channel_loop"], "inner");
+    EXPECT_EQ(on_view["row_tasks"], 8);
+    plan.groups[0].schedule = on_view;
+    plan.groups[0].schedule["flatten_positions"] = true;
+    expect_matches_reference(plan);
+    // row_tasks: at most the row's tiles (2704 positions, 2 vectors of 8 a tile: 169).
+    plan.groups[0].schedule["row_tasks"] = 170;
+    expect_refused(plan, "conv", "", "schedule.row_tasks");
 }
 
 TEST(PositionView, ReshapedBuffersShareTheData) {
