@@ -164,7 +164,23 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
             const std::vector<Halide::Var> args = f.args();
             for (size_t k = 0; k < args.size(); k++) f.bound(args[k], dims[k].min, dims[k].extent);
         }
-        for (Halide::Func &f : model.outputs) f.compute_root();
+        for (size_t i = 0; i < model.outputs.size(); i++) {
+            Halide::Func &f = model.outputs[i];
+            f.compute_root();
+            if (stored_as_row.count(g.outputs[i])) {
+                // A copy of the row: along x in vectors, the planes in parallel (unscheduled, the copy
+                // of 1x1 128->256 at 28x28 took longer than the conv).
+                const Shape &shape = g.type_of(g.outputs[i]).shape;
+                const std::vector<Halide::Var> a = f.args();
+                const int vw = target.natural_vector_size<float>();
+                f.vectorize(
+                    a[0], vw,
+                    shape.back() >= vw ? Halide::TailStrategy::ShiftInwards : Halide::TailStrategy::GuardWithIf);
+                Halide::Var planes = a.size() > 2 ? a[2] : a.back();
+                for (size_t k = 3; k < a.size(); k++) f.fuse(planes, a[k], planes);
+                f.parallel(planes);
+            }
+        }
     }
     return model;
 }
