@@ -118,14 +118,7 @@ void expect_conv_params_error(const Graph &g, const nlohmann::json &params, cons
 // Runs `plan` as one whole-model pipeline (a group reads the Funcs of the groups before it) and by the
 // executor, and expects every output within 1e-4 of the reference.
 void expect_pipeline_matches_reference(const Graph &g, const FusedGraph &plan) {
-    test::ModelInputs in = test::make_inputs(g);
-    auto expected = reference::run(g, in.reference);
-    auto actual = ModelPipeline(plan).run(in.buffers);
-    for (const std::string &out : g.outputs) {
-        auto cmp =
-            reference::compare(actual.at(out).data(), expected.at(out).data.data(), expected.at(out).data.size());
-        EXPECT_LE(cmp.relative(), 1e-4) << out;
-    }
+    test::expect_pipeline_matches_reference(plan, 1e-4, &g);
     test::expect_plan_matches_reference(plan, 1e-4);
 }
 

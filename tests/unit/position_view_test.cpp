@@ -8,10 +8,8 @@
 #include "hfuse/error.h"
 #include "hfuse/executor.h"
 #include "hfuse/model_io.h"
-#include "hfuse/model_pipeline.h"
 #include "hfuse/passes.h"
 #include "hfuse/planner.h"
-#include "hfuse/reference.h"
 
 #include "test_util.h"
 
@@ -83,15 +81,7 @@ FusedGroup &group_of(FusedGraph &plan, const std::string &master) {
 void expect_matches_reference(const FusedGraph &plan) {
     SCOPED_TRACE(plan_to_json(plan).dump());
     test::expect_plan_matches_reference(plan, 1e-4);
-    const Graph &g = plan.graph;
-    test::ModelInputs in = test::make_inputs(g);
-    auto expected = reference::run(g, in.reference);
-    auto actual = ModelPipeline(plan).run(in.buffers);
-    for (const std::string &out : g.outputs) {
-        auto cmp =
-            reference::compare(actual.at(out).data(), expected.at(out).data.data(), expected.at(out).data.size());
-        EXPECT_LE(cmp.relative(), 1e-4) << out << " in one pipeline";
-    }
+    test::expect_pipeline_matches_reference(plan, 1e-4);
 }
 
 TEST(PositionView, ViewGraphHasThePlaneAsOneRow) {

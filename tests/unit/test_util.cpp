@@ -1,5 +1,6 @@
 #include "test_util.h"
 
+#include "hfuse/model_pipeline.h"
 #include "hfuse/random.h"
 
 #include <gtest/gtest.h>
@@ -67,6 +68,12 @@ void expect_plan_matches_reference(const FusedGraph &plan, double tolerance, con
     ModelInputs in = make_inputs(g);
     Executor ex(plan);
     expect_outputs_match_reference(g, in, ex.run(in.buffers), tolerance);
+}
+
+void expect_pipeline_matches_reference(const FusedGraph &plan, double tolerance, const Graph *model) {
+    const Graph &g = model ? *model : plan.graph;
+    ModelInputs in = make_inputs(g);
+    expect_outputs_match_reference(g, in, ModelPipeline(plan).run(in.buffers), tolerance);
 }
 
 }  // namespace hfuse::test

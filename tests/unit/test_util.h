@@ -39,5 +39,7 @@ void expect_outputs_match_reference(const Graph &g, const ModelInputs &in,
 // Runs `plan` and expects every output of `model` (the graph as loaded, which the reference runs;
 // plan.graph when omitted) within `tolerance` of the reference, relative to the output's scale.
 void expect_plan_matches_reference(const FusedGraph &plan, double tolerance, const Graph *model = nullptr);
+// The same for `plan` as one whole-model pipeline (ModelPipeline, JIT-compiled here).
+void expect_pipeline_matches_reference(const FusedGraph &plan, double tolerance, const Graph *model = nullptr);
 
 }  // namespace hfuse::test
