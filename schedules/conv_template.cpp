@@ -340,7 +340,7 @@ void schedule_flat(Func tile, Func flat, Func padded, const ConvGroupShape &s, c
 
 // conv_cv's Winograd form: the Funcs lower_winograd_conv makes (wino_output the conv's output).
 struct WinogradFuncs {
-    Func input, product, output;
+    Func input_rows, input, product, output_columns, output;
 };
 
 // Whether the Winograd form fits the conv: F(2x2, 3x3) computes 3x3 windows at stride 1.
@@ -460,7 +460,7 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
 
     if (winograd) {
         schedule_winograd_stages(tile, task, wino, wino_m, np, nc, vw, input_block);
-        schedule_cv_input(wino.input, tile, task, padded, s, wino_m, vw, input_block, per_task);
+        schedule_cv_input(wino.input_rows, tile, task, padded, s, wino_m, vw, input_block, per_task);
         return;
     }
     const Var bv = blocked.args()[0], bp = blocked.args()[1], bc = blocked.args()[2];
@@ -525,7 +525,7 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
 }
 
 // conv_cv's input copy (`padded`, undefined if none), read by `reader` (the direct conv, or Winograd
-// F(wino_m x wino_m, 3x3)'s input transform): at root or per task.
+// F(wino_m x wino_m, 3x3)'s input transform along y): at root or per task.
 void schedule_cv_input(Func reader, Func tile, Var task, Func padded, const ConvGroupShape &s, int wino_m, int vw,
                        int input_block, bool per_task) {
     if (!padded.defined()) return;
@@ -597,20 +597,23 @@ void schedule_cv_input(Func reader, Func tile, Var task, Func padded, const Conv
 }
 
 // conv_cv's Winograd F(m x m, 3x3) stages per task (see lower_winograd_conv in src/ops/conv_ops.cpp):
-// the task's input tiles transformed (a vector of input channels per tile and e, the (m + 2)^2
-// unrolled), their products with the transformed weights per e by register tiles of np tiles x nc
-// channel vectors (accumulators in registers, stored once into the task's buffer, the wrapper; e
-// outermost, so the weights of one e, 16 KB for 64 -> 64, stay in L1 while the task's tiles stream
-// by), and the output transform over m x m blocks of (x, y) aligned to the tiles (x % m and y % m,
-// which pick the output of the m x m, constants), a vector of output channels at a time, which T's
-// epilogue reads. F(2x2, 3x3), AVX-512, Zen 5, 2 threads, prototype against the direct conv_cv
-// (blocked I/O): 3x3 64->64 at 56x56 0.62 -> 0.28 ms (1 or 2 tile rows a task alike; tiles of 4 x 4
-// vectors 0.283, 5 x 4 0.309, 6 x 4 0.347); at 128x128 3.1 -> 1.64 ms; oneDNN's Winograd
-// (jit_fp32_wino_2x3 / jit_wino_4x3) 0.29 and 1.53 ms.
+// the task's input tiles transformed (per tile and vector of input channels, along y then along x, the
+// (m + 2)^2 unrolled: 1.0-1.1 s to compile a 64->64 group at m = 4 where transforming each e from the
+// tile took 1.6-1.8, LLVM deduplicating its n^4 loads), their products with the transformed weights
+// per e by register tiles of np tiles x nc channel vectors (accumulators in registers, stored once
+// into the task's buffer, the wrapper; e outermost, so the weights of one e, 16 KB for 64 -> 64, stay
+// in L1 while the task's tiles stream by), and the output transform over m x m blocks of (x, y)
+// aligned to the tiles (x % m and y % m, which pick the output of the m x m, constants; along x per
+// tile, then along y), a vector of output channels at a time, which T's epilogue reads. F(2x2, 3x3),
+// AVX-512, Zen 5, 2 threads, prototype against the direct conv_cv (blocked I/O): 3x3 64->64 at 56x56
+// 0.62 -> 0.28 ms (1 or 2 tile rows a task alike; tiles of 4 x 4 vectors 0.283, 5 x 4 0.309, 6 x 4
+// 0.347); at 128x128 3.1 -> 1.64 ms; oneDNN's Winograd (jit_fp32_wino_2x3 / jit_wino_4x3) 0.29 and
+// 1.53 ms.
 void schedule_winograd_stages(Func tile, Var task, const WinogradFuncs &wino, int m, int np, int nc, int vw,
                               int input_block) {
     const auto inwards = Halide::TailStrategy::ShiftInwards;
-    Func out = wino.output, product = wino.product, input = wino.input;
+    Func out = wino.output, product = wino.product, input = wino.input, output_columns = wino.output_columns,
+         input_rows = wino.input_rows;
     {
         const std::vector<Var> a = out.args();  // (cv, x, y, cb, n)
         Var xo("xo"), xi("xi"), yo("yo"), yi("yi");
@@ -623,6 +626,13 @@ void schedule_winograd_stages(Func tile, Var task, const WinogradFuncs &wino, in
             .vectorize(a[0], vw)
             .unroll(xi)
             .unroll(yi);
+        // The tile's products transformed along x, n x m vectors, per tile (xo).
+        const std::vector<Var> c = output_columns.args();  // (cv, t, a, q, cb, n)
+        output_columns.compute_at(out, xo)
+            .reorder(c[0], c[3], c[2], c[1], c[4], c[5])
+            .vectorize(c[0], vw)
+            .unroll(c[3])
+            .unroll(c[2]);
     }
     {
         const std::vector<Var> a = product.args();  // (cv, t, e, cb, n)
@@ -644,10 +654,24 @@ void schedule_winograd_stages(Func tile, Var task, const WinogradFuncs &wino, in
         // A vector of a block's channels (dense loads from the channel-blocked input), else of a
         // plane's (gathers).
         const int lanes = input_block >= 4 ? std::min(input_block, vw) : vw;
+        // Per tile and vector of channels (cio), the tile transformed along y (n x n vectors, loaded
+        // once each), then along x. Stored (ci, e, t): a tile's n x n vectors are contiguous. Stored
+        // (ci, t, e), tasks of 32 tiles of 64 channels put them 8 KB apart, in one set of L1 (3x3
+        // 64->64 at 128x128, Zen 5, 2 threads: 1.9 ms against 1.4 when the transform took one e at a
+        // time, 1.25-1.35 stored this way).
+        Var cio("cio"), cii("cii");
         input.compute_at(tile, task)
-            .reorder(a[0], a[2], a[1], a[3])
-            .vectorize(a[0], lanes, Halide::TailStrategy::GuardWithIf)
+            .split(a[0], cio, cii, lanes, Halide::TailStrategy::GuardWithIf)
+            .reorder(cii, a[2], cio, a[1], a[3])
+            .reorder_storage(a[0], a[2], a[1], a[3])
+            .vectorize(cii)
             .unroll(a[2]);
+        const std::vector<Var> r = input_rows.args();  // (ci, t, i, a, n)
+        input_rows.compute_at(input, cio)
+            .reorder(r[0], r[2], r[3], r[1], r[4])
+            .vectorize(r[0], lanes, Halide::TailStrategy::GuardWithIf)
+            .unroll(r[2])
+            .unroll(r[3]);
     }
 }
 
@@ -675,7 +699,8 @@ bool winograd_wins(const ConvGroupShape &s) {
 // at m = 2). Zen 5, 2 threads, relu epilogue, medians of 3-5 alternations, m = 2 -> 4: 64->64 at
 // 128x128 2.11 -> 1.66 ms, at 56x56 0.390 -> 0.309; 128->128 at 28x28 0.466 -> 0.366; 256->256 at
 // 14x14 (16 rows computed for 14) 0.683 -> 0.578; 32->32 at 112x112 0.493 -> 0.467; 16->16 at 56x56
-// 0.055 -> 0.056. Compile time 0.96 -> 1.62 s for the first (LLVM on the unrolled 6x6 transforms).
+// 0.055 -> 0.056. Compile time 0.96 -> 1.62 s for the first (LLVM on the unrolled 6x6 transforms;
+// 1.0-1.1 s at m = 4 with the transforms one axis at a time).
 void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetTraits &tt) {
     const int64_t cin = s.input[1], channel_block = p["channel_block"].get<int64_t>();
     // F(4x4, 3x3) while a task's transformed weights (36 floats per pair of channels), which its few
@@ -1099,7 +1124,8 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
                 auto it = parts.find(name);
                 return it == parts.end() ? Func() : it->second;
             };
-            wino = {part("wino_input"), part("wino_product"), conv};
+            wino = {part("wino_input_rows"), part("wino_input"), part("wino_product"), part("wino_output_columns"),
+                    conv};
         }
         schedule_cv(tile, conv, padded, per_tile, s, p, vw, target_traits(target), wino);
     } else {
