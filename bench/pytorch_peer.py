@@ -573,6 +573,7 @@ def main():
             r["hfuse_ms_rounds"].append(b["median_ms"])
             r["hfuse_min_ms_rounds"].append(b["min_ms"])
             r.update(groups=b["groups"], plan=b["plan"], hfuse_compile_ms=b["compile_ms"],
+                     group_compile_max_ms=b.get("group_compile_max_ms", 0.0),
                      fallback_groups=b.get("fallback_groups", []))
             print("round %d: %s: hfuse %s, PyTorch frozen %s (%d runs)" % (
                 rnd + 1, r["workload"], fmt_ms(b["median_ms"]), fmt_ms(r["torch_ms_rounds"][-1]), r["runs"]),

@@ -67,6 +67,15 @@ TEST(CliExec, BenchJsonRecordsTheSchedule) {
     EXPECT_EQ(j["plan"], "whole");
     EXPECT_EQ(j["groups"], 1);
     EXPECT_EQ(j["intermediate_bytes"], 0);
+
+    // The slowest group's compile, within the whole compile.
+    r = test::run_cli("bench " + kModels + "resnet_block.json --json --runs 1");
+    j = last_json(r.out);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_GT(j["group_compile_max_ms"].get<double>(), 0);
+    EXPECT_LE(j["group_compile_max_ms"].get<double>(), j["compile_ms"].get<double>());
+    const std::string slowest = j["group_compile_max"];
+    EXPECT_TRUE(slowest == "g0" || slowest == "g1") << slowest;
 }
 
 TEST(CliExec, PlanarStoresEveryValueDense) {
