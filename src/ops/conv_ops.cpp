@@ -395,14 +395,6 @@ Expr transform_row(const float *coefficients, int n, const std::function<Expr(in
     return linear_combination(terms);
 }
 
-// select(index == 0, values[0], index == 1, values[1], ..., values.back()): a value per constant of an
-// index a schedule unrolls (the simplifier then keeps one).
-Expr select_by(const Expr &index, const std::vector<Expr> &values) {
-    Expr value = values.back();
-    for (int k = static_cast<int>(values.size()) - 2; k >= 0; k--) value = Halide::select(index == k, values[k], value);
-    return value;
-}
-
 // Winograd F(m x m, 3x3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016):
 // an m x m output tile from an n x n input tile, n = m + 2, with n * n products per input channel
 // where the direct conv makes 9 * m * m: B^T (n x n) transforms the input tile, G (n x 3) the
@@ -521,7 +513,7 @@ Lowered lower_winograd_conv(const LowerContext &ctx, const ConvShape &c) {
                                      [&](int j) { return read(ci, tm * tx - pad_x + i, tm * ty - pad_y + j, n); }));
     }
     Func v_rows(func_name(ctx, "wino_input_rows"));
-    v_rows(ci, t, i, a, n) = select_by(a, rows);
+    v_rows(ci, t, i, a, n) = Halide::mux(a, rows);
     std::vector<Expr> transformed;  // B^T d B at e = n * a + b: column b of B applied to row a of B^T d
     for (int ka = 0; ka < tn; ka++) {
         for (int kb = 0; kb < tn; kb++) {
@@ -529,7 +521,7 @@ Lowered lower_winograd_conv(const LowerContext &ctx, const ConvShape &c) {
         }
     }
     Func v(func_name(ctx, "wino_input"));
-    v(ci, t, e, n) = select_by(e, transformed);
+    v(ci, t, e, n) = Halide::mux(e, transformed);
 
     RDom r(0, cin, func_name(ctx, "r"));
     Func m(func_name(ctx, "wino_product"));
@@ -542,7 +534,7 @@ Lowered lower_winograd_conv(const LowerContext &ctx, const ConvShape &c) {
         columns.push_back(transform_row(wm.at + k * tn, tn, [&](int b) { return m(cv, t, tn * a + b, cb, n); }));
     }
     Func m_columns(func_name(ctx, "wino_output_columns"));
-    m_columns(cv, t, a, q, cb, n) = select_by(q, columns);
+    m_columns(cv, t, a, q, cb, n) = Halide::mux(q, columns);
     const Expr tile = y / tm * tiles_x + x / tm;
     std::vector<Expr> transformed_back;  // A^T M A at (x, y): row y % m of A^T applied to column x % m of M A
     for (int p = 0; p < tm; p++) {
@@ -550,7 +542,7 @@ Lowered lower_winograd_conv(const LowerContext &ctx, const ConvShape &c) {
             transform_row(wm.at + p * tn, tn, [&](int k) { return m_columns(cv, tile, k, x % tm, cb, n); }));
     }
     Func wino_output(func_name(ctx, "wino_output"));
-    wino_output(cv, x, y, cb, n) = select_by(y % tm, transformed_back);
+    wino_output(cv, x, y, cb, n) = Halide::mux(y % tm, transformed_back);
 
     std::vector<Var> o = make_vars(4);  // x, y, co, n
     Func out(func_name(ctx));
