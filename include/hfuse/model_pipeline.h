@@ -46,6 +46,10 @@ struct ModelArgument {
     std::string c_name;  // the parameter name in the generated header (a C identifier)
     Shape shape;         // ONNX order; the buffer's extents are these reversed
     bool is_output = false;
+    // The shape NAME_pipeline (Halide's function) takes the buffer in: `shape`, or for an output that
+    // its group computes on its position view (compose/position_view.h), the row [N, C, 1, H * W]
+    // of [N, C, H, W]. NAME and run() hand the caller's dense buffer over reshaped so.
+    Shape stored_shape;
 };
 
 class ModelPipeline {

@@ -54,7 +54,7 @@ Halide::Func as_plane(const Halide::Func &row, int64_t width, int rank) {
 }  // namespace
 
 LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, const WeightBuffers &weights,
-                         const Halide::Target &target, bool templates) {
+                         const Halide::Target &target, bool templates, RowOutputs rows) {
     const Graph &g = plan.graph;
     BoundValues bound = inputs;
     for (const GraphInput &in : g.inputs) {
@@ -136,16 +136,25 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
     LoweredModel model;
     model.layouts = layouts;
     std::set<std::string> output_names;
+    std::vector<bool> returned_row;  // per output: the row itself, not a copy of it
     for (const std::string &v : g.outputs) {
-        const Shape &shape = g.type_of(v).shape;
+        Shape shape = g.type_of(v).shape;
         Halide::Func f = bound.at(v);
-        if (g.is_input(v) || !output_names.insert(f.name()).second) {
+        auto row = stored_as_row.find(v);
+        const bool as_row =
+            rows == RowOutputs::AsRows && row != stored_as_row.end() && !output_names.count(row->second.first.name());
+        if (as_row) {
+            f = row->second.first;
+            shape = row->second.second;
+        } else if (g.is_input(v) || !output_names.insert(f.name()).second) {
             // Pipeline outputs must be distinct Funcs, and not an input's wrapper.
             f = pure_copy(f, static_cast<int>(shape.size()), halide_name(v, "out_"));
-            output_names.insert(f.name());
         }
+        output_names.insert(f.name());
         pin_output_shape(f, shape);
         model.outputs.push_back(f);
+        model.output_shapes.push_back(shape);
+        returned_row.push_back(as_row);
     }
     if (templates) {
         // Each group keeps its own loop nests: what it hands out is materialised.
@@ -153,7 +162,7 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
         // consumer that reads part of it (a Slice) must not shrink the region the template tiles, or
         // shifted tiles read before their input.
         // A value stored as a row is computed at root there; its plane view, read by the next groups,
-        // inlines (a model output is a copy of it).
+        // inlines (a model output is the row itself with RowOutputs::AsRows, else a copy of it).
         for (const std::string &v : handed_between) {
             auto row = stored_as_row.find(v);
             Halide::Func f = row == stored_as_row.end() ? bound.at(v) : row->second.first;
@@ -167,8 +176,9 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
         for (size_t i = 0; i < model.outputs.size(); i++) {
             Halide::Func &f = model.outputs[i];
             f.compute_root();
-            if (stored_as_row.count(g.outputs[i])) {
-                // A copy of the row: along x in vectors, the planes in parallel (unscheduled, the copy
+            if (stored_as_row.count(g.outputs[i]) && !returned_row[i]) {
+                // A copy of the row (the generators; returned twice): along x in vectors, the planes in
+                // parallel (unscheduled, the copy
                 // of 1x1 128->256 at 28x28 took longer than the conv). Not schedules::
                 // schedule_root_stage: its guarded tail on 28-wide rows made that model 0.163-0.168 ms
                 // compiled, against 0.144-0.154 with the last vector shifted inwards.

@@ -1,6 +1,7 @@
 // ModelPipeline: the groups of a plan lowered into one Halide pipeline (see hfuse/model_pipeline.h).
 #include "hfuse/model_pipeline.h"
 
+#include "compose/position_view.h"
 #include "exec/autoschedule.h"
 #include "exec/group_lowering.h"
 #include "exec/jit_allocator.h"
@@ -12,6 +13,7 @@
 #include "hfuse/op_registry.h"
 #include "ops/halide_util.h"
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <set>
@@ -85,6 +87,101 @@ std::string runtime_installer(const std::string &name, ParallelRuntime runtime) 
     return s.str();
 }
 
+// The model's entry points: NAME(inputs..., outputs...) and NAME_argv(args), which call Halide's
+// PIPELINE after making errors return codes (NAME_return_errors). An output PIPELINE takes as the row
+// its group computes (ModelArgument::stored_shape) is the caller's dense buffer viewed so: a
+// halide_buffer_t of the same memory with the first two dimensions (W, H) made (W * H, 1).
+std::string entry_points(const std::string &name, const std::string &pipeline,
+                         const std::vector<ModelArgument> &arguments) {
+    std::ostringstream s;
+    std::string params, args, argv;
+    bool rows = false;
+    for (size_t i = 0; i < arguments.size(); i++) {
+        const ModelArgument &a = arguments[i];
+        const bool row = a.stored_shape != a.shape;
+        rows = rows || row;
+        params += std::string(i ? ", " : "") + "struct halide_buffer_t *" + a.c_name;
+        args += std::string(i ? ", " : "") + (row ? a.c_name + "_as_row" : a.c_name);
+        argv += std::string(i ? ", " : "") + "(struct halide_buffer_t *)args[" + std::to_string(i) + "]";
+    }
+    if (rows) {
+        s << "#include <stdio.h>\n\n"
+          << "// hfuse: " << pipeline << " takes an output computed as a row of positions, (W, H, C, N) as\n"
+          << "// (W * H, 1, C, N): the caller's buffer, which must be dense in W and H, is handed over viewed\n"
+          << "// so (no copy). 0, or an error (printed) for a buffer of other extents or strides there.\n"
+          << "static inline int " << name << "_view_as_row(struct halide_buffer_t *b, const char *buffer_name,\n"
+          << "        int dimensions, int w, int h, struct halide_buffer_t *row, struct halide_dimension_t *dims,\n"
+          << "        struct halide_buffer_t **pass) {\n"
+          << "    char msg[320];\n"
+          << "    int k;\n"
+          << "    *pass = b;\n"
+          << "    if (b == NULL || b->dimensions != dimensions) return 0; /* " << pipeline << " refuses it */\n"
+          << "    if (b->host == NULL && b->device == 0) { /* a bounds query, answered dense */\n"
+          << "        b->dim[0].min = 0, b->dim[0].extent = w, b->dim[0].stride = 1;\n"
+          << "        b->dim[1].min = 0, b->dim[1].extent = h, b->dim[1].stride = w;\n"
+          << "    }\n"
+          << "    if (b->dim[0].min != 0 || b->dim[0].extent != w || b->dim[0].stride != 1 || b->dim[1].min != 0 ||\n"
+          << "        b->dim[1].extent != h || b->dim[1].stride != w) {\n"
+          << "        snprintf(msg, sizeof msg,\n"
+          << "                 \"Output buffer %s has mins (%d, %d), extents (%d, %d) and strides (%d, %d) in \"\n"
+          << "                 \"dimensions 0 and 1, but (0, 0), (%d, %d) and (1, %d) are required\",\n"
+          << "                 buffer_name, b->dim[0].min, b->dim[1].min, b->dim[0].extent, b->dim[1].extent,\n"
+          << "                 b->dim[0].stride, b->dim[1].stride, w, h, w);\n"
+          << "        halide_error(NULL, msg);\n"
+          << "        return halide_error_code_constraint_violated;\n"
+          << "    }\n"
+          << "    *row = *b;\n"
+          << "    row->dim = dims;\n"
+          << "    for (k = 2; k < dimensions; k++) dims[k] = b->dim[k];\n"
+          << "    dims[0] = b->dim[0], dims[0].extent = w * h;\n"
+          << "    dims[1] = b->dim[1], dims[1].extent = 1, dims[1].stride = w * h;\n"
+          << "    *pass = row;\n"
+          << "    return 0;\n"
+          << "}\n\n"
+          << "// hfuse: after the call, what " << pipeline << " wrote into the row's halide_buffer_t (its flags;\n"
+          << "// in a bounds query the other dimensions) copied into the caller's.\n"
+          << "static inline void " << name
+          << "_row_written(struct halide_buffer_t *b, const struct halide_buffer_t *pass) {\n"
+          << "    int k;\n"
+          << "    if (pass == b) return;\n"
+          << "    b->flags = pass->flags;\n"
+          << "    for (k = 2; k < b->dimensions; k++) b->dim[k] = pass->dim[k];\n"
+          << "}\n\n";
+    }
+    s << "HALIDE_MUST_USE_RESULT static inline int " << name << "(" << params << ") {\n";
+    if (rows) {
+        s << "    int rc;\n";
+        for (const ModelArgument &a : arguments) {
+            if (a.stored_shape == a.shape) continue;
+            s << "    struct halide_buffer_t " << a.c_name << "_row, *" << a.c_name << "_as_row;\n"
+              << "    struct halide_dimension_t " << a.c_name << "_dims[" << a.shape.size() << "];\n";
+        }
+        s << "    " << name << "_return_errors();\n";
+        for (const ModelArgument &a : arguments) {
+            if (a.stored_shape == a.shape) continue;
+            const size_t r = a.shape.size();
+            s << "    rc = " << name << "_view_as_row(" << a.c_name << ", \"" << a.c_name << "\", " << r << ", "
+              << a.shape[r - 1] << ", " << a.shape[r - 2] << ", &" << a.c_name << "_row, " << a.c_name << "_dims, &"
+              << a.c_name << "_as_row);\n"
+              << "    if (rc != 0) return rc;\n";
+        }
+        s << "    rc = " << pipeline << "(" << args << ");\n";
+        for (const ModelArgument &a : arguments) {
+            if (a.stored_shape != a.shape)
+                s << "    " << name << "_row_written(" << a.c_name << ", " << a.c_name << "_as_row);\n";
+        }
+        s << "    return rc;\n";
+    } else {
+        s << "    " << name << "_return_errors();\n"
+          << "    return " << pipeline << "(" << args << ");\n";
+    }
+    s << "}\n\n"
+      << "HALIDE_MUST_USE_RESULT static inline int " << name << "_argv(void **args) {\n"
+      << "    return " << name << "(" << argv << ");\n"
+      << "}\n\n";
+    return s.str();
+}
+
 }  // namespace
 
 std::vector<std::string> c_argument_names(const Graph &graph, std::set<std::string> reserved) {
@@ -127,14 +224,29 @@ void ModelPipeline::Impl::build(const FusedGraph &plan) {
     const std::vector<std::string> names = c_argument_names(g);
     size_t k = 0;
     for (const GraphInput &in : g.inputs) {
-        arguments.push_back({in.name, names[k++], in.shape, false});
+        arguments.push_back({in.name, names[k++], in.shape, false, in.shape});
         params.emplace_back(Halide::Float(32), static_cast<int>(in.shape.size()), arguments.back().c_name);
     }
-    for (const std::string &v : g.outputs) arguments.push_back({v, names[k++], g.type_of(v).shape, true});
     const exec::BoundValues inputs = exec::bind_inputs(g, params);
 
     const bool templates = options.schedule == ScheduleSource::Templates;
-    exec::LoweredModel model = exec::lower_model(plan, inputs, weights, options.target, templates);
+    // An output computed as a row is returned as it is: the caller's buffer viewed as the row (by
+    // NAME in the header, by run()), where a copy into planes cost compiled 1x1 128->256 at 28x28 8%.
+    exec::LoweredModel model =
+        exec::lower_model(plan, inputs, weights, options.target, templates, exec::RowOutputs::AsRows);
+    for (size_t i = 0; i < g.outputs.size(); i++) {
+        const std::string &v = g.outputs[i];
+        const Shape &shape = g.type_of(v).shape, &stored = model.output_shapes[i];
+        // The header's NAME views a caller's [..., H, W] as [..., 1, H * W] and nothing else.
+        if (stored != shape &&
+            (shape.size() < 2 || stored.size() != shape.size() ||
+             !std::equal(shape.begin(), shape.end() - 2, stored.begin()) || stored[shape.size() - 2] != 1 ||
+             stored.back() != shape.back() * shape[shape.size() - 2])) {
+            throw Error("internal: model output '" + v + "' of shape [" + to_string(shape) + "] is stored as [" +
+                        to_string(stored) + "], not as a row of its positions");
+        }
+        arguments.push_back({v, names[k++], shape, true, stored});
+    }
     outputs = model.outputs;
     layouts = model.layouts;
     pipeline = Halide::Pipeline(outputs);
@@ -211,7 +323,7 @@ void ModelPipeline::compile_to_static_library(const std::string &dir, const std:
     if (end == std::string::npos || guard_end == std::string::npos || guard_end < end) {
         throw Error("Halide wrote no declaration of " + pipeline_fn).in_file(prefix + ".h");
     }
-    std::string params, args;
+    std::string params;
     std::ostringstream doc;
     doc << "// " << name << ": model '" << g.name << "' compiled by hfuse for " << impl_->options.target.to_string()
         << ".\n//\n// int " << name << "(inputs..., outputs...) returns 0 on success, else a Halide error code\n"
@@ -221,15 +333,18 @@ void ModelPipeline::compile_to_static_library(const std::string &dir, const std:
         << "// row-major array.\n//\n";
     for (const ModelArgument &a : impl_->arguments) {
         params += std::string(params.empty() ? "" : ", ") + "struct halide_buffer_t *" + a.c_name;
-        args += std::string(args.empty() ? "" : ", ") + a.c_name;
         doc << "//   " << (a.is_output ? "output " : "input  ") << a.c_name << " ['" << a.value << "'] shape ["
-            << to_string(a.shape) << "]\n";
+            << to_string(a.shape) << "]";
+        if (a.stored_shape != a.shape)
+            doc << " (" << pipeline_fn << " takes it as [" << to_string(a.stored_shape) << "])";
+        doc << "\n";
     }
     // Halide's default error handler aborts the process; the wrappers make an error a return code
     // (unless the program installed its own handler with halide_set_error_handler, which is kept).
     std::ostringstream wrappers;
-    wrappers << "\n// hfuse: the model's entry points. They call " << pipeline_fn << " (and " << pipeline_fn
-             << "_argv)\n// after making sure an error is printed and returned rather than aborting the process. The\n"
+    wrappers << "\n// hfuse: the model's entry points, " << name << " and " << name << "_argv. They call "
+             << pipeline_fn
+             << "\n// after making sure an error is printed and returned rather than aborting the process. The\n"
              << "// handler is process-wide (the first compiled model called installs its own; each prints the\n"
              << "// same), and one the program installed with halide_set_error_handler() is kept.\n"
              << "static inline void " << name << "_report_error(void *user_context, const char *msg) {\n"
@@ -243,15 +358,8 @@ void ModelPipeline::compile_to_static_library(const std::string &dir, const std:
              << "        halide_set_error_handler(previous);\n"
              << "    }\n"
              << "}\n\n"
-             << runtime_installer(name, resolved_parallel_runtime()) << "HALIDE_MUST_USE_RESULT static inline int "
-             << name << "(" << params << ") {\n"
-             << "    " << name << "_return_errors();\n"
-             << "    return " << pipeline_fn << "(" << args << ");\n"
-             << "}\n\n"
-             << "HALIDE_MUST_USE_RESULT static inline int " << name << "_argv(void **args) {\n"
-             << "    " << name << "_return_errors();\n"
-             << "    return " << pipeline_fn << "_argv(args);\n"
-             << "}\n\n";
+             << runtime_installer(name, resolved_parallel_runtime())
+             << entry_points(name, pipeline_fn, impl_->arguments);
     header = doc.str() + "\n" + header.substr(0, at + decl.size()) + params + header.substr(end, guard_end - end) +
              wrappers.str() + header.substr(guard_end);
     for (const auto &[path, text] : {std::pair<std::string, std::string>{prefix + ".h", header},
@@ -282,7 +390,7 @@ std::map<std::string, TensorBuffer> ModelPipeline::run(const std::map<std::strin
         if (a.is_output) {
             TensorBuffer b = exec::make_storage(a.shape, exec::ValueLayout{});  // dense NCHW
             outputs[a.value] = b;
-            results.push_back(b);
+            results.push_back(a.stored_shape == a.shape ? b : compose::reshaped(b, a.stored_shape));
             continue;
         }
         auto it = inputs.find(a.value);

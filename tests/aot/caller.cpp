@@ -10,8 +10,10 @@
 // order: the ONNX shape reversed), and a raw float32 file to read (in) or write (out). It calls the
 // function through its _argv entry point, prints the return code and which allocator and parallel
 // loops Halide ran it on ("runtime malloc hfuse|halide|other parallel openmp|halide|other"), and with
-// --runs N the median time of N further calls and the page faults they took per call. Exit code: 0
-// if the call succeeded, 1 if it returned an error, 2 on bad usage.
+// --runs N the median time of N further calls and the page faults they took per call. With --query,
+// it makes a bounds query instead (every buffer without memory, its dimensions zeroed) and prints
+// what the function wrote into each: "query 0: min,extent,stride min,extent,stride ...". Exit code:
+// 0 if the call succeeded, 1 if it returned an error, 2 on bad usage.
 #include MODEL_HEADER
 
 #include "HalideBuffer.h"
@@ -75,9 +77,14 @@ long minor_faults() {
 
 int main(int argc, char **argv) {
     int runs = 0;
+    bool query = false;
     std::vector<Arg> args;
     for (int i = 1; i < argc; i++) {
         std::string s = argv[i];
+        if (s == "--query") {
+            query = true;
+            continue;
+        }
         if (s == "--runs" && i + 1 < argc) {
             runs = std::atoi(argv[++i]);
             continue;
@@ -88,6 +95,26 @@ int main(int argc, char **argv) {
             return 2;
         }
         args.push_back(a);
+    }
+    if (query) {
+        std::vector<std::vector<halide_dimension_t>> dims;
+        std::vector<halide_buffer_t> raw(args.size());
+        std::vector<void *> ptrs;
+        for (const Arg &a : args) dims.emplace_back(a.extents.size(), halide_dimension_t(0, 0, 0));
+        for (size_t i = 0; i < args.size(); i++) {
+            raw[i].type = halide_type_of<float>();
+            raw[i].dimensions = static_cast<int32_t>(dims[i].size());
+            raw[i].dim = dims[i].data();
+            ptrs.push_back(&raw[i]);
+        }
+        int rc = MODEL_ARGV(ptrs.data());
+        std::printf("rc %d\n", rc);
+        for (size_t i = 0; i < args.size(); i++) {
+            std::printf("query %zu:", i);
+            for (const halide_dimension_t &d : dims[i]) std::printf(" %d,%d,%d", d.min, d.extent, d.stride);
+            std::printf("\n");
+        }
+        return rc == 0 ? 0 : 1;
     }
     std::vector<Halide::Runtime::Buffer<float>> buffers;
     for (const Arg &a : args) {

@@ -166,6 +166,38 @@ TEST(AotCompile, HeaderNamesTheModelsTensors) {
     }
 }
 
+// conv_bn_relu's group runs on its position view: its output goes to conv_bn_relu_pipeline as the row
+// [1, 256, 1, 784], the caller's [1, 256, 28, 28] viewed so by NAME (AotModel checks its values). A
+// buffer that is not dense 28 x 28 in its planes is refused naming it, as is one of other channels
+// or rank (by Halide); a bounds query is answered with the dense shapes.
+TEST(AotCompile, AnOutputComputedAsARowIsTheCallersBufferViewed) {
+    Compiled c = compile_model("conv_bn_relu", "cbr");
+    const std::string h = test::read_file(c.dir + "/cbr.h");
+    EXPECT_NE(h.find("//   output relu ['relu'] shape [1x256x28x28] (cbr_pipeline takes it as [1x256x1x784])"),
+              std::string::npos)
+        << h.substr(0, 3000);
+    const std::string in = c.dir + "/in.f32";
+    write_f32_file(in, std::vector<float>(28 * 28 * 128, 0.5f).data(), 28 * 28 * 128);
+    const std::string out = ":" + c.dir + "/out.f32";
+    test::CommandResult r = test::run_command(c.caller + " in:28,28,128,1:" + in + " out:28,28,256,1" + out);
+    EXPECT_EQ(r.code, 0) << r.out;
+    for (const auto &[extents, error] : std::vector<std::pair<std::string, std::string>>{
+             {"784,1,256,1",
+              "Error: Output buffer relu has mins (0, 0), extents (784, 1) and strides (1, 784) in "
+              "dimensions 0 and 1, but (0, 0), (28, 28) and (1, 28) are required"},
+             {"28,27,256,1", "extents (28, 27)"},
+             {"28,28,255,1", "Error: Output buffer relu"},
+             {"28,28,256", "Error: Output buffer relu"}}) {
+        test::CommandResult bad = test::run_command(c.caller + " in:28,28,128,1:" + in + " out:" + extents + out);
+        EXPECT_EQ(bad.code, 1) << extents << "\n" << bad.out;
+        EXPECT_NE(bad.out.find(error), std::string::npos) << extents << "\n" << bad.out;
+    }
+    test::CommandResult q = test::run_command(c.caller + " --query in:28,28,128,1:" + in + " out:28,28,256,1" + out);
+    EXPECT_EQ(q.code, 0) << q.out;
+    EXPECT_NE(q.out.find("query 0: 0,28,1 0,28,28 0,128,784 0,1,100352\n"), std::string::npos) << q.out;
+    EXPECT_NE(q.out.find("query 1: 0,28,1 0,28,28 0,256,784 0,1,200704\n"), std::string::npos) << q.out;
+}
+
 // What NAME.h installs at start-up, by the caller's flags and `hfuse compile --parallel-runtime`.
 TEST(AotRuntime, TheHeaderInstallsTheAllocatorAndTheLoopsAsAsked) {
     const Graph cbrm = load_model(kModels + "conv_bias_relu_maxpool.json");  // 70 MFLOP: OpenMP

@@ -8,6 +8,7 @@
 #include "hfuse/error.h"
 #include "hfuse/executor.h"
 #include "hfuse/model_io.h"
+#include "hfuse/model_pipeline.h"
 #include "hfuse/passes.h"
 #include "hfuse/planner.h"
 
@@ -174,6 +175,25 @@ TEST(PositionView, ViewedGroupBetweenOthers) {
                         {"tile_y", 1},           {"tile_c", 4}};
         expect_matches_reference(plan);
     }
+}
+
+TEST(PositionView, PipelineReturnsTheRowInTheCallersBuffer) {
+    // A whole-model pipeline returns a viewed group's output as its row, the caller's buffer reshaped
+    // (ModelArgument::stored_shape), once: returned a second time it is a copy, and a later group (the
+    // Sigmoid's, singleton groups) reads its plane. 2 images of 5 x 7 planes.
+    const Graph g =
+        model({{{"name", "x"}, {"shape", {2, 6, 5, 7}}}}, {{"w", uniform({10, 6, 1, 1}, 1)}, {"b", uniform({10}, 2)}},
+              {conv("conv", "x", "w"), node("post", "Sigmoid", {"conv"})}, {"conv", "post", "conv"});
+    FusedGraph plan = with_default_schedules(singleton_groups(g), kTarget);
+    group_of(plan, "conv").schedule = {{"template", "conv_xv"}, {"flatten_positions", true},
+                                       {"vector_width", 8},     {"tile_x_vectors", 2},
+                                       {"tile_y", 1},           {"tile_c", 4}};
+    ModelPipeline mp(plan);
+    std::vector<Shape> stored;
+    for (const ModelArgument &a : mp.arguments()) stored.push_back(a.stored_shape);
+    EXPECT_EQ(stored, (std::vector<Shape>{{2, 6, 5, 7}, {2, 10, 1, 35}, {2, 10, 5, 7}, {2, 10, 5, 7}}));
+    test::ModelInputs in = test::make_inputs(g);
+    test::expect_outputs_match_reference(g, in, mp.run(in.buffers), 1e-4);
 }
 
 // Expects the executor to refuse `plan` naming `field`, node `node` and saying `why`.
