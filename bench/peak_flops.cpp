@@ -13,22 +13,29 @@ namespace hfuse::bench {
 
 // Intrinsics with target attributes rather than -mavx512f for the whole file: the binary still starts
 // on any x86-64 and picks the widest kernel the CPU runs.
-constexpr int kChains = 16;
+//
+// Independent chains per thread, all in registers with the two operands: AVX-512's 32 registers hold
+// 16, AVX2's 16 hold 12 (16 spilled three chains, whose store-to-load round trip then paced the loop:
+// one FMA a cycle, 56.6 GFLOP/s a Zen 3 core where 12 chains reach twice that). 12 still cover two
+// FMA pipes x 4-5 cycles of latency.
+constexpr int kChainsAvx512 = 16, kChainsAvx2 = 12;
 
-// The chains on vectors of `Lanes` floats, summed to one float. Inlined into a caller compiled for
-// the ISA of its operations (each a one-intrinsic function with that target).
-template <typename Vec, int Lanes, Vec (*Splat)(float), Vec (*Fma)(Vec, Vec, Vec), Vec (*Add)(Vec, Vec),
+// `Chains` chains on vectors of `Lanes` floats, summed to one float. Inlined into a caller compiled
+// for the ISA of its operations (each a one-intrinsic function with that target).
+template <typename Vec, int Lanes, int Chains, Vec (*Splat)(float), Vec (*Fma)(Vec, Vec, Vec), Vec (*Add)(Vec, Vec),
           void (*Store)(float *, Vec)>
 inline __attribute__((always_inline)) float fma_chains_sum(int64_t iterations) {
     const Vec a = Splat(0.999999f), b = Splat(1e-6f);
-    Vec c[kChains];
-    for (int j = 0; j < kChains; j++) c[j] = Splat(0.1f * j);
+    Vec c[Chains];
+    for (int j = 0; j < Chains; j++) c[j] = Splat(0.1f * j);
     for (int64_t i = 0; i < iterations; i++) {
 #pragma GCC unroll 16
-        for (int j = 0; j < kChains; j++) c[j] = Fma(c[j], a, b);
+        for (int j = 0; j < Chains; j++) c[j] = Fma(c[j], a, b);
     }
-    for (int width = kChains / 2; width > 0; width /= 2) {
-        for (int j = 0; j < width; j++) c[j] = Add(c[j], c[j + width]);
+    for (int width = Chains; width > 1;) {  // pairwise: 16 -> 8 -> ... -> 1, 12 -> 6 -> 3 -> 2 -> 1
+        const int half = (width + 1) / 2;
+        for (int j = 0; j + half < width; j++) c[j] = Add(c[j], c[j + half]);
+        width = half;
     }
     alignas(64) float lanes[Lanes];
     Store(lanes, c[0]);
@@ -51,7 +58,7 @@ __attribute__((target("avx2,fma"))) void store256(float *p, __m256 v) {
     _mm256_store_ps(p, v);
 }
 __attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t iterations) {
-    return fma_chains_sum<__m256, 8, splat256, fma256, add256, store256>(iterations);
+    return fma_chains_sum<__m256, 8, kChainsAvx2, splat256, fma256, add256, store256>(iterations);
 }
 
 __attribute__((target("avx512f"))) __m512 splat512(float v) {
@@ -68,12 +75,12 @@ __attribute__((target("avx512f"))) void store512(float *p, __m512 v) {
     _mm512_store_ps(p, v);
 }
 __attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iterations) {
-    return fma_chains_sum<__m512, 16, splat512, fma512, add512, store512>(iterations);
+    return fma_chains_sum<__m512, 16, kChainsAvx512, splat512, fma512, add512, store512>(iterations);
 }
 
 const FmaKernel *widest_fma_kernel(bool allow_avx512) {
-    static const FmaKernel avx512{"avx512f", kChains * 16 * 2, fma_chains_avx512};
-    static const FmaKernel avx2{"avx2+fma", kChains * 8 * 2, fma_chains_avx2};
+    static const FmaKernel avx512{"avx512f", kChainsAvx512 * 16 * 2, fma_chains_avx512};
+    static const FmaKernel avx2{"avx2+fma", kChainsAvx2 * 8 * 2, fma_chains_avx2};
     if (allow_avx512 && __builtin_cpu_supports("avx512f")) return &avx512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &avx2;
     return nullptr;
@@ -124,7 +131,8 @@ void BM_fma_peak(benchmark::State &state, const FmaKernel *kernel) {
 }  // namespace
 
 double measure_fma_peak_gflops(const FmaKernel &kernel, int threads) {
-    // ~13 ms per burst at 3 GHz (16 chains, 2 FMA pipes); 7 bursts: the start-up cost stays well under a second.
+    // ~13 ms per burst at 3 GHz (16 chains, 2 FMA pipes; 10 ms with AVX2's 12); 7 bursts: the start-up cost stays well
+    // under a second.
     constexpr int64_t kIterations = 5'000'000;
     double best = 0;
     for (int burst = 0; burst < 7; burst++) {

@@ -5,13 +5,14 @@
 
 namespace hfuse::bench {
 
-// The widest FMA loop this CPU runs: 16 independent vfmadd231ps chains (enough to cover FMA latency x
-// throughput on current x86 cores) on zmm registers where the CPU has AVX-512F, else on ymm registers.
+// The widest FMA loop this CPU runs: independent vfmadd231ps chains (enough to cover FMA latency x
+// throughput on current x86 cores), all in registers: 16 on zmm registers where the CPU has AVX-512F,
+// else 12 on ymm registers.
 // Measuring with ymm on an AVX-512 machine would halve the peak on cores with 512-bit FMA units
 // (Zen 5: 422 against 220 GFLOP/s on two cores) and double every share of it.
 struct FmaKernel {
     const char *isa;                   // "avx512f" or "avx2+fma"
-    double flops_per_iteration;        // 16 chains x lanes x 2
+    double flops_per_iteration;        // chains x lanes x 2
     float (*run)(int64_t iterations);  // returns a value that depends on every chain
 };
 
