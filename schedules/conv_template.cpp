@@ -1062,13 +1062,29 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
         // it and the weights stream instead. Zen 5, 2 threads, medians: 1x1 128->256 at 28x28 (392 KB
         // of input) outside 0.133 ms, inside in 2 tasks 0.134, 8 tasks 0.166; MobileNet-V2's project
         // conv 144->24 at 56x56 (1.7 MB) outside 0.41 ms (its block), inside 0.20-0.21 (conv_flat 0.205).
-        const bool inner = s.input[1] * tw * 4 > 512 * 1024;
+        // Zen 3 (512 KB of L2, AVX2), one thread, 1x1 128->256 at 28x28: outside 0.614 ms, inside
+        // 0.545 (93% of the peak; 2 threads 0.37 -> 0.31, noisy): the input, 77% of the L2, did not
+        // stay there beside the weights and the output. So on AVX2 targets only an input of up to
+        // half of 512 KB keeps the channel tiles outside; with AVX-512 (Zen 5, 1 MB) up to 512 KB.
+        const int64_t input_budget = tt.vector_registers >= 32 ? 512 * 1024 : 256 * 1024;
+        const bool inner = s.input[1] * tw * 4 > input_budget;
         p["channel_loop"] = inner ? "inner" : "outer";
         // The row in as few tasks as give, with the channel tiles outside and the images, at least 8,
-        // an even number below 16.
+        // an even number below 16. Counted as the schedule splits the row: blocks of ceil(tiles /
+        // row_tasks) tiles, so asking for 8 of 49 tiles makes 7 (one thread computes 4 of them). Zen 3,
+        // 2 threads, 128->256 at 28x28, channel tiles inside: 7 tasks 0.308 ms, 10 tasks 0.276, 2 0.280.
         const int64_t others = (inner ? 1 : (cout + nc - 1) / nc) * s.output[0], tiles = (tw + vw * nx - 1) / (vw * nx);
-        int64_t tasks = 1;
-        while (tasks < tiles && (others * tasks < 8 || (others * tasks < 16 && others * tasks % 2 != 0))) tasks++;
+        auto made = [&](int64_t asked) {
+            const int64_t per_task = (tiles + asked - 1) / asked;
+            return (tiles + per_task - 1) / per_task;
+        };
+        auto enough = [&](int64_t n) {
+            return n >= tiles || (others * n >= 8 && (others * n >= 16 || others * n % 2 == 0));
+        };
+        int64_t asked = 1;
+        while (!enough(made(asked))) asked++;
+        // Named by the count it makes where asking for that count makes it too.
+        const int64_t tasks = made(made(asked)) == made(asked) ? made(asked) : asked;
         if (tasks > 1) p["row_tasks"] = tasks;
     }
     return p;

@@ -782,11 +782,15 @@ nlohmann::json default_schedule_params(const Graph &g, const FusedGroup &grp, co
     if (p.value("template", "") == "conv_flat" && !p.contains("compute") && master &&
         planner::is_pointwise_conv(g, *master) && g.type_of(master->outputs[0]).shape[2] > 1 &&
         compose::position_view_blocker(g, grp).empty()) {
-        // Only where an image's input stays in L2 (the row's channel tiles outside its tiles): with
-        // more, the view ran no faster than conv_flat (MobileNet-V2's project conv, 144->24 at 56x56,
-        // Zen 5, 2 threads, its block: 0.20-0.21 ms either way, batch 8 likewise).
+        // Only where an image's input is at most 512 KB (L2): with more, the view ran no faster than
+        // conv_flat (MobileNet-V2's project conv, 144->24 at 56x56, Zen 5, 2 threads, its block:
+        // 0.20-0.21 ms either way, batch 8 likewise). Within it, the channel tiles inside the row's
+        // tiles too (AVX2 above 256 KB): 1x1 128->256 at 28x28, Zen 3, one thread, the view 0.550 ms,
+        // conv_flat 0.579 (the view with the channel tiles outside 0.624).
+        const Shape &in = g.type_of(master->inputs[0]).shape;
+        const int64_t image_bytes = num_elements(in) / in[0] * 4;
         nlohmann::json row = defaults_for_shapes(compose::position_view(g, grp), grp, target);
-        if (row.value("template", "") == "conv_xv" && row.value("channel_loop", "") == "outer") {
+        if (row.value("template", "") == "conv_xv" && image_bytes <= 512 * 1024) {
             row["flatten_positions"] = true;
             return row;
         }

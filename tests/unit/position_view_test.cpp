@@ -245,19 +245,32 @@ TEST(PositionView, RefusesGroupsWithoutOne) {
 }
 
 TEST(PositionView, DefaultsWhereTheInputStaysInL2) {
-    // 1x1 128->256 at 28x28 (3.5 AVX2 vectors a row): on the view, channel tiles outside the row's
-    // tiles (the image's input, 392 KB, read once per channel tile from L2), 43 of them the tasks.
+    // On the view of a 1x1 conv whose image's input stays in L2: channel tiles outside the row's tiles
+    // (the input read once per channel tile from L2), the channel tiles the tasks, while the input is
+    // at most 256 KB on AVX2 (512 KB with AVX-512); above, channel tiles inside the row's tiles, the
+    // row's 49 tiles in 10 tasks (asking for 8 would make 7).
     auto pointwise = [](int C, int K, int HW) {
         return model({{{"name", "x"}, {"shape", {1, C, HW, HW}}}},
                      {{"w", uniform({K, C, 1, 1}, 1)}, {"b", uniform({K}, 2)}},
                      {conv("conv", "x", "w"), node("relu", "Relu", {"conv"})}, {"relu"});
     };
-    const Graph small = pointwise(128, 256, 28);
+    const Graph quarter = pointwise(64, 256, 28);  // 196 KB
+    const json outside = fused_plan(quarter).groups[0].schedule;
+    EXPECT_EQ(outside["flatten_positions"], true) << outside.dump();
+    EXPECT_EQ(outside["channel_loop"], "outer");
+    EXPECT_FALSE(outside.contains("row_tasks"));
+    expect_matches_reference(fused_plan(quarter));
+    const Graph small = pointwise(128, 256, 28);  // 392 KB
     const json row = fused_plan(small).groups[0].schedule;
     EXPECT_EQ(row["flatten_positions"], true) << row.dump();
-    EXPECT_EQ(row["channel_loop"], "outer");
-    EXPECT_FALSE(row.contains("row_tasks"));
+    EXPECT_EQ(row["channel_loop"], "inner");
+    EXPECT_EQ(row["row_tasks"], 10);
     expect_matches_reference(fused_plan(small));
+    const Halide::Target avx512("x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41");
+    const json wide = with_default_schedules(plan_fusion(small, {load_rules("x86")}), avx512).groups[0].schedule;
+    EXPECT_EQ(wide["flatten_positions"], true) << wide.dump();
+    EXPECT_EQ(wide["channel_loop"], "outer");
+    EXPECT_FALSE(wide.contains("row_tasks"));
     // As MobileNet-V2's project conv, 144->24, at 52x52 (6.5 vectors a row): 1.5 MB of input. Its
     // view would put the channel tiles inside, the row in 8 tasks; no faster there than conv_flat
     // (measured at 56x56), which stays the default.
