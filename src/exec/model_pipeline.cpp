@@ -101,7 +101,7 @@ std::string entry_points(const std::string &name, const std::string &pipeline,
         const bool row = a.stored_shape != a.shape;
         rows = rows || row;
         params += std::string(i ? ", " : "") + "struct halide_buffer_t *" + a.c_name;
-        args += std::string(i ? ", " : "") + (row ? a.c_name + "_as_row" : a.c_name);
+        args += std::string(i ? ", " : "") + (row ? "hfuse_pass[" + std::to_string(i) + "]" : a.c_name);
         argv += std::string(i ? ", " : "") + "(struct halide_buffer_t *)args[" + std::to_string(i) + "]";
     }
     if (rows) {
@@ -150,25 +150,29 @@ std::string entry_points(const std::string &name, const std::string &pipeline,
     }
     s << "HALIDE_MUST_USE_RESULT static inline int " << name << "(" << params << ") {\n";
     if (rows) {
-        s << "    int rc;\n";
-        for (const ModelArgument &a : arguments) {
-            if (a.stored_shape == a.shape) continue;
-            s << "    struct halide_buffer_t " << a.c_name << "_row, *" << a.c_name << "_as_row;\n"
-              << "    struct halide_dimension_t " << a.c_name << "_dims[" << a.shape.size() << "];\n";
-        }
-        s << "    " << name << "_return_errors();\n";
-        for (const ModelArgument &a : arguments) {
+        // Locals named apart from every parameter (ModelPipeline reserves them in c_argument_names).
+        size_t max_rank = 0;
+        for (const ModelArgument &a : arguments) max_rank = std::max(max_rank, a.shape.size());
+        s << "    int rc;\n"
+          << "    struct halide_buffer_t hfuse_rows[" << arguments.size() << "], *hfuse_pass[" << arguments.size()
+          << "];\n"
+          << "    struct halide_dimension_t hfuse_dims[" << arguments.size() << "][" << max_rank << "];\n"
+          << "    " << name << "_return_errors();\n";
+        for (size_t i = 0; i < arguments.size(); i++) {
+            const ModelArgument &a = arguments[i];
             if (a.stored_shape == a.shape) continue;
             const size_t r = a.shape.size();
             s << "    rc = " << name << "_view_as_row(" << a.c_name << ", \"" << a.c_name << "\", " << r << ", "
-              << a.shape[r - 1] << ", " << a.shape[r - 2] << ", &" << a.c_name << "_row, " << a.c_name << "_dims, &"
-              << a.c_name << "_as_row);\n"
+              << a.shape[r - 1] << ", " << a.shape[r - 2] << ", &hfuse_rows[" << i << "], hfuse_dims[" << i
+              << "], &hfuse_pass[" << i << "]);\n"
               << "    if (rc != 0) return rc;\n";
         }
         s << "    rc = " << pipeline << "(" << args << ");\n";
-        for (const ModelArgument &a : arguments) {
-            if (a.stored_shape != a.shape)
-                s << "    " << name << "_row_written(" << a.c_name << ", " << a.c_name << "_as_row);\n";
+        for (size_t i = 0; i < arguments.size(); i++) {
+            const ModelArgument &a = arguments[i];
+            if (a.stored_shape != a.shape) {
+                s << "    " << name << "_row_written(" << a.c_name << ", hfuse_pass[" << i << "]);\n";
+            }
         }
         s << "    return rc;\n";
     } else {
@@ -221,7 +225,8 @@ struct ModelPipeline::Impl {
 
 void ModelPipeline::Impl::build(const FusedGraph &plan) {
     const Graph &g = graph;
-    const std::vector<std::string> names = c_argument_names(g);
+    // Not the names of entry_points()'s locals.
+    const std::vector<std::string> names = c_argument_names(g, {"rc", "hfuse_rows", "hfuse_dims", "hfuse_pass"});
     size_t k = 0;
     for (const GraphInput &in : g.inputs) {
         arguments.push_back({in.name, names[k++], in.shape, false, in.shape});

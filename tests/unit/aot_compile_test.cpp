@@ -198,6 +198,37 @@ TEST(AotCompile, AnOutputComputedAsARowIsTheCallersBufferViewed) {
     EXPECT_NE(q.out.find("query 1: 0,28,1 0,28,28 0,256,784 0,1,200704\n"), std::string::npos) << q.out;
 }
 
+// Values named as NAME's locals (rc, hfuse_pass, ...) get other C names, so the header compiles; the
+// output, on its group's position view (9 x 7 planes), matches the reference.
+TEST(AotCompile, ArgumentsNamedAsTheEntryPointsLocals) {
+    Compiled c{work_dir("locals"), "locals", "", "", ""};
+    const std::string model = c.dir + "/locals.json";
+    std::ofstream(model) << R"({"format": "hfuse-model", "version": 1, "name": "locals",
+        "inputs": [{"name": "rc", "shape": [1, 16, 7, 9]}],
+        "weights": {"w": {"shape": [24, 16, 1, 1], "uniform": [-0.5, 0.5], "seed": 1},
+                    "b": {"shape": [24], "uniform": [-0.5, 0.5], "seed": 2}},
+        "nodes": [{"name": "hfuse_pass", "op": "Conv", "inputs": ["rc", "w", "b"], "attrs": {"kernel_shape": [1, 1]}}],
+        "outputs": ["hfuse_pass"]})";
+    test::CommandResult r = test::run_cli("compile " + model + " -o " + c.dir + " --name locals");
+    ASSERT_EQ(r.code, 0) << r.out;
+    const std::string h = test::read_file(c.dir + "/locals.h");
+    EXPECT_NE(h.find("//   input  rc_2 ['rc'] shape [1x16x7x9]"), std::string::npos) << h.substr(0, 2000);
+    EXPECT_NE(h.find("//   output hfuse_pass_2 ['hfuse_pass'] shape [1x24x7x9] (locals_pipeline takes it as "
+                     "[1x24x1x63])"),
+              std::string::npos)
+        << h.substr(0, 2000);
+    build_caller(c, "-fopenmp");
+    Graph g = load_model(model);
+    test::ModelInputs in = test::make_inputs(g);
+    test::CommandResult run = test::run_command(c.caller + caller_arguments(g, c, in));
+    ASSERT_EQ(run.code, 0) << run.out;
+    auto expected = reference::run(g, in.reference);
+    std::vector<float> actual = read_floats(c.dir + "/out0.f32", expected.at("hfuse_pass").data.size());
+    auto cmp = reference::compare(actual.data(), expected.at("hfuse_pass").data.data(), actual.size());
+    EXPECT_LE(cmp.relative(), 1e-5) << "max abs error " << cmp.max_abs_error;
+    EXPECT_GT(cmp.scale, 1e-3);
+}
+
 // What NAME.h installs at start-up, by the caller's flags and `hfuse compile --parallel-runtime`.
 TEST(AotRuntime, TheHeaderInstallsTheAllocatorAndTheLoopsAsAsked) {
     const Graph cbrm = load_model(kModels + "conv_bias_relu_maxpool.json");  // 70 MFLOP: OpenMP
