@@ -1084,7 +1084,7 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
         int64_t asked = 1;
         while (!enough(made(asked))) asked++;
         // Named by the count it makes where asking for that count makes it too.
-        const int64_t tasks = made(made(asked)) == made(asked) ? made(asked) : asked;
+        const int64_t count = made(asked), tasks = made(count) == count ? count : asked;
         if (tasks > 1) p["row_tasks"] = tasks;
     }
     return p;

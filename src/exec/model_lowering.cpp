@@ -177,11 +177,11 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
             Halide::Func &f = model.outputs[i];
             f.compute_root();
             if (stored_as_row.count(g.outputs[i]) && !returned_row[i]) {
-                // A copy of the row (the generators; returned twice): along x in vectors, the planes in
-                // parallel (unscheduled, the copy
-                // of 1x1 128->256 at 28x28 took longer than the conv). Not schedules::
-                // schedule_root_stage: its guarded tail on 28-wide rows made that model 0.163-0.168 ms
-                // compiled, against 0.144-0.154 with the last vector shifted inwards.
+                // A copy of the row (the generators; an output returned twice): along x in vectors, the
+                // planes in parallel (unscheduled, the copy of 1x1 128->256 at 28x28 took longer than
+                // the conv). Not schedules::schedule_root_stage: its guarded tail on 28-wide rows made
+                // that model 0.163-0.168 ms compiled, against 0.144-0.154 with the last vector shifted
+                // inwards.
                 const Shape &shape = g.type_of(g.outputs[i]).shape;
                 const std::vector<Halide::Var> a = f.args();
                 const int vw = target.natural_vector_size<float>();

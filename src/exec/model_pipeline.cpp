@@ -91,16 +91,24 @@ std::string runtime_installer(const std::string &name, ParallelRuntime runtime) 
 // PIPELINE after making errors return codes (NAME_return_errors). An output PIPELINE takes as the row
 // its group computes (ModelArgument::stored_shape) is the caller's dense buffer viewed so: a
 // halide_buffer_t of the same memory with the first two dimensions (W, H) made (W * H, 1).
+// "struct halide_buffer_t *x, ...": the arguments as C parameters, in order (NAME_pipeline's and NAME's).
+std::string c_parameters(const std::vector<ModelArgument> &arguments) {
+    std::string params;
+    for (const ModelArgument &a : arguments) {
+        params += std::string(params.empty() ? "" : ", ") + "struct halide_buffer_t *" + a.c_name;
+    }
+    return params;
+}
+
 std::string entry_points(const std::string &name, const std::string &pipeline,
                          const std::vector<ModelArgument> &arguments) {
     std::ostringstream s;
-    std::string params, args, argv;
+    std::string args, argv;
     bool rows = false;
     for (size_t i = 0; i < arguments.size(); i++) {
         const ModelArgument &a = arguments[i];
         const bool row = a.stored_shape != a.shape;
         rows = rows || row;
-        params += std::string(i ? ", " : "") + "struct halide_buffer_t *" + a.c_name;
         args += std::string(i ? ", " : "") + (row ? "hfuse_pass[" + std::to_string(i) + "]" : a.c_name);
         argv += std::string(i ? ", " : "") + "(struct halide_buffer_t *)args[" + std::to_string(i) + "]";
     }
@@ -148,7 +156,7 @@ std::string entry_points(const std::string &name, const std::string &pipeline,
           << "    for (k = 2; k < b->dimensions; k++) b->dim[k] = pass->dim[k];\n"
           << "}\n\n";
     }
-    s << "HALIDE_MUST_USE_RESULT static inline int " << name << "(" << params << ") {\n";
+    s << "HALIDE_MUST_USE_RESULT static inline int " << name << "(" << c_parameters(arguments) << ") {\n";
     if (rows) {
         // Locals named apart from every parameter (ModelPipeline reserves them in c_argument_names).
         size_t max_rank = 0;
@@ -244,9 +252,7 @@ void ModelPipeline::Impl::build(const FusedGraph &plan) {
         const Shape &shape = g.type_of(v).shape, &stored = model.output_shapes[i];
         // The header's NAME views a caller's [..., H, W] as [..., 1, H * W] and nothing else.
         if (stored != shape &&
-            (shape.size() < 2 || stored.size() != shape.size() ||
-             !std::equal(shape.begin(), shape.end() - 2, stored.begin()) || stored[shape.size() - 2] != 1 ||
-             stored.back() != shape.back() * shape[shape.size() - 2])) {
+            (shape.size() < 2 || stored != compose::as_position_row(shape, {shape.end() - 2, shape.end()}))) {
             throw Error("internal: model output '" + v + "' of shape [" + to_string(shape) + "] is stored as [" +
                         to_string(stored) + "], not as a row of its positions");
         }
@@ -328,7 +334,6 @@ void ModelPipeline::compile_to_static_library(const std::string &dir, const std:
     if (end == std::string::npos || guard_end == std::string::npos || guard_end < end) {
         throw Error("Halide wrote no declaration of " + pipeline_fn).in_file(prefix + ".h");
     }
-    std::string params;
     std::ostringstream doc;
     doc << "// " << name << ": model '" << g.name << "' compiled by hfuse for " << impl_->options.target.to_string()
         << ".\n//\n// int " << name << "(inputs..., outputs...) returns 0 on success, else a Halide error code\n"
@@ -337,7 +342,6 @@ void ModelPipeline::compile_to_static_library(const std::string &dir, const std:
         << "// (N, C, H, W) is a Halide::Runtime::Buffer<float> of extents (W, H, C, N), the memory of a\n"
         << "// row-major array.\n//\n";
     for (const ModelArgument &a : impl_->arguments) {
-        params += std::string(params.empty() ? "" : ", ") + "struct halide_buffer_t *" + a.c_name;
         doc << "//   " << (a.is_output ? "output " : "input  ") << a.c_name << " ['" << a.value << "'] shape ["
             << to_string(a.shape) << "]";
         if (a.stored_shape != a.shape)
@@ -365,8 +369,8 @@ void ModelPipeline::compile_to_static_library(const std::string &dir, const std:
              << "}\n\n"
              << runtime_installer(name, resolved_parallel_runtime())
              << entry_points(name, pipeline_fn, impl_->arguments);
-    header = doc.str() + "\n" + header.substr(0, at + decl.size()) + params + header.substr(end, guard_end - end) +
-             wrappers.str() + header.substr(guard_end);
+    header = doc.str() + "\n" + header.substr(0, at + decl.size()) + c_parameters(impl_->arguments) +
+             header.substr(end, guard_end - end) + wrappers.str() + header.substr(guard_end);
     for (const auto &[path, text] : {std::pair<std::string, std::string>{prefix + ".h", header},
                                      {dir + "/hfuse_runtime.h", exec::runtime_header_text()}}) {
         std::ofstream out(path);
