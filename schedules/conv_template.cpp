@@ -26,6 +26,16 @@ int64_t largest_divisor_at_most(int64_t n, int64_t limit) {
     return 1;
 }
 
+// "reduction_unroll": the update's loop over a group's `cin` input channels (`ci`) split by that many,
+// the inner part unrolled (absent: 1, as plans written before the parameter ran); a count not
+// dividing the channels guards its last step.
+void unroll_reduction(Halide::Stage u, const RVar &ci, const nlohmann::json &p, int64_t cin) {
+    const int n = param_int_or(p, "reduction_unroll", 1, std::min<int64_t>(cin, 64), 1);
+    if (n == 1) return;
+    RVar outer(ci.name() + "_o"), inner(ci.name() + "_u");
+    u.split(ci, outer, inner, n, Halide::TailStrategy::GuardWithIf).unroll(inner);
+}
+
 // Halide Vars of a rank-4 Func in Halide order: x (W), y (H), c (C), n (N).
 struct Dims {
     Var x, y, c, n;
@@ -36,7 +46,8 @@ struct Dims {
 // at is unrolled. A pool's window widens the conv's region past whole vectors; rounded up, it would
 // read past the input unless the input is padded (materialised with its boundary), so such tails are
 // guarded.
-void schedule_accumulators(Func conv, Func padded, bool pooled, const Dims &v, const nlohmann::json &p, int vw) {
+void schedule_accumulators(Func conv, Func padded, bool pooled, const Dims &v, const nlohmann::json &p, int vw,
+                           int64_t cin) {
     const Halide::TailStrategy tail =
         !pooled || padded.defined() ? Halide::TailStrategy::Auto : Halide::TailStrategy::GuardWithIf;
     conv.vectorize(v.x, vw, tail).unroll(v.x).unroll(v.y).unroll(v.c);
@@ -52,6 +63,7 @@ void schedule_accumulators(Func conv, Func padded, bool pooled, const Dims &v, c
     } else {
         fail_field("schedule.reduction_order", "expected \"kx,ci,ky\", \"ci,kx,ky\" or \"kx,ky,ci\"");
     }
+    unroll_reduction(u, r[0], p, cin);
     u.vectorize(v.x, vw, tail).unroll(v.x).unroll(v.y).unroll(v.c);
 }
 
@@ -147,7 +159,7 @@ void schedule_xv_per_tile(Func tile, Func conv, const std::vector<Func> &per_til
     // tx is a whole number of these vectors: rounding up computes nothing outside the tile.
     schedule_per_tile(per_tile, tile, inner, std::min(vw, tx), Halide::TailStrategy::RoundUp);
     conv.compute_at(tile, inner);
-    schedule_accumulators(conv, padded, !per_tile.empty(), v, p, vw);
+    schedule_accumulators(conv, padded, !per_tile.empty(), v, p, vw, s.weight[1]);
 }
 
 // conv_xv with strips (for a pool after the conv): T in strips of strip_y rows x strip_c channels, one
@@ -191,7 +203,7 @@ void schedule_xv_strips(Func tile, Func conv, const std::vector<Func> &per_tile,
     strip.vectorize(sxi, vw).unroll(sxi).unroll(syi).unroll(sci);
     conv.compute_at(strip, channels_inner ? sco : sxo);
     // Within the strip the conv's region is a whole register tile: no tail to guard.
-    schedule_accumulators(conv, padded, false, v, p, vw);
+    schedule_accumulators(conv, padded, false, v, p, vw, s.weight[1]);
 }
 
 void schedule_xv(Func tile, Func conv, Func padded, const std::vector<Func> &per_tile, const ConvGroupShape &s,
@@ -335,6 +347,7 @@ void schedule_flat(Func tile, Func flat, Func padded, const ConvGroupShape &s, c
     Func strip = flat.in();
     strip.compute_at(tile, co);
     schedule_flat_register_tiles(strip, flat, vw, nx, nc);
+    unroll_reduction(flat.update(), flat.rvars(0)[0], p, s.weight[1]);
     if (padded.defined()) padded_at_root(padded, flat, vw);
 }
 
@@ -889,8 +902,9 @@ ConvGroupShape conv_at_root(ConvGroupShape s) {
     return s;
 }
 
-nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target &target) {
-    const TargetTraits tt = target_traits(target);
+namespace {
+
+nlohmann::json conv_template_defaults(const ConvGroupShape &s, const TargetTraits &tt) {
     const int64_t cout = s.output[1], wout = s.output[3], hout = s.output[2];
     const int budget = std::max(1, tt.vector_registers / 16);
     // Narrow outputs (ResNet's and MobileNet's 7x7 layers) take narrower vectors under conv_xv, down to
@@ -1090,6 +1104,25 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
     return p;
 }
 
+}  // namespace
+
+nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target &target) {
+    const TargetTraits tt = target_traits(target);
+    nlohmann::json p = conv_template_defaults(s, tt);
+    // Pointwise convs over many input channels take two of them a step with 16 vector registers
+    // (where it was measured). Zen 3, AVX2, one thread, conv_xv unless named, 1x1 + ReLU, medians of 3
+    // alternations, not unrolled -> by 2: 144->24 at 56x56 0.271 -> 0.254 ms, 384->64 at 14x14 0.125
+    // -> 0.117, 576->96 at 14x14 0.278 -> 0.263, 256->64 at 56x56 1.31 -> 1.26, 128->256 at 28x28
+    // 0.556 -> 0.541, 96->24 at 56x56 0.170 -> 0.166; conv_flat 192->32 at 28x28 0.153 -> 0.126,
+    // 512->128 at 28x28 1.55 -> 1.52; below 96 channels no gain (64->256 at 56x56 1.12 -> 1.13, 32->16
+    // at 112x112 0.151 either way, 24->144 at 56x56 0.236 -> 0.237); by 4 no better than by 2.
+    const std::string tmpl = p.value("template", "");
+    const bool one_by_one = s.weight[2] == 1 && s.weight[3] == 1;
+    if ((tmpl == "conv_xv" || tmpl == "conv_flat") && one_by_one && tt.vector_registers < 32 && s.weight[1] >= 96)
+        p["reduction_unroll"] = 2;
+    return p;
+}
+
 bool conv_cv_winograd(const nlohmann::json &params) {
     return params.contains("algorithm") && param_choice(params, "algorithm", {"direct", "winograd"}) == "winograd";
 }
@@ -1113,13 +1146,14 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
     const std::string tmpl = p.value("template", "");
     if (tmpl == "conv_xv") {
         // "compute" ("root" or absent) is the composer's (compose_conv).
-        check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_y", "tile_c", "reduction_order", "strip_y",
-                             "strip_c", "channel_loop", "row_tasks", "compute"});
+        check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_y", "tile_c", "reduction_order",
+                             "reduction_unroll", "strip_y", "strip_c", "channel_loop", "row_tasks", "compute"});
     } else if (tmpl == "conv_dw") {
         check_param_keys(p, {"vector_width", "tile_y", "channel_block", "row_bands", "producer_vector_width",
                              "producer_tile_x_vectors", "producer_tile_c", "compute"});
     } else if (tmpl == "conv_flat") {
-        check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_c", "block_rows", "channel_block", "compute"});
+        check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_c", "block_rows", "channel_block",
+                             "reduction_unroll", "compute"});
     } else if (tmpl == "conv_cv") {
         check_param_keys(p, {"algorithm", "winograd_tile", "vector_width", "tile_positions", "tile_c_vectors",
                              "block_rows", "channel_block", "ci_block", "input_block", "input_at", "compute"});

@@ -1055,6 +1055,14 @@ json perturb_schedule(const FusedGraph &f, const FusedGroup &grp, const json &de
     if (row) view = compose::position_view(f.graph, grp);
     const Graph &g = row ? view : f.graph;
     std::set<std::string> out = handed_out_values(f, grp);
+    // conv_xv's and conv_flat's input-channel loop unrolled now and then: by up to 5 (past the
+    // channels rarely), a count that does not divide them guarding its last step.
+    auto perturb_unroll = [&] {
+        if (!rng.chance(0.4)) return;
+        const Node *conv = g.find_node(grp.master);
+        const int cin = static_cast<int>(g.type_of(conv->inputs[1]).shape[1]);
+        p["reduction_unroll"] = static_cast<int>(rng.uniform(1, rng.chance(0.93) ? std::min(cin, 5) : 64));
+    };
     if (tmpl == "conv_flat" && out.size() == 1 && p.contains("vector_width")) {
         // Register tiles of flattened pixels within blocks of whole rows: mostly tiles that fit a block.
         const Shape t = g.type_of(*out.begin()).shape;
@@ -1072,6 +1080,7 @@ json perturb_schedule(const FusedGraph &f, const FusedGroup &grp, const json &de
         p["tile_c"] = nc;
         p["channel_block"] =
             fit && nc <= tc ? static_cast<int>(rng.uniform(nc, tc)) : static_cast<int>(rng.uniform(1, 64));
+        perturb_unroll();
         return p;
     }
     if (tmpl == "conv_cv" && p.contains("vector_width")) {
@@ -1143,6 +1152,7 @@ json perturb_schedule(const FusedGraph &f, const FusedGroup &grp, const json &de
             p["tile_c"] = fit ? rng.pick(ncs) : static_cast<int>(rng.uniform(1, 64));
             p["reduction_order"] = rng.pick<std::string>({"kx,ci,ky", "ci,kx,ky", "kx,ky,ci"});
             p["channel_loop"] = rng.pick<std::string>({"inner", "outer"});
+            perturb_unroll();
             p.erase("row_tasks");
             if (rng.chance(0.3)) {  // a row's tiles in parallel tasks: mostly at most its tiles
                 const int tile = vw * p["tile_x_vectors"].get<int>() / sx;
