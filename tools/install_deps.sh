@@ -14,8 +14,15 @@ PACKAGES=(
   libonnx-dev         # ONNX import: onnx/onnx_pb.h, libonnx_proto (its CMake package)
   libprotobuf-dev     # ONNX import: the protobuf runtime ONNX's messages use
 )
-# Only to regenerate tests/data/onnx (tools/make_onnx_models.py) and for tools/onnx_acceptance.py, not
-# to build or test: python3-torch python3-torchvision python3-onnx.
+# With --peers, also what the Python tools need, none of it to build or test: bench/pytorch_peer.py
+# (PyTorch frozen, issue 6), tools/onnx_acceptance.py and tools/make_onnx_models.py (torchvision's nets
+# exported to ONNX), tools/make_reference_data.py.
+if [[ ${1:-} == "--peers" ]]; then
+  PACKAGES+=(python3-numpy python3-torch python3-torchvision python3-onnx)
+elif [[ $# -gt 0 ]]; then
+  echo "usage: tools/install_deps.sh [--peers]" >&2
+  exit 2
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
