@@ -1109,13 +1109,14 @@ nlohmann::json conv_template_defaults(const ConvGroupShape &s, const TargetTrait
 nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target &target) {
     const TargetTraits tt = target_traits(target);
     nlohmann::json p = conv_template_defaults(s, tt);
-    // Pointwise convs over many input channels take two of them a step with 16 vector registers
-    // (where it was measured). Zen 3, AVX2, one thread, conv_xv unless named, 1x1 + ReLU, medians of 3
-    // alternations, not unrolled -> by 2: 144->24 at 56x56 0.271 -> 0.254 ms, 384->64 at 14x14 0.125
-    // -> 0.117, 576->96 at 14x14 0.278 -> 0.263, 256->64 at 56x56 1.31 -> 1.26, 128->256 at 28x28
-    // 0.556 -> 0.541, 96->24 at 56x56 0.170 -> 0.166; conv_flat 192->32 at 28x28 0.153 -> 0.126,
-    // 512->128 at 28x28 1.55 -> 1.52; below 96 channels no gain (64->256 at 56x56 1.12 -> 1.13, 32->16
-    // at 112x112 0.151 either way, 24->144 at 56x56 0.236 -> 0.237); by 4 no better than by 2.
+    // 1x1 convs over many input channels take two of them a step with 16 vector registers (where it
+    // was measured; strided 1x1s too, not measured apart). Zen 3, AVX2, one thread, conv_xv unless
+    // named, 1x1 + ReLU, medians of 3 alternations, not unrolled -> by 2: 144->24 at 56x56 0.271 ->
+    // 0.254 ms, 384->64 at 14x14 0.125 -> 0.117, 576->96 at 14x14 0.278 -> 0.263, 256->64 at 56x56
+    // 1.31 -> 1.26, 128->256 at 28x28 0.556 -> 0.541, 96->24 at 56x56 0.170 -> 0.166; conv_flat
+    // 192->32 at 28x28 0.153 -> 0.126, 512->128 at 28x28 1.55 -> 1.52; below 96 channels no gain
+    // (64->256 at 56x56 1.12 -> 1.13, 32->16 at 112x112 0.151 either way, 24->144 at 56x56 0.236 ->
+    // 0.237); by 4 no better than by 2.
     const std::string tmpl = p.value("template", "");
     const bool one_by_one = s.weight[2] == 1 && s.weight[3] == 1;
     if ((tmpl == "conv_xv" || tmpl == "conv_flat") && one_by_one && tt.vector_registers < 32 && s.weight[1] >= 96)

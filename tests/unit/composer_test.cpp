@@ -97,7 +97,7 @@ TEST(Composer, DepthwiseDefaultsFollowTheIsa) {
     EXPECT_EQ(arm["tile_y"], 2);
 }
 
-// Pointwise convs over at least 96 input channels step through two of them at a time on 16-register
+// 1x1 convs over at least 96 input channels step through two of them at a time on 16-register
 // targets (measured on Zen 3 under AVX2); fewer channels, spatial kernels and AVX-512 keep the loop
 // rolled. conv_xv and conv_flat unrolled by counts that divide the channels and that do not match the
 // reference.
