@@ -87,10 +87,6 @@ std::string runtime_installer(const std::string &name, ParallelRuntime runtime) 
     return s.str();
 }
 
-// The model's entry points: NAME(inputs..., outputs...) and NAME_argv(args), which call Halide's
-// PIPELINE after making errors return codes (NAME_return_errors). An output PIPELINE takes as the row
-// its group computes (ModelArgument::stored_shape) is the caller's dense buffer viewed so: a
-// halide_buffer_t of the same memory with the first two dimensions (W, H) made (W * H, 1).
 // "struct halide_buffer_t *x, ...": the arguments as C parameters, in order (NAME_pipeline's and NAME's).
 std::string c_parameters(const std::vector<ModelArgument> &arguments) {
     std::string params;
@@ -100,6 +96,10 @@ std::string c_parameters(const std::vector<ModelArgument> &arguments) {
     return params;
 }
 
+// The model's entry points: NAME(inputs..., outputs...) and NAME_argv(args), which call Halide's
+// PIPELINE after making errors return codes (NAME_return_errors). An output PIPELINE takes as the row
+// its group computes (ModelArgument::stored_shape) is the caller's dense buffer viewed so: a
+// halide_buffer_t of the same memory with the first two dimensions (W, H) made (W * H, 1).
 std::string entry_points(const std::string &name, const std::string &pipeline,
                          const std::vector<ModelArgument> &arguments) {
     std::ostringstream s;
