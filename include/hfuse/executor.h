@@ -97,7 +97,8 @@ struct GroupInfo {
     std::string schedule;   // who scheduled it: "templates", an autoscheduler ("adams2019"), "backend:<id>"
     std::string note;       // why that is not ExecutorOptions::schedule (a fallback), else empty
     double compile_ms = 0;  // scheduling and JIT-compiling its pipeline (shared by identical groups,
-                            // compiled once: each of them shows that one time)
+                            // compiled once: each of them shows that one time); Halide's shared
+                            // runtime apart (Executor::runtime_compile_ms)
     ParallelRuntime parallel_runtime = ParallelRuntime::Halide;  // who runs its parallel loops (never Auto)
 };
 
@@ -137,6 +138,9 @@ public:
     std::vector<GroupInfo> groups() const;
     // Distinct pipelines JIT-compiled (<= num_groups(): identical groups share one).
     int num_compiled() const;
+    // Milliseconds this executor spent compiling Halide's shared JIT runtime before its first group:
+    // once per process (0 when an earlier executor or pipeline did), and in no group's compile_ms.
+    double runtime_compile_ms() const;
 
     // Bytes of storage held for intermediates (values passed between groups that the model does not
     // return), and what they would take with a buffer each (ExecutorOptions::reuse_buffers = false).

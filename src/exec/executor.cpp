@@ -6,6 +6,7 @@
 #include "exec/buffer_plan.h"
 #include "exec/group_lowering.h"
 #include "exec/jit_allocator.h"
+#include "exec/jit_runtime.h"
 #include "exec/parallel_runtime.h"
 #include "exec/value_layout.h"
 #include "hfuse/error.h"
@@ -191,7 +192,8 @@ struct Executor::Impl {
     exec::WeightBuffers weights;
     std::vector<GroupRun> groups;  // in execution order
     int num_compiled = 0;
-    exec::ValueLayouts layouts;  // values stored other than dense NCHW
+    double runtime_compile_ms = 0;  // Halide's shared JIT runtime, when this executor compiled it
+    exec::ValueLayouts layouts;     // values stored other than dense NCHW
     // Values passed between groups: views into arenas laid out by exec::plan_buffers (or a buffer each
     // without reuse), allocated once and reused by every run. Values stored with a halo share an arena
     // only with values of the same layout and shape, so every halo stays zero.
@@ -334,6 +336,8 @@ void Executor::Impl::compile(const FusedGraph &plan) {
         std::shared_ptr<CompiledPipeline> &compiled = cache[group_key(g, grp, live_out, options, layouts)];
         if (!compiled) {
             const Node *master = g.find_node(grp.master);
+            // Before the first group: the runtime's time is not the group's (exec/jit_runtime.h).
+            runtime_compile_ms += exec::compile_jit_runtime(options.target);
             try {
                 try {
                     compiled = schedule_and_compile(*lowered_on, grp, lowered, options.schedule, options);
@@ -463,6 +467,9 @@ std::vector<GroupInfo> Executor::groups() const {
 }
 int Executor::num_compiled() const {
     return impl_->num_compiled;
+}
+double Executor::runtime_compile_ms() const {
+    return impl_->runtime_compile_ms;
 }
 int64_t Executor::intermediate_bytes() const {
     return impl_->intermediate_bytes;

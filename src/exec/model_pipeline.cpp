@@ -5,6 +5,7 @@
 #include "exec/autoschedule.h"
 #include "exec/group_lowering.h"
 #include "exec/jit_allocator.h"
+#include "exec/jit_runtime.h"
 #include "exec/model_lowering.h"
 #include "exec/parallel_runtime.h"
 #include "exec/runtime_header.h"
@@ -386,6 +387,7 @@ std::map<std::string, TensorBuffer> ModelPipeline::run(const std::map<std::strin
         m.pipeline.jit_handlers().custom_malloc = exec::jit_malloc;
         m.pipeline.jit_handlers().custom_free = exec::jit_free;
         exec::use_parallel_runtime(m.pipeline, resolved_parallel_runtime());
+        exec::compile_jit_runtime(m.options.target);  // as the executor does, so it knows there is one
         m.pipeline.compile_jit(m.options.target);
         m.jit_compiled = true;
     }

@@ -32,7 +32,8 @@ struct Evaluation {
     int id = -1;             // evaluation order
     std::string status;      // "ok", "error", "timeout"
     std::string error;       // why, when not ok
-    double compile_s = NAN;  // JIT compilation (and autoscheduling), from bench's compile_ms
+    double compile_s = NAN;  // JIT compilation (and autoscheduling), from bench's compile_ms without
+                             // Halide's shared runtime (runtime_compile_ms)
     double median_ms = NAN;  // from bench --json
     double min_ms = NAN;
     double wall_s = NAN;                       // the child's whole life: load, compile, runs

@@ -2,6 +2,7 @@
 // nobody reads, sharing compiled pipelines between identical groups, and the whole-model plan.
 #include "hfuse/executor.h"
 #include "exec/buffer_plan.h"
+#include "exec/jit_runtime.h"
 #include "hfuse/error.h"
 #include "hfuse/model_io.h"
 #include "hfuse/passes.h"
@@ -259,6 +260,20 @@ TEST(ExecutorCompileCache, SameOpsWithDifferentWeightsDoNotShare) {
     Executor ex(g, Executor::unfused_partition(g));
     EXPECT_EQ(ex.num_compiled(), 2);
     test::expect_outputs_match_reference(g, in, ex.run(in.buffers));
+}
+
+TEST(ExecutorCompileCache, HalidesRuntimeIsCompiledOnceAndApart) {
+    // The first executor of a process compiles Halide's shared JIT runtime before its first group
+    // (exec/jit_runtime.h); later ones find it there. Under ctest this test is its own process, so
+    // the first executor is this one, unless the whole binary runs.
+    json nodes = json::array({node("r", "Relu", {"x"})});
+    Graph g = make_model("relu", {1, 4}, nodes, {"r"});
+    Executor first(g, Executor::unfused_partition(g)), second(g, Executor::unfused_partition(g));
+    EXPECT_GE(first.runtime_compile_ms(), 0);
+    EXPECT_EQ(second.runtime_compile_ms(), 0);
+    EXPECT_EQ(exec::compile_jit_runtime(first.options().target), 0);
+    test::ModelInputs in = test::make_inputs(g);
+    test::expect_outputs_match_reference(g, in, second.run(in.buffers));
 }
 
 // --- the whole model as one group ------------------------------------------------------------------
