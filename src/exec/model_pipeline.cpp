@@ -387,7 +387,8 @@ std::map<std::string, TensorBuffer> ModelPipeline::run(const std::map<std::strin
         m.pipeline.jit_handlers().custom_malloc = exec::jit_malloc;
         m.pipeline.jit_handlers().custom_free = exec::jit_free;
         exec::use_parallel_runtime(m.pipeline, resolved_parallel_runtime());
-        exec::compile_jit_runtime(m.options.target);  // as the executor does, so it knows there is one
+        // First, as the executor does: a later executor in this process then finds the runtime there.
+        exec::compile_jit_runtime(m.options.target);
         m.pipeline.compile_jit(m.options.target);
         m.jit_compiled = true;
     }

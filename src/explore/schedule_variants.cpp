@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 
 namespace hfuse::explore {
 namespace {
@@ -18,6 +19,18 @@ const std::map<std::string, std::vector<std::string>> kChoices = {
     {"reduction_order", {"kx,ci,ky", "ci,kx,ky", "kx,ky,ci"}},
     {"compute", {"tile", "root"}},
     {"algorithm", {"direct", "winograd"}},  // conv_cv: present where Winograd is the default
+    {"channel_loop", {"inner", "outer"}},
+    {"input_at", {"root", "task"}},
+};
+
+// Parameters a template takes that a plan may leave out, and the value the template then runs with
+// (schedules/README.md): a neighbour also sets each one step from that value, so that `explore`
+// tries, say, the reduction unrolled on a machine whose defaults leave it rolled.
+const std::map<std::string, std::vector<std::pair<std::string, json>>> kOptional = {
+    {"conv_xv", {{"reduction_unroll", 1}, {"row_tasks", 1}, {"channel_loop", "outer"}}},
+    {"conv_flat", {{"reduction_unroll", 1}}},
+    {"conv_dw", {{"row_bands", 1}}},
+    {"conv_cv", {{"input_at", "root"}}},
 };
 
 // Integer steps: small values +-1 and x2 / /2 (register tiles, unrolling), large ones x2 / /2 (rows or
@@ -96,19 +109,28 @@ std::vector<ScheduleVariant> schedule_neighbours(const FusedGraph &plan, const V
     for (size_t gi = 0; gi < plan.groups.size(); gi++) {
         const FusedGroup &grp = plan.groups[gi];
         if (!grp.schedule.is_object() || !grp.backend.empty()) continue;
-        for (const auto &kv : grp.schedule.items()) {
-            const std::string &key = kv.key();
+        // The parameters present, and those left out at their template's value ("absent").
+        std::vector<std::tuple<std::string, json, bool>> params;
+        for (const auto &kv : grp.schedule.items()) params.emplace_back(kv.key(), kv.value(), true);
+        const auto optional = kOptional.find(grp.schedule.value("template", ""));
+        if (optional != kOptional.end()) {
+            for (const auto &[key, value] : optional->second) {
+                if (!grp.schedule.contains(key)) params.emplace_back(key, value, false);
+            }
+        }
+        for (const auto &[key, value, present] : params) {
             if (key == "template" || key == "why" || key == "vector_width") continue;
             std::vector<json> values;
-            if (kv.value().is_number_integer()) {
-                for (int64_t x : integer_steps(key, kv.value().get<int64_t>())) values.push_back(x);
-            } else if (kv.value().is_string() && kChoices.count(key)) {
+            if (value.is_number_integer()) {
+                for (int64_t x : integer_steps(key, value.get<int64_t>())) values.push_back(x);
+            } else if (value.is_string() && kChoices.count(key)) {
                 for (const std::string &c : kChoices.at(key)) {
-                    if (c != kv.value().get<std::string>()) values.push_back(c);
+                    if (c != value.get<std::string>()) values.push_back(c);
                 }
             }
             for (const json &v : values) {
-                ScheduleVariant var{plan, grp.name + "." + key + " " + kv.value().dump() + "->" + v.dump()};
+                const std::string from = present ? value.dump() : "(absent: " + value.dump() + ")";
+                ScheduleVariant var{plan, grp.name + "." + key + " " + from + "->" + v.dump()};
                 json &s = var.plan.groups[gi].schedule;
                 s[key] = v;
                 s.erase("why");

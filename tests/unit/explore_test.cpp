@@ -216,10 +216,15 @@ TEST(ExploreVariants, NeighboursChangeOneParameterAndTheComposerAcceptsThem) {
     std::set<std::string> seen;
     for (const explore::ScheduleVariant &var : v) {
         EXPECT_TRUE(seen.insert(var.description).second);
-        int changed = 0;
+        int changed = 0;  // parameters changed, added (one the plan left out) or removed
         for (size_t i = 0; i < plan.groups.size(); i++) {
-            for (const auto &kv : plan.groups[i].schedule.items()) {
-                if (kv.key() != "why" && var.plan.groups[i].schedule.value(kv.key(), json()) != kv.value()) changed++;
+            const json &before = plan.groups[i].schedule, &after = var.plan.groups[i].schedule;
+            for (const json *s : {&before, &after}) {
+                for (const auto &kv : s->items()) {
+                    const bool in_both = before.contains(kv.key()) && after.contains(kv.key());
+                    if (kv.key() == "why" || (in_both && s == &after)) continue;  // counted once
+                    if (!in_both || before[kv.key()] != after[kv.key()]) changed++;
+                }
             }
         }
         EXPECT_EQ(changed, 1) << var.description;
@@ -242,6 +247,38 @@ TEST(ExploreVariants, NeighboursChangeOneParameterAndTheComposerAcceptsThem) {
         rejected++;
     }
     EXPECT_GT(rejected, 0);
+}
+
+TEST(ExploreVariants, ParametersThePlanLeavesOutAreTriedToo) {
+    // A 1x1 conv 8 -> 16 + ReLU: its default conv_xv schedule leaves "reduction_unroll" out (8 input
+    // channels: the reduction rolled); a neighbour sets it to 2, from the 1 the template runs with.
+    const Halide::Target host = Halide::get_host_target();
+    const json model = {
+        {"format", "hfuse-model"},
+        {"version", 1},
+        {"name", "pointwise"},
+        {"inputs", {{{"name", "x"}, {"shape", {1, 8, 16, 16}}}}},
+        {"weights", {{"w", {{"shape", {16, 8, 1, 1}}, {"uniform", {-0.3, 0.3}}, {"seed", 1}}}}},
+        {"nodes", {op("conv", "Conv", {"x", "w"}, {{"kernel_shape", {1, 1}}}), op("relu", "Relu", {"conv"})}},
+        {"outputs", {"relu"}}};
+    Graph g = simplify(load(model));
+    FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("x86")}), host);
+    explore::VariantChecker checker(g, host);
+    std::vector<explore::ScheduleVariant> v = explore::schedule_neighbours(plan, checker, host, 3);
+    int groups = 0;
+    for (size_t i = 0; i < plan.groups.size(); i++) {
+        const json &s = plan.groups[i].schedule;
+        if (s.value("template", "") != "conv_xv" || s.contains("reduction_unroll")) continue;
+        groups++;
+        bool unrolled = false;
+        for (const explore::ScheduleVariant &var : v) {
+            if (var.plan.groups[i].schedule.value("reduction_unroll", 0) != 2) continue;
+            unrolled = true;
+            EXPECT_TRUE(contains(var.description, "reduction_unroll (absent: 1)->2")) << var.description;
+        }
+        EXPECT_TRUE(unrolled) << plan.groups[i].name;
+    }
+    ASSERT_GT(groups, 0) << "no conv_xv group without reduction_unroll: the test checks nothing";
 }
 
 TEST(ExploreVariants, WinogradGroupsTryTheDirectConv) {
