@@ -113,8 +113,10 @@ std::vector<ScheduleVariant> schedule_neighbours(const FusedGraph &plan, const V
         std::vector<std::tuple<std::string, json, bool>> params;
         for (const auto &kv : grp.schedule.items()) params.emplace_back(kv.key(), kv.value(), true);
         const auto optional = kOptional.find(grp.schedule.value("template", ""));
+        std::map<std::string, json> absent_values;
         if (optional != kOptional.end()) {
             for (const auto &[key, value] : optional->second) {
+                absent_values[key] = value;
                 if (!grp.schedule.contains(key)) params.emplace_back(key, value, false);
             }
         }
@@ -133,6 +135,9 @@ std::vector<ScheduleVariant> schedule_neighbours(const FusedGraph &plan, const V
                 ScheduleVariant var{plan, grp.name + "." + key + " " + from + "->" + v.dump()};
                 json &s = var.plan.groups[gi].schedule;
                 s[key] = v;
+                // Set back to the value it runs with absent: left out, so that the variant is the same
+                // plan (the same key) as one without it, and `explore` does not time it twice.
+                if (absent_values.count(key) && absent_values.at(key) == v) s.erase(key);
                 s.erase("why");
                 if (key == "algorithm" && v == "direct") s.erase("winograd_tile");  // Winograd's alone
                 if (!fits_registers(s, target)) continue;

@@ -277,6 +277,17 @@ TEST(ExploreVariants, ParametersThePlanLeavesOutAreTriedToo) {
             EXPECT_TRUE(contains(var.description, "reduction_unroll (absent: 1)->2")) << var.description;
         }
         EXPECT_TRUE(unrolled) << plan.groups[i].name;
+        // From a plan that sets it, the step back to 1 leaves it out: the original plan, not a
+        // different-looking copy for `explore` to time again.
+        FusedGraph set = plan;
+        set.groups[i].schedule["reduction_unroll"] = 2;
+        bool back = false;
+        for (const explore::ScheduleVariant &var : explore::schedule_neighbours(set, checker, host, 3)) {
+            if (!contains(var.description, "reduction_unroll 2->1")) continue;
+            back = true;
+            EXPECT_FALSE(var.plan.groups[i].schedule.contains("reduction_unroll"));
+        }
+        EXPECT_TRUE(back);
     }
     ASSERT_GT(groups, 0) << "no conv_xv group without reduction_unroll: the test checks nothing";
 }
