@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <set>
-#include <tuple>
 
 namespace hfuse::explore {
 namespace {
@@ -26,7 +25,7 @@ const std::map<std::string, std::vector<std::string>> kChoices = {
 // Parameters a template takes that a plan may leave out, and the value the template then runs with
 // (schedules/README.md): a neighbour also sets each one step from that value, so that `explore`
 // tries, say, the reduction unrolled on a machine whose defaults leave it rolled.
-const std::map<std::string, std::vector<std::pair<std::string, json>>> kOptional = {
+const std::map<std::string, std::map<std::string, json>> kOptional = {
     {"conv_xv", {{"reduction_unroll", 1}, {"row_tasks", 1}, {"channel_loop", "outer"}}},
     {"conv_flat", {{"reduction_unroll", 1}}},
     {"conv_dw", {{"row_bands", 1}}},
@@ -110,17 +109,15 @@ std::vector<ScheduleVariant> schedule_neighbours(const FusedGraph &plan, const V
         const FusedGroup &grp = plan.groups[gi];
         if (!grp.schedule.is_object() || !grp.backend.empty()) continue;
         // The parameters present, and those left out at their template's value ("absent").
-        std::vector<std::tuple<std::string, json, bool>> params;
-        for (const auto &kv : grp.schedule.items()) params.emplace_back(kv.key(), kv.value(), true);
+        static const std::map<std::string, json> kNone;
         const auto optional = kOptional.find(grp.schedule.value("template", ""));
-        std::map<std::string, json> absent_values;
-        if (optional != kOptional.end()) {
-            for (const auto &[key, value] : optional->second) {
-                absent_values[key] = value;
-                if (!grp.schedule.contains(key)) params.emplace_back(key, value, false);
-            }
+        const std::map<std::string, json> &absent = optional == kOptional.end() ? kNone : optional->second;
+        std::vector<std::pair<std::string, json>> params;
+        for (const auto &kv : grp.schedule.items()) params.emplace_back(kv.key(), kv.value());
+        for (const auto &[key, value] : absent) {
+            if (!grp.schedule.contains(key)) params.emplace_back(key, value);
         }
-        for (const auto &[key, value, present] : params) {
+        for (const auto &[key, value] : params) {
             if (key == "template" || key == "why" || key == "vector_width") continue;
             std::vector<json> values;
             if (value.is_number_integer()) {
@@ -131,13 +128,13 @@ std::vector<ScheduleVariant> schedule_neighbours(const FusedGraph &plan, const V
                 }
             }
             for (const json &v : values) {
-                const std::string from = present ? value.dump() : "(absent: " + value.dump() + ")";
+                const std::string from = grp.schedule.contains(key) ? value.dump() : "(absent: " + value.dump() + ")";
                 ScheduleVariant var{plan, grp.name + "." + key + " " + from + "->" + v.dump()};
                 json &s = var.plan.groups[gi].schedule;
                 s[key] = v;
                 // Set back to the value it runs with absent: left out, so that the variant is the same
                 // plan (the same key) as one without it, and `explore` does not time it twice.
-                if (absent_values.count(key) && absent_values.at(key) == v) s.erase(key);
+                if (absent.count(key) && absent.at(key) == v) s.erase(key);
                 s.erase("why");
                 if (key == "algorithm" && v == "direct") s.erase("winograd_tile");  // Winograd's alone
                 if (!fits_registers(s, target)) continue;
