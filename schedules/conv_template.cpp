@@ -18,6 +18,24 @@ int get_int(const nlohmann::json &p, const char *key, int lo, int hi) {
     return param_int(p, key, lo, hi);
 }
 
+// The value the template named in `p` runs `key` with when `p` leaves it out (conv_absent_params).
+const nlohmann::json &absent_value(const nlohmann::json &p, const std::string &key) {
+    const std::map<std::string, nlohmann::json> &absent = conv_absent_params(p.value("template", ""));
+    const auto it = absent.find(key);
+    if (it == absent.end()) throw Error("internal: no absent value for schedule." + key);
+    return it->second;
+}
+
+// The integer parameter `key` in [lo, hi], its absent value when left out.
+int int_or_absent(const nlohmann::json &p, const std::string &key, int64_t lo, int64_t hi) {
+    return param_int_or(p, key, lo, hi, absent_value(p, key).get<int>());
+}
+
+// The string parameter `key`, one of `allowed`, its absent value when left out.
+std::string choice_or_absent(const nlohmann::json &p, const std::string &key, const std::vector<std::string> &allowed) {
+    return p.contains(key) ? param_choice(p, key, allowed) : absent_value(p, key).get<std::string>();
+}
+
 // The largest divisor of n not above `limit` (1 when limit < 1).
 int64_t largest_divisor_at_most(int64_t n, int64_t limit) {
     for (int64_t d = std::min(n, limit); d > 1; d--) {
@@ -30,7 +48,7 @@ int64_t largest_divisor_at_most(int64_t n, int64_t limit) {
 // the inner part unrolled (absent: 1, as plans written before the parameter ran); a count not
 // dividing the channels guards its last step.
 void unroll_reduction(Halide::Stage u, const RVar &ci, const nlohmann::json &p, int64_t cin) {
-    const int n = param_int_or(p, "reduction_unroll", 1, std::min<int64_t>(cin, 64), 1);
+    const int n = int_or_absent(p, "reduction_unroll", 1, std::min<int64_t>(cin, 64));
     if (n == 1) return;
     RVar outer(ci.name() + "_o"), inner(ci.name() + "_u");
     u.split(ci, outer, inner, n, Halide::TailStrategy::GuardWithIf).unroll(inner);
@@ -53,15 +71,13 @@ void schedule_accumulators(Func conv, Func padded, bool pooled, const Dims &v, c
     conv.vectorize(v.x, vw, tail).unroll(v.x).unroll(v.y).unroll(v.c);
     std::vector<RVar> r = conv.rvars(0);  // (ci, kx, ky)
     Halide::Stage u = conv.update();
-    const std::string order = p.value("reduction_order", "kx,ci,ky");
+    const std::string order = choice_or_absent(p, "reduction_order", {"kx,ci,ky", "ci,kx,ky", "kx,ky,ci"});
     if (order == "kx,ci,ky") {
         u.reorder(v.x, v.y, v.c, r[1], r[0], r[2]).unroll(r[1]);
     } else if (order == "ci,kx,ky") {
         u.reorder(v.x, v.y, v.c, r[0], r[1], r[2]);
-    } else if (order == "kx,ky,ci") {
-        u.reorder(v.x, v.y, v.c, r[1], r[2], r[0]).unroll(r[1]);
     } else {
-        fail_field("schedule.reduction_order", "expected \"kx,ci,ky\", \"ci,kx,ky\" or \"kx,ky,ci\"");
+        u.reorder(v.x, v.y, v.c, r[1], r[2], r[0]).unroll(r[1]);
     }
     unroll_reduction(u, r[0], p, cin);
     u.vectorize(v.x, vw, tail).unroll(v.x).unroll(v.y).unroll(v.c);
@@ -97,7 +113,7 @@ void schedule_per_tile(const std::vector<Func> &per_tile, Func tile, Var level, 
 // "channel_loop": where the loop over channel tiles sits, "inner" (inside the spatial tile loops) or
 // "outer" (the default when absent, as plans written before the parameter existed ran).
 bool channel_loop_inner(const nlohmann::json &p) {
-    return p.contains("channel_loop") && param_choice(p, "channel_loop", {"inner", "outer"}) == "inner";
+    return choice_or_absent(p, "channel_loop", {"inner", "outer"}) == "inner";
 }
 
 // The register tile: nx x-vectors, ny conv rows, nc output channels.
@@ -126,7 +142,7 @@ void schedule_xv_per_tile(Func tile, Func conv, const std::vector<Func> &per_til
     // and few channel tiles would leave few tasks: MobileNet-V2's project conv, 144->24 at 56x56 as
     // 1 x 3136, 3 channel tiles of 8).
     const int64_t row_tiles = (tw + tx - 1) / tx;
-    const int row_tasks = p.contains("row_tasks") ? get_int(p, "row_tasks", 1, static_cast<int>(row_tiles)) : 1;
+    const int row_tasks = int_or_absent(p, "row_tasks", 1, row_tiles);
 
     Dims t(tile), v(conv);
     Var xo("xo"), xi("xi"), xb("xb"), yo("yo"), yi("yi"), co("co"), ci("ci"), task("task");
@@ -273,7 +289,7 @@ void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, con
     if (has_producer && (s.stride_x != 1 || s.stride_y != 1 || !padded.defined()))
         throw Error("internal: conv_dw computes a producer only for a padded stride-1 depthwise conv");
     const int64_t row_tiles = (s.tile_output[2] + ny - 1) / ny;
-    const int bands = p.contains("row_bands") ? get_int(p, "row_bands", 1, static_cast<int>(row_tiles)) : 1;
+    const int bands = int_or_absent(p, "row_bands", 1, row_tiles);
     Dims t(tile), v(conv);
     Var xo("xo"), xi("xi"), yo("yo"), yi("yi"), yb("yb"), co("co"), ci("ci"), task("task");
     tile.split(t.x, xo, xi, vw)
@@ -389,7 +405,7 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     const int input_block = conv_cv_input_block(p);
     // Where the padded input copy is made: at root, in one parallel pass, or per task, the rows the
     // task reads (its block's and the window's reach past it, made again by the neighbouring task).
-    const bool per_task = p.contains("input_at") && param_choice(p, "input_at", {"root", "task"}) == "task";
+    const bool per_task = choice_or_absent(p, "input_at", {"root", "task"}) == "task";
     const int wino_m = conv_cv_winograd_tile(p);  // 0: the direct conv
     const bool winograd = wino_m > 0;
     if (s.group != 1) fail_field("schedule.template", "conv_cv needs a 2-D conv with one group");
@@ -891,8 +907,21 @@ std::pair<nlohmann::json, double> conv_flat_defaults(const ConvGroupShape &s, in
 
 }  // namespace
 
+const std::map<std::string, nlohmann::json> &conv_absent_params(const std::string &template_name) {
+    static const std::map<std::string, std::map<std::string, nlohmann::json>> kAbsent = {
+        {"conv_xv",
+         {{"reduction_unroll", 1}, {"row_tasks", 1}, {"channel_loop", "outer"}, {"reduction_order", "kx,ci,ky"}}},
+        {"conv_flat", {{"reduction_unroll", 1}}},
+        {"conv_dw", {{"row_bands", 1}}},
+        {"conv_cv", {{"algorithm", "direct"}, {"input_block", 0}, {"input_at", "root"}}},
+    };
+    static const std::map<std::string, nlohmann::json> kNone;
+    const auto it = kAbsent.find(template_name);
+    return it == kAbsent.end() ? kNone : it->second;
+}
+
 int conv_cv_input_block(const nlohmann::json &params) {
-    return param_int_or(params, "input_block", 0, 64, 0);  // absent in plans written before it: planar
+    return int_or_absent(params, "input_block", 0, 64);  // absent in plans written before it: planar
 }
 
 ConvGroupShape conv_at_root(ConvGroupShape s) {
@@ -1125,7 +1154,7 @@ nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target
 }
 
 bool conv_cv_winograd(const nlohmann::json &params) {
-    return params.contains("algorithm") && param_choice(params, "algorithm", {"direct", "winograd"}) == "winograd";
+    return choice_or_absent(params, "algorithm", {"direct", "winograd"}) == "winograd";
 }
 
 int conv_cv_winograd_tile(const nlohmann::json &params) {

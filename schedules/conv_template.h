@@ -71,6 +71,14 @@ void schedule_conv(Halide::Func tile, Halide::Func conv, Halide::Func padded_inp
                    const Halide::Target &target, Halide::Func producer = Halide::Func(),
                    const std::map<std::string, Halide::Func> &parts = {});
 
+// The parameters of a conv template that a plan may leave out, each with the value the template then
+// runs with (the way plans written before the parameter existed ran); empty for other names. The
+// templates read these values from here, and `hfuse explore` steps each parameter from its value, so
+// the two cannot disagree. Parameters whose absent value follows from the shapes or the target
+// (strip_y, producer_vector_width, vector_width) are not listed. E.g. conv_xv's
+// {"reduction_unroll": 1, "row_tasks": 1, "channel_loop": "outer", "reduction_order": "kx,ci,ky"}.
+const std::map<std::string, nlohmann::json> &conv_absent_params(const std::string &template_name);
+
 // conv_cv's "input_block" (0..64; 0, planar, when absent), as its lowering and its template read it.
 int conv_cv_input_block(const nlohmann::json &params);
 

@@ -4,6 +4,7 @@
 #include "exec/group_lowering.h"
 #include "explore/plan_space.h"
 #include "hfuse/error.h"
+#include "schedules/conv_template.h"
 
 #include <algorithm>
 #include <set>
@@ -17,19 +18,9 @@ using nlohmann::json;
 const std::map<std::string, std::vector<std::string>> kChoices = {
     {"reduction_order", {"kx,ci,ky", "ci,kx,ky", "kx,ky,ci"}},
     {"compute", {"tile", "root"}},
-    {"algorithm", {"direct", "winograd"}},  // conv_cv: present where Winograd is the default
+    {"algorithm", {"direct", "winograd"}},
     {"channel_loop", {"inner", "outer"}},
     {"input_at", {"root", "task"}},
-};
-
-// Parameters a template takes that a plan may leave out, and the value the template then runs with
-// (schedules/README.md): a neighbour also sets each one step from that value, so that `explore`
-// tries, say, the reduction unrolled on a machine whose defaults leave it rolled.
-const std::map<std::string, std::map<std::string, json>> kOptional = {
-    {"conv_xv", {{"reduction_unroll", 1}, {"row_tasks", 1}, {"channel_loop", "outer"}}},
-    {"conv_flat", {{"reduction_unroll", 1}}},
-    {"conv_dw", {{"row_bands", 1}}},
-    {"conv_cv", {{"input_at", "root"}}},
 };
 
 // Integer steps: small values +-1 and x2 / /2 (register tiles, unrolling), large ones x2 / /2 (rows or
@@ -108,10 +99,10 @@ std::vector<ScheduleVariant> schedule_neighbours(const FusedGraph &plan, const V
     for (size_t gi = 0; gi < plan.groups.size(); gi++) {
         const FusedGroup &grp = plan.groups[gi];
         if (!grp.schedule.is_object() || !grp.backend.empty()) continue;
-        // The parameters present, and those left out at their template's value ("absent").
-        static const std::map<std::string, json> kNone;
-        const auto optional = kOptional.find(grp.schedule.value("template", ""));
-        const std::map<std::string, json> &absent = optional == kOptional.end() ? kNone : optional->second;
+        // The parameters present, and those left out at the value their template then runs with
+        // ("absent"): a neighbour also sets each one step from that value, so that `explore` tries,
+        // say, the reduction unrolled on a machine whose defaults leave it rolled.
+        const std::map<std::string, json> &absent = schedules::conv_absent_params(grp.schedule.value("template", ""));
         std::vector<std::pair<std::string, json>> params;
         for (const auto &kv : grp.schedule.items()) params.emplace_back(kv.key(), kv.value());
         for (const auto &[key, value] : absent) {

@@ -13,6 +13,7 @@
 #include "hfuse/planner.h"
 #include "hfuse/random.h"
 #include "hfuse/reference.h"
+#include "schedules/conv_template.h"
 
 #include "test_util.h"
 
@@ -22,6 +23,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <regex>
 
 namespace hfuse {
 namespace {
@@ -858,10 +860,8 @@ TEST(Composer, StridedDepthwiseConvTilesMatchTheReference) {
     }
 }
 
-// The plan's first group lowered, composed and compiled for `target`: its lowered statement (Halide's
-// text form) or, with `assembly`, its assembly.
-std::string compiled_group_text(const FusedGraph &plan, const Halide::Target &target, bool assembly) {
-    static int count = 0;
+// The plan's first group lowered and composed for `target`.
+exec::LoweredGroup composed_first_group(const FusedGraph &plan, const Halide::Target &target) {
     const FusedGroup &grp = plan.groups[0];
     Graph view;
     const Graph &g = compose::group_graph(plan.graph, grp, target, view);
@@ -871,6 +871,14 @@ std::string compiled_group_text(const FusedGraph &plan, const Halide::Target &ta
     exec::LoweredGroup lowered =
         exec::lower_group(g, nodes, handed_out_values(plan, grp), weights, {}, compose::op_lowerings(g, grp, target));
     compose::compose_group(g, grp, lowered, target);
+    return lowered;
+}
+
+// The plan's first group lowered, composed and compiled for `target`: its lowered statement (Halide's
+// text form) or, with `assembly`, its assembly.
+std::string compiled_group_text(const FusedGraph &plan, const Halide::Target &target, bool assembly) {
+    static int count = 0;
+    exec::LoweredGroup lowered = composed_first_group(plan, target);
     std::vector<Halide::Argument> args(lowered.params.begin(), lowered.params.end());
     const std::string path = testing::TempDir() + "/composer_group_" + std::to_string(getpid()) + "_" +
                              std::to_string(count++) + (assembly ? ".s" : ".stmt");
@@ -883,6 +891,101 @@ std::string compiled_group_text(const FusedGraph &plan, const Halide::Target &ta
     const std::string text = test::read_file(path);
     std::remove(path.c_str());
     return text;
+}
+
+// The schedule the composer gives the plan's first group, as sorted lines of text, one per Func and
+// one per stage: where it is computed and stored, its splits and its loops (innermost first, with
+// how each runs). Names Halide makes unique with counters ("b59", "relu$2$1", "v_x_3_in") are stripped
+// of it, so that two compositions of one plan read alike.
+std::string composed_schedule_text(const FusedGraph &plan, const Halide::Target &target) {
+    namespace HI = Halide::Internal;
+    const exec::LoweredGroup lowered = composed_first_group(plan, target);
+    std::vector<HI::Function> outputs;
+    for (const Halide::Func &f : lowered.output_funcs) outputs.push_back(f.function());
+    static const std::regex counters(R"(([A-Za-z])([_$]*[0-9]+)+)");
+    auto name = [](const std::string &n) { return std::regex_replace(n, counters, "$1"); };
+    std::vector<std::string> lines;
+    for (auto &[func_name, fn] : HI::build_environment(outputs)) {
+        fn.lock_loop_levels();
+        const HI::FuncSchedule &fs = fn.schedule();
+        lines.push_back(name(func_name) + " compute_at " + name(fs.compute_level().to_string()) + " store_at " +
+                        name(fs.store_level().to_string()));
+        std::vector<HI::Definition> stages = {fn.definition()};
+        for (const HI::Definition &u : fn.updates()) stages.push_back(u);
+        for (size_t i = 0; i < stages.size(); i++) {
+            if (!stages[i].defined()) continue;
+            std::ostringstream line;
+            line << name(func_name) << ".s" << i << ":";
+            for (const HI::Split &sp : stages[i].schedule().splits()) {
+                line << " split(" << sp.old_var << "," << sp.outer << "," << sp.inner << "," << sp.factor << ","
+                     << static_cast<int>(sp.tail) << "," << static_cast<int>(sp.split_type) << ")";
+            }
+            for (const HI::Dim &d : stages[i].schedule().dims()) {
+                line << " " << d.var << "/" << static_cast<int>(d.for_type);
+            }
+            lines.push_back(name(line.str()));
+        }
+    }
+    std::sort(lines.begin(), lines.end());
+    std::string out;
+    for (const std::string &l : lines) out += l + "\n";
+    return out;
+}
+
+TEST(Composer, LeftOutParametersRunWithTheirAbsentValues) {
+    // schedules::conv_absent_params is the value each template runs an optional parameter with when a
+    // plan leaves it out (and `hfuse explore` steps from it): the group's schedule with the key left
+    // out is the one with the key at that value, and differs from one with another value
+    // (so that the comparison can fail). Every parameter in the table is covered.
+    struct Case {
+        Graph graph;
+        json base;                          // without the parameters below (empty: the default plan's)
+        std::map<std::string, json> other;  // per parameter in the table, another value it takes
+    };
+    const json xv = {{"template", "conv_xv"}, {"vector_width", 8}, {"tile_x_vectors", 1}, {"tile_y", 2}, {"tile_c", 6}};
+    const json flat = {{"template", "conv_flat"}, {"vector_width", 8},  {"tile_x_vectors", 2}, {"tile_c", 6},
+                       {"block_rows", 3},         {"channel_block", 12}};
+    std::vector<Case> cases;
+    cases.push_back(
+        {conv_model(16, 9, 26, 24, 3, 1, 1, 1),
+         xv,
+         {{"reduction_unroll", 2}, {"row_tasks", 2}, {"channel_loop", "inner"}, {"reduction_order", "ci,kx,ky"}}});
+    cases.push_back({conv_model(16, 9, 26, 24, 1, 1, 0, 1), flat, {{"reduction_unroll", 2}}});
+    cases.push_back({conv_model(8, 14, 14, 8, 3, 1, 1, 8), json(), {{"row_bands", 2}}});
+    cases.push_back({conv_model(8, 14, 14, 16, 3, 1, 1, 1),
+                     json(),
+                     {{"algorithm", "winograd"}, {"input_block", 4}, {"input_at", "task"}}});
+    auto schedule = [](const FusedGraph &plan) { return composed_schedule_text(plan, kTarget); };
+    std::set<std::string> covered;
+    for (Case &c : cases) {
+        FusedGraph plan = fused_plan(c.graph);
+        ASSERT_EQ(plan.groups.size(), 1u);
+        json base = c.base.is_null() ? plan.groups[0].schedule : c.base;
+        const std::string tmpl = base.value("template", "");
+        const std::map<std::string, json> &absent = schedules::conv_absent_params(tmpl);
+        ASSERT_FALSE(absent.empty()) << tmpl;
+        base.erase("why");
+        base.erase("winograd_tile");  // Winograd's own, with "algorithm"
+        for (const auto &[key, value] : absent) {
+            if (key != "input_block") base.erase(key);  // conv_cv's input_at needs a blocked copy
+        }
+        for (const auto &[key, value] : absent) {
+            SCOPED_TRACE(tmpl + "." + key);
+            ASSERT_TRUE(c.other.count(key)) << "the table's parameter is not tested";
+            covered.insert(tmpl + "." + key);
+            plan.groups[0].schedule = base;
+            plan.groups[0].schedule.erase(key);
+            const std::string left_out = schedule(plan);
+            plan.groups[0].schedule[key] = value;
+            const std::string same = schedule(plan);
+            plan.groups[0].schedule[key] = c.other.at(key);
+            const std::string other = schedule(plan);
+            // (the schedules themselves are too long for a useful message)
+            EXPECT_TRUE(same == left_out) << "left out is not " << value.dump();
+            EXPECT_FALSE(other == left_out) << c.other.at(key).dump() << " runs as left out";
+        }
+    }
+    EXPECT_EQ(covered.size(), 9u);
 }
 
 // MobileNet-V2's inverted-residual head: a 1x1 conv C -> E (+ bias) and ReLU6, then a 3x3 depthwise

@@ -292,26 +292,41 @@ TEST(ExploreVariants, ParametersThePlanLeavesOutAreTriedToo) {
     ASSERT_GT(groups, 0) << "no conv_xv group without reduction_unroll: the test checks nothing";
 }
 
-TEST(ExploreVariants, WinogradGroupsTryTheDirectConv) {
+TEST(ExploreVariants, WinogradGroupsTryTheDirectConvAndBack) {
     // 16 -> 16 channels at 16x16: Winograd F(4x4, 3x3) by default; F(2x2, 3x3) and the direct conv
-    // (without Winograd's tile) one neighbour away.
+    // (without Winograd's tile, and without "algorithm": the direct conv is what conv_cv runs with it
+    // left out) one neighbour away.
     const Halide::Target host = Halide::get_host_target();
     Graph g = simplify(load(tiny_model(16, 16, 16)));
     FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("x86")}), host);
+    ASSERT_EQ(plan.groups[0].schedule.value("template", ""), "conv_cv");
     ASSERT_EQ(plan.groups[0].schedule.value("algorithm", ""), "winograd");
     ASSERT_EQ(plan.groups[0].schedule.value("winograd_tile", 0), 4);
     explore::VariantChecker checker(g, host);
     bool direct = false, f2 = false;
     for (const explore::ScheduleVariant &var : explore::schedule_neighbours(plan, checker, host, 3)) {
         const nlohmann::json &s = var.plan.groups[0].schedule;
-        if (s.value("algorithm", "") == "direct") {
+        if (!s.contains("algorithm")) {
             direct = true;
+            EXPECT_TRUE(contains(var.description, "algorithm \"winograd\"->\"direct\"")) << var.description;
             EXPECT_FALSE(s.contains("winograd_tile")) << var.description;
         }
         f2 = f2 || s.value("winograd_tile", 0) == 2;
     }
     EXPECT_TRUE(direct);
     EXPECT_TRUE(f2);
+    // From the direct conv (the plan without "algorithm"), Winograd is one neighbour away.
+    FusedGraph plain = plan;
+    plain.groups[0].schedule.erase("algorithm");
+    plain.groups[0].schedule.erase("winograd_tile");
+    ASSERT_EQ(checker.check(plain, plan.groups[0].name), "");
+    bool winograd = false;
+    for (const explore::ScheduleVariant &var : explore::schedule_neighbours(plain, checker, host, 3)) {
+        if (var.plan.groups[0].schedule.value("algorithm", "") != "winograd") continue;
+        winograd = true;
+        EXPECT_TRUE(contains(var.description, "algorithm (absent: \"direct\")->\"winograd\"")) << var.description;
+    }
+    EXPECT_TRUE(winograd);
 }
 
 TEST(ExploreResults, CsvQuotesAndThePlotMarksTheBest) {
