@@ -12,6 +12,8 @@
 //                                  Winograd (hfuse's default for them too, conv_cv "algorithm")
 //   WORKLOAD/eigen                 RNN/LSTM/MLP cells: Eigen, weights concatenated into one GEMV
 //   peak/fma/threads:N             the measured FMA peak (peak_flops.h)
+//   machine/core_round_trip        a cache line's round trip between the first two CPUs
+//                                  (core_round_trip.h): how far apart the cores are, which moves on a VM
 //
 // Every implementation is checked once, before it is timed, against hfuse's independent reference
 // evaluator on the same inputs; a mismatch fails the benchmark (SkipWithError) instead of timing it.
@@ -19,6 +21,7 @@
 // peak_share (of the FMA peak measured at start-up with the same thread count), groups (hfuse).
 //
 //   hfuse_bench [--threads=N] [--autoschedule=mullapudi2016|adams2019|li2018] [Google Benchmark flags]
+#include "core_round_trip.h"
 #include "onednn_net.h"
 #include "peak_flops.h"
 
@@ -494,6 +497,7 @@ void run_case(benchmark::State &state, const std::string &name, const std::strin
 
 void register_benchmarks() {
     register_peak_benchmarks(g_fma_kernel, g_threads);
+    if (auto cpus = first_two_cpus(); cpus && g_threads > 1) register_core_round_trip_benchmark(*cpus);
     const std::vector<std::pair<std::string, Variant>> variants = {
         {"hfuse_fused", Variant::Fused},
         {"hfuse_fused_blocked_io", Variant::FusedBlockedIo},
@@ -610,6 +614,9 @@ int main(int argc, char **argv) {
     benchmark::AddCustomContext("fma_peak_gflops_1_thread", std::to_string(peak1));
     benchmark::AddCustomContext("fma_peak_gflops", std::to_string(g_peak_gflops));
     if (g_fma_kernel) benchmark::AddCustomContext("fma_peak_isa", g_fma_kernel->isa);
+    if (auto cpus = first_two_cpus(); cpus && g_threads > 1) {
+        benchmark::AddCustomContext("core_round_trip_ns", std::to_string(measure_core_round_trip_ns(*cpus)));
+    }
     benchmark::AddCustomContext("halide_target", target.to_string());
     benchmark::AddCustomContext("onednn_isa", onednn_isa_name(dnnl::get_effective_cpu_isa()));
     benchmark::AddCustomContext("onednn", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +

@@ -29,7 +29,7 @@ def load(path, stat="median"):
     runs = {}
     context = doc.get("context", {})
     peak_name = f"peak/fma/threads:{context.get('threads', '')}"
-    peak_samples = []
+    peak_samples, round_trips = [], []
     for b in doc["benchmarks"]:
         # UseRealTime() appends "/real_time" to every name.
         name = b.get("run_name", b["name"]).replace("/real_time", "")
@@ -38,6 +38,9 @@ def load(path, stat="median"):
         # sample the machine's speed through the run.
         if name == peak_name and "GFLOP/s" in b and (kind != "aggregate" or b.get("aggregate_name") in ("min", "max")):
             peak_samples.append(b["GFLOP/s"])
+        if name.startswith("machine/core_round_trip") and "round_trip_ns" in b and (
+                kind != "aggregate" or b.get("aggregate_name") in ("min", "max")):
+            round_trips.append(b["round_trip_ns"])
         if kind == "aggregate":
             if b.get("aggregate_name") not in (stat, "median"):
                 continue
@@ -48,7 +51,7 @@ def load(path, stat="median"):
         sys.exit(f"{path}: no '{stat}' aggregates (hfuse_bench with --benchmark_repetitions=N, N > 1)")
     results = {}
     for name, kinds in runs.items():
-        if "/" not in name or name.startswith("peak/"):
+        if "/" not in name or name.startswith(("peak/", "machine/")):
             continue
         workload, impl = name.split("/", 1)
         if stat == "median":
@@ -77,6 +80,8 @@ def load(path, stat="median"):
         }
     if peak_samples:
         context = dict(context, peak_samples=peak_samples)
+    if round_trips:
+        context = dict(context, round_trips=round_trips)
     return results, context
 
 
@@ -121,6 +126,23 @@ def peak_drift(start, samples):
     return lines
 
 
+def core_distance(start, samples):
+    """Lines on the cores' distance through the run (machine/core_round_trip, interleaved): a VM's
+    vCPUs can share one L3 for a while (a Zen 4 VM: 52-58 ns), then sit on two core complexes
+    (280-335 ns), where the MobileNet-V2 block's 2 threads took a third longer (0.27 -> 0.37 ms)
+    while the FMA peak did not move."""
+    if not samples:
+        return []
+    low, high = min(samples + [start]), max(samples + [start])
+    lines = [f"A cache line's round trip between the cores: {start:.0f} ns at start-up, {min(samples):.0f} to "
+             f"{max(samples):.0f} ns sampled during the run (machine/core_round_trip, interleaved)."]
+    if high > 2 * low:
+        lines.append(f"**Warning: the cores moved apart or together during the run** (a cache line's round trip "
+                     f"{low:.0f} to {high:.0f} ns): multi-threaded workloads ran in both states, compare only "
+                     "measurements of one; measure again.")
+    return lines
+
+
 def table(results, context):
     workloads = workloads_of(results)
     impls = impls_of(results)
@@ -136,6 +158,8 @@ def table(results, context):
             onednn = f"; oneDNN's ISA {context['onednn_isa']}" if "onednn_isa" in context else ""
             lines.append(f"Halide target `{context['halide_target']}`{onednn}.")
         lines.extend(peak_drift(float(peak), context.get("peak_samples", [])))
+        if "core_round_trip_ns" in context:
+            lines.extend(core_distance(float(context["core_round_trip_ns"]), context.get("round_trips", [])))
         lines.append("")
     head = ["workload"] + [i.replace("hfuse_", "") for i in hfuse] + ["peer", "fused GFLOP/s (peak)",
                                                                          "peer GFLOP/s (peak)", "peer / fused time"]
