@@ -63,12 +63,16 @@ double fastest_burst_seconds(CpuPair p) {
     return best;
 }
 
+double round_trip_ns(double burst_seconds) {
+    return burst_seconds * 1e9 / kRoundTripsPerBurst;
+}
+
 void BM_core_round_trip(benchmark::State &state, CpuPair p) {
     double ns = 0;
     for (auto _ : state) {
         const double seconds = fastest_burst_seconds(p);
         state.SetIterationTime(seconds);
-        ns = seconds * 1e9 / kRoundTripsPerBurst;
+        ns = round_trip_ns(seconds);
     }
     state.counters["round_trip_ns"] = ns;
     state.SetLabel("CPUs " + std::to_string(p.a) + " and " + std::to_string(p.b));
@@ -88,7 +92,7 @@ std::optional<CpuPair> first_two_cpus() {
 }
 
 double measure_core_round_trip_ns(CpuPair p) {
-    return fastest_burst_seconds(p) * 1e9 / kRoundTripsPerBurst;
+    return round_trip_ns(fastest_burst_seconds(p));
 }
 
 void register_core_round_trip_benchmark(CpuPair p) {
