@@ -306,9 +306,8 @@ TEST(Generators, BadParamsAreErrors) {
 
 // The generator executable reports such errors in one line and exits with 1 (a failed build step).
 TEST(Generators, ExecutableReportsErrors) {
-    const std::string cmd = std::string(HFUSE_GENERATORS) +
-                            " -g conv_bias_relu_maxpool -f k -o /tmp -e c_header target=host height=8 width=8 "
-                            "kernel=11 2>&1";
+    const std::string cmd = std::string(HFUSE_GENERATORS) + " -g conv_bias_relu_maxpool -f k -o " + testing::TempDir() +
+                            " -e c_header target=host height=8 width=8 kernel=11 2>&1";
     FILE *p = popen(cmd.c_str(), "r");
     ASSERT_NE(p, nullptr);
     std::string out;
