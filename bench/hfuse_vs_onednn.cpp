@@ -58,6 +58,7 @@ int g_threads = 2;
 std::string g_autoschedule = "mullapudi2016";
 double g_peak_gflops = 0;                 // all g_threads threads, measured at start-up
 const FmaKernel *g_fma_kernel = nullptr;  // the peak's loop, on the vectors of Halide's target
+std::optional<CpuPair> g_core_pair;       // the CPUs machine/core_round_trip measures (2+ threads)
 bool g_failed = false;                    // some benchmark could not be set up or computed a wrong result: exit 1
 
 using Outputs = std::map<std::string, std::vector<float>>;
@@ -497,7 +498,7 @@ void run_case(benchmark::State &state, const std::string &name, const std::strin
 
 void register_benchmarks() {
     register_peak_benchmarks(g_fma_kernel, g_threads);
-    if (auto cpus = first_two_cpus(); cpus && g_threads > 1) register_core_round_trip_benchmark(*cpus);
+    if (g_core_pair) register_core_round_trip_benchmark(*g_core_pair);
     const std::vector<std::pair<std::string, Variant>> variants = {
         {"hfuse_fused", Variant::Fused},
         {"hfuse_fused_blocked_io", Variant::FusedBlockedIo},
@@ -614,8 +615,9 @@ int main(int argc, char **argv) {
     benchmark::AddCustomContext("fma_peak_gflops_1_thread", std::to_string(peak1));
     benchmark::AddCustomContext("fma_peak_gflops", std::to_string(g_peak_gflops));
     if (g_fma_kernel) benchmark::AddCustomContext("fma_peak_isa", g_fma_kernel->isa);
-    if (auto cpus = first_two_cpus(); cpus && g_threads > 1) {
-        benchmark::AddCustomContext("core_round_trip_ns", std::to_string(measure_core_round_trip_ns(*cpus)));
+    if (g_threads > 1) g_core_pair = first_two_cpus();
+    if (g_core_pair) {
+        benchmark::AddCustomContext("core_round_trip_ns", std::to_string(measure_core_round_trip_ns(*g_core_pair)));
     }
     benchmark::AddCustomContext("halide_target", target.to_string());
     benchmark::AddCustomContext("onednn_isa", onednn_isa_name(dnnl::get_effective_cpu_isa()));

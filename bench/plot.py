@@ -34,12 +34,12 @@ def load(path, stat="median"):
         # UseRealTime() appends "/real_time" to every name.
         name = b.get("run_name", b["name"]).replace("/real_time", "")
         kind = b.get("run_type", "iteration")
-        # The peak benchmark, interleaved with the workloads: its repetitions (or their min and max)
-        # sample the machine's speed through the run.
-        if name == peak_name and "GFLOP/s" in b and (kind != "aggregate" or b.get("aggregate_name") in ("min", "max")):
+        # The peak and the cores' round trip, interleaved with the workloads: their repetitions (or
+        # their min and max) sample the machine's speed and the cores' distance through the run.
+        sample = kind != "aggregate" or b.get("aggregate_name") in ("min", "max")
+        if sample and name == peak_name and "GFLOP/s" in b:
             peak_samples.append(b["GFLOP/s"])
-        if name.startswith("machine/core_round_trip") and "round_trip_ns" in b and (
-                kind != "aggregate" or b.get("aggregate_name") in ("min", "max")):
+        if sample and name.startswith("machine/core_round_trip") and "round_trip_ns" in b:
             round_trips.append(b["round_trip_ns"])
         if kind == "aggregate":
             if b.get("aggregate_name") not in (stat, "median"):
