@@ -128,20 +128,32 @@ bool flattens_positions(const nlohmann::json &schedule) {
 }
 
 TensorBuffer reshaped(const TensorBuffer &buffer, const Shape &shape) {
-    int64_t dense = 1;
-    for (int k = 0; k < buffer.dimensions(); k++) {
-        if (buffer.dim(k).min() != 0 || buffer.dim(k).stride() != dense)
-            throw Error("internal: reshaping a strided buffer");
-        dense *= buffer.dim(k).extent();
-    }
+    const int n = buffer.dimensions();
     std::vector<halide_dimension_t> dims(shape.size());
-    int32_t stride = 1;
-    for (size_t k = 0; k < shape.size(); k++) {  // Halide order: innermost (last ONNX dim) first
-        const int32_t extent = static_cast<int32_t>(shape[shape.size() - 1 - k]);
-        dims[k] = halide_dimension_t(0, extent, stride);
-        stride *= extent;
+    int k = 0;  // the buffer's next dim, Halide order (innermost first)
+    bool fits = true;
+    for (size_t j = 0; j < shape.size() && fits; j++) {
+        const int64_t extent = shape[shape.size() - 1 - j];
+        // The buffer's dims that make up this one, each continuing the one before (dims of extent 1
+        // aside, whose strides say nothing).
+        int64_t elements = 1, stride = -1, next = -1;
+        while (elements < extent && k < n) {
+            const auto d = buffer.dim(k++);
+            if (d.min() != 0) throw Error("internal: reshaping a buffer whose dims do not start at 0");
+            if (d.extent() == 1) continue;
+            if (next >= 0 && d.stride() != next) throw Error("internal: reshaping a strided buffer");
+            if (stride < 0) stride = d.stride();
+            next = int64_t{d.stride()} * d.extent();
+            elements *= d.extent();
+        }
+        fits = elements == extent;
+        if (stride < 0) stride = j ? int64_t{dims[j - 1].stride} * dims[j - 1].extent : 1;  // extent 1
+        dims[j] = halide_dimension_t(0, static_cast<int32_t>(extent), static_cast<int32_t>(stride));
     }
-    if (static_cast<size_t>(stride) != buffer.number_of_elements()) {
+    int64_t total = 1;
+    for (int64_t e : shape) total *= e;
+    for (; k < n && fits; k++) fits = buffer.dim(k).extent() == 1;
+    if (!fits || total != static_cast<int64_t>(buffer.number_of_elements())) {
         throw Error("internal: a buffer of " + std::to_string(buffer.number_of_elements()) + " elements viewed as [" +
                     to_string(shape) + "]");
     }

@@ -47,8 +47,9 @@ bool flattens_positions(const nlohmann::json &schedule);
 // `shape` as the view has it: the last two dims (H, W) as (1, H * W) when they are `plane`, else as is.
 Shape as_position_row(const Shape &shape, const Shape &plane);
 
-// A dense buffer viewed as a dense tensor of `shape` (as many elements, ONNX order), no copy: a value's
-// buffer as its view in position_view() has it.
+// A buffer viewed as a tensor of `shape` (as many elements, ONNX order), no copy: a value's buffer as
+// its view in position_view() has it. The buffer's dims that one of `shape`'s merges must be contiguous
+// (a paged value's planes, exec/value_layout.h, are: the view's channel stride is the buffer's).
 TensorBuffer reshaped(const TensorBuffer &buffer, const Shape &shape);
 
 }  // namespace hfuse::compose

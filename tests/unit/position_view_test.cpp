@@ -305,6 +305,19 @@ TEST(PositionView, ReshapedBuffersShareTheData) {
     TensorBuffer strided = b.copy();
     strided.crop(0, 1, 3);
     EXPECT_THROW(compose::reshaped(strided, {1, 2, 1, 9}), Error);
+    // Dims that do not line up with the buffer's: 5 x 6 elements as 3 x 10 (the same count).
+    EXPECT_THROW(compose::reshaped(b, {1, 1, 10, 3}), Error);
+    // Planes further apart than their size (a paged value's): rows merge, channels keep their stride.
+    std::vector<float> paged(2 * 64 + 15);
+    halide_dimension_t dims[] = {{0, 5, 1}, {0, 3, 5}, {0, 2, 64}, {0, 1, 128}};
+    TensorBuffer planes(paged.data(), 4, dims);
+    planes(4, 2, 1, 0) = 7.0f;
+    TensorBuffer rows = compose::reshaped(planes, {1, 2, 1, 15});
+    EXPECT_EQ(rows.dim(0).stride(), 1);
+    EXPECT_EQ(rows.dim(2).stride(), 64);
+    EXPECT_EQ(rows.dim(2).extent(), 2);
+    EXPECT_EQ(rows(14, 0, 1, 0), 7.0f);
+    EXPECT_THROW(compose::reshaped(planes, {1, 1, 1, 30}), Error);  // across the gap between planes
 }
 
 }  // namespace
