@@ -1157,6 +1157,16 @@ bool conv_cv_winograd(const nlohmann::json &params) {
     return choice_or_absent(params, "algorithm", {"direct", "winograd"}) == "winograd";
 }
 
+int64_t conv_dw_band_row(const ConvGroupShape &s, const nlohmann::json &p) {
+    if (p.value("template", "") != "conv_dw" || s.tile_output.size() != 4) return 0;
+    const int64_t rows = s.tile_output[2];
+    const int ny = get_int(p, "tile_y", 1, 64);
+    const int64_t row_tiles = (rows + ny - 1) / ny;
+    if (int_or_absent(p, "row_bands", 1, row_tiles) != 2) return 0;
+    const int64_t row = (row_tiles + 1) / 2 * ny;  // schedule_dw's split of the row tiles
+    return 2 * row == rows ? row : 0;
+}
+
 int conv_cv_winograd_tile(const nlohmann::json &params) {
     if (!conv_cv_winograd(params)) {
         if (params.contains("winograd_tile")) fail_field("schedule.winograd_tile", "needs \"algorithm\": \"winograd\"");

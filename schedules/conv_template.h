@@ -79,6 +79,11 @@ void schedule_conv(Halide::Func tile, Halide::Func conv, Halide::Func padded_inp
 // {"reduction_unroll": 1, "row_tasks": 1, "channel_loop": "outer", "reduction_order": "kx,ci,ky"}.
 const std::map<std::string, nlohmann::json> &conv_absent_params(const std::string &template_name);
 
+// conv_dw's tasks as two bands of each image's rows ("row_bands": 2) splitting the tile's rows evenly:
+// the first row of the second band (the bands are rows [0, row) and [row, 2 * row)); 0 for any other
+// split, including bands that overlap (shifted inwards over an odd number of row tiles).
+int64_t conv_dw_band_row(const ConvGroupShape &shape, const nlohmann::json &params);
+
 // conv_cv's "input_block" (0..64; 0, planar, when absent), as its lowering and its template read it.
 int conv_cv_input_block(const nlohmann::json &params);
 

@@ -637,6 +637,20 @@ BlockedExchange blocked_exchange(const Graph &g, const FusedGroup &grp, const Ha
     return e;
 }
 
+RowBandSplit row_band_split(const Graph &g, const FusedGroup &grp, const Halide::Target &target) {
+    if (!grp.backend.empty()) return {};
+    const nlohmann::json params = group_params(g, grp, target);
+    if (!params.is_object() || params.value("template", "") != "conv_dw" || params.contains("compute")) return {};
+    try {
+        if (flattens_positions(params)) return {};
+        const Analysis a = analyse(g, grp);
+        if (a.family != Family::Conv || a.conv_root) return {};
+        return {a.tile_value, schedules::conv_dw_band_row(a.conv, params)};
+    } catch (const Error &) {
+        return {};  // compose_group reports it, naming the field
+    }
+}
+
 void compose_group(const Graph &g, const FusedGroup &grp, exec::LoweredGroup &lowered, const Halide::Target &target) {
     const nlohmann::json params = group_params(g, grp, target);
     const Node *master = g.find_node(grp.master);

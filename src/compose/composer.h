@@ -58,6 +58,15 @@ struct BlockedExchange {
 };
 BlockedExchange blocked_exchange(const Graph &graph, const FusedGroup &group, const Halide::Target &target);
 
+// A group whose parallel tasks split each image's rows of the value it hands out into two even bands
+// (conv_dw with "row_bands": 2): that value and the first row of the second band, where
+// exec::choose_value_layouts() starts a page in each plane. {"", 0} for any other group.
+struct RowBandSplit {
+    std::string value;
+    int64_t row = 0;
+};
+RowBandSplit row_band_split(const Graph &graph, const FusedGroup &group, const Halide::Target &target);
+
 // Schedules the group; may replace group.output_funcs (with copies that tile the master's output).
 void compose_group(const Graph &graph, const FusedGroup &group, exec::LoweredGroup &lowered,
                    const Halide::Target &target);

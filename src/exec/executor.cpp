@@ -97,7 +97,7 @@ std::string group_key(const Graph &g, const FusedGroup &grp, const std::set<std:
                       const ExecutorOptions &options, const exec::ValueLayouts &layouts) {
     auto layout = [&](const std::string &v) {
         const exec::ValueLayout l = exec::layout_of(layouts, v);
-        return l.planar() ? std::string() : " " + exec::to_string(l);
+        return l.dense() ? std::string() : " " + exec::to_string(l);
     };
     std::string key = options.target.to_string() + "|" + to_string(options.schedule) + "|" + grp.backend + "|" +
                       (options.schedule == ScheduleSource::Templates ? grp.schedule.dump() : "") + "\n";
@@ -386,9 +386,10 @@ void Executor::Impl::allocate_intermediates() {
             if (returned.count(v)) continue;
             const Shape &shape = graph.type_of(v).shape;
             const exec::ValueLayout l = exec::layout_of(layouts, v);
-            const std::string cls = l.planar() ? "" : exec::to_string(l) + " [" + to_string(shape) + "]";
+            const std::string cls = l.dense() ? "" : exec::to_string(l) + " [" + to_string(shape) + "]";
             index[v] = {cls, classes[cls].size()};
-            classes[cls].push_back({v, 4 * exec::storage_elements(shape, l), static_cast<int>(i), static_cast<int>(i)});
+            const int64_t bytes = 4 * exec::storage_elements(shape, l) + exec::storage_slack_bytes(l);
+            classes[cls].push_back({v, bytes, static_cast<int>(i), static_cast<int>(i)});
         }
     }
     for (const auto &[cls, requests] : classes) {
@@ -418,7 +419,7 @@ void Executor::Impl::allocate_intermediates() {
         for (const exec::BufferRequest &r : requests) {
             const Shape &shape = graph.type_of(r.value).shape;
             const exec::ValueLayout l = exec::layout_of(layouts, r.value);
-            float *storage = arena + offsets.at(r.value) / sizeof(float);
+            float *storage = exec::storage_start(arena + offsets.at(r.value) / sizeof(float), shape, l);
             std::vector<halide_dimension_t> dims = exec::storage_dims(shape, l);
             intermediates[r.value] = TensorBuffer(storage, static_cast<int>(dims.size()), dims.data());
             interiors[r.value] = interior_view(storage, shape, l);

@@ -66,10 +66,13 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
     // Values between conv_cv groups handed over channel-blocked, as the Executor stores them, but with
     // no halo: a Func computed at root is computed over everything its readers read, so a halo would
     // be computed (wrongly), not zero. A padded reader copies its input block for block (dense), where
-    // a planar value cost its producer a transpose and the reader a gather per vector.
+    // a planar value cost its producer a transpose and the reader a gather per vector. Paged planar
+    // values are the Executor's allocation (Halide allocates these): dense here.
     ValueLayouts layouts;
     if (templates) {
-        for (auto &[value, layout] : choose_value_layouts(plan, target)) layouts[value] = {layout.block, 0, 0};
+        for (auto &[value, layout] : choose_value_layouts(plan, target)) {
+            if (!layout.planar()) layouts[value] = {layout.block, 0, 0};
+        }
     }
     for (const FusedGroup &grp : plan.groups) {
         std::set<std::string> live_out = handed_out_values(plan, grp);

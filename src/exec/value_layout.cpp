@@ -9,7 +9,7 @@
 namespace hfuse::exec {
 
 std::string to_string(const ValueLayout &l) {
-    if (l.planar()) return "planar";
+    if (l.planar()) return l.page_row ? "planar, paged at row " + std::to_string(l.page_row) : "planar";
     return "blocked " + std::to_string(l.block) + ", halo " + std::to_string(l.halo_x) + "x" + std::to_string(l.halo_y);
 }
 
@@ -94,7 +94,37 @@ ValueLayouts choose_value_layouts(const FusedGraph &plan, const Halide::Target &
         layout.block = block;
         layouts[in.name] = layout;
     }
+    for (const FusedGroup &grp : plan.groups) {
+        const compose::RowBandSplit split = compose::row_band_split(g, grp, target);
+        const std::string &v = split.value;
+        if (!split.row || g.is_input(v) || returned.count(v) || layouts.count(v) || !readers.count(v)) continue;
+        if (handed_out_values(plan, grp) != std::set<std::string>{v}) continue;
+        const ValueLayout paged = paged_planar(g.type_of(v).shape, split.row);
+        if (!paged.dense()) layouts[v] = paged;
+    }
     return layouts;
+}
+
+ValueLayout paged_planar(const Shape &shape, int64_t row) {
+    ValueLayout l;
+    if (shape.size() != 4 || row <= 0 || row >= shape[2]) return l;
+    const int64_t plane = shape[2] * shape[3] * 4;
+    const int64_t paged = (plane + kPageBytes - 1) / kPageBytes * kPageBytes;
+    if (2 * paged <= 3 * plane) l.page_row = static_cast<int>(row);
+    return l;
+}
+
+int64_t storage_slack_bytes(const ValueLayout &l) {
+    return l.page_row ? kPageBytes : 0;
+}
+
+float *storage_start(float *block, const Shape &shape, const ValueLayout &l) {
+    if (!l.page_row) return block;
+    // Where row page_row of the first plane would fall, pushed on to the next page boundary.
+    const int64_t row_bytes = int64_t{l.page_row} * shape[3] * 4;
+    const uintptr_t at = reinterpret_cast<uintptr_t>(block) + static_cast<uintptr_t>(row_bytes);
+    const int64_t skip = (kPageBytes - static_cast<int64_t>(at % kPageBytes)) % kPageBytes;
+    return block + skip / 4;  // block and the rows' bytes are multiples of 4: so is skip
 }
 
 std::vector<halide_dimension_t> storage_dims(const Shape &shape, const ValueLayout &l) {
@@ -106,7 +136,11 @@ std::vector<halide_dimension_t> storage_dims(const Shape &shape, const ValueLayo
         stride *= extent;
     };
     if (l.planar()) {
-        for (auto it = shape.rbegin(); it != shape.rend(); ++it) add(0, *it);
+        for (auto it = shape.rbegin(); it != shape.rend(); ++it) {
+            add(0, *it);
+            // Paged: the planes a whole number of pages apart (after W and H).
+            if (l.page_row && dims.size() == 2) stride = (stride * 4 + kPageBytes - 1) / kPageBytes * kPageBytes / 4;
+        }
         return dims;
     }
     add(0, l.block);

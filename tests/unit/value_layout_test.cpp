@@ -1,5 +1,5 @@
-// Values passed between groups channel-blocked with a zero halo (exec/value_layout.h): which values
-// choose_value_layouts() stores so, the storage's geometry, and that the executor computes what the
+// Values passed between groups channel-blocked with a zero halo, or paged planar (exec/value_layout.h):
+// which values choose_value_layouts() stores so, the storage's geometry, and that the executor computes what the
 // reference does with them (odd sizes, batch 2, strides, dilation, residual epilogues) and exactly
 // what it computes with every value dense, as a whole-model pipeline (ModelPipeline) does with them
 // handed blocked without a halo.
@@ -87,6 +87,30 @@ Graph pooled_stages() {
                     {"nodes", nodes},
                     {"outputs", {"p1"}}};
     return prepare(parse_model(m, ".", "pooled_stages.json"));
+}
+
+// An inverted residual block (MobileNet-V2's): 1x1 expand c -> 3c + ReLU6, 3x3 depthwise + ReLU6, 1x1
+// project 3c -> c, + the input; the planner fuses the expand into the depthwise group, whose tasks
+// split each image's rows into two bands (the default for one image of 14 rows or more).
+Graph inverted_residual(int n, int c, int h, int w) {
+    const json nodes =
+        json::array({conv("expand", "x", "we", {{"kernel_shape", {1, 1}}}), op("r0", "Clip", {"expand", "lo", "hi"}),
+                     conv("dw", "r0", "wd", {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}, {"group", 3 * c}}),
+                     op("r1", "Clip", {"dw", "lo", "hi"}), conv("project", "r1", "wp", {{"kernel_shape", {1, 1}}}),
+                     op("y", "Add", {"project", "x"})});
+    const json m = {{"format", "hfuse-model"},
+                    {"version", 1},
+                    {"name", "inverted_residual"},
+                    {"inputs", {{{"name", "x"}, {"shape", {n, c, h, w}}}}},
+                    {"weights",
+                     {{"we", weight({3 * c, c, 1, 1}, 1)},
+                      {"wd", weight({3 * c, 1, 3, 3}, 2)},
+                      {"wp", weight({c, 3 * c, 1, 1}, 3)},
+                      {"lo", {{"shape", json::array()}, {"values", {0.0}}}},
+                      {"hi", {{"shape", json::array()}, {"values", {6.0}}}}}},
+                    {"nodes", nodes},
+                    {"outputs", {"y"}}};
+    return prepare(parse_model(m, ".", "inverted_residual.json"));
 }
 
 FusedGraph default_plan(const Graph &g) {
@@ -341,6 +365,81 @@ TEST(ValueLayout, StorageGeometry) {
     const std::vector<halide_dimension_t> p = exec::storage_dims({2, 3, 4, 5}, {});
     EXPECT_EQ(p[3].stride, 60);
     EXPECT_EQ(exec::storage_elements({2, 3, 4, 5}, {}), 120);
+}
+
+TEST(ValueLayout, PagedPlanarGeometry) {
+    // 56 x 56 floats (12,544 bytes a plane) split at row 28: planes 4 pages apart.
+    const exec::ValueLayout l = exec::paged_planar({1, 144, 56, 56}, 28);
+    EXPECT_EQ(l.page_row, 28);
+    EXPECT_TRUE(l.planar());
+    EXPECT_FALSE(l.dense());
+    EXPECT_EQ(exec::to_string(l), "planar, paged at row 28");
+    const std::vector<halide_dimension_t> d = exec::storage_dims({2, 144, 56, 56}, l);
+    ASSERT_EQ(d.size(), 4u);
+    const std::vector<std::tuple<int, int, int>> want = {{0, 56, 1}, {0, 56, 56}, {0, 144, 4096}, {0, 2, 144 * 4096}};
+    for (size_t k = 0; k < d.size(); k++) {
+        EXPECT_EQ(std::make_tuple(d[k].min, d[k].extent, d[k].stride), want[k]) << "dim " << k;
+    }
+    EXPECT_EQ(exec::interior_dims({2, 144, 56, 56}, l)[2].stride, 4096);
+    EXPECT_EQ(exec::storage_slack_bytes(l), exec::kPageBytes);
+    // Wherever a 64-byte aligned block starts, the storage starts less than a page in, row 28 on a page.
+    std::vector<float> memory(3 * 1024);
+    for (int line = 0; line < 64; line++) {
+        auto *block =
+            reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(memory.data()) + 63) / 64 * 64) + 16 * line;
+        float *start = exec::storage_start(block, {1, 144, 56, 56}, l);
+        EXPECT_GE(start, block);
+        EXPECT_LT(start - block, 1024);
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(start + 28 * 56) % 4096, 0u) << "line " << line;
+    }
+    // 28 x 28 (3,136 bytes -> a page): paged; 14 x 14 (784 bytes) would take 5 times its memory: dense.
+    EXPECT_EQ(exec::storage_dims({1, 8, 28, 28}, exec::paged_planar({1, 8, 28, 28}, 14))[2].stride, 1024);
+    EXPECT_TRUE(exec::paged_planar({1, 8, 14, 14}, 7).dense());
+    EXPECT_TRUE(exec::paged_planar({1, 8, 56, 56}, 0).dense());
+    // Dense: the block itself.
+    EXPECT_EQ(exec::storage_start(memory.data(), {1, 8, 56, 56}, {}), memory.data());
+    EXPECT_EQ(exec::storage_slack_bytes({}), 0);
+}
+
+// A depthwise group in two bands of rows hands its value to the project group paged at the bands'
+// row: computed as the reference does, and exactly as with every value dense (--planar) and as the
+// whole-model pipeline, which hands it dense. Odd widths, rows split evenly or not, one image or two.
+TEST(ValueLayout, PagedWhereDepthwiseBandsMeet) {
+    struct Case {
+        int n, h, w, row_bands;
+        std::string expect;  // r1's layout, "" for dense
+    };
+    for (const Case &k : {Case{1, 30, 27, 0, "planar, paged at row 15"}, Case{2, 30, 27, 2, "planar, paged at row 15"},
+                          Case{1, 29, 27, 0, ""}, Case{1, 30, 27, 1, ""}, Case{1, 12, 12, 2, ""}}) {
+        SCOPED_TRACE("n " + std::to_string(k.n) + ", " + std::to_string(k.h) + " x " + std::to_string(k.w) +
+                     ", row_bands " + std::to_string(k.row_bands));
+        const Graph g = inverted_residual(k.n, 8, k.h, k.w);
+        FusedGraph plan = default_plan(g);
+        FusedGroup &dw = producer(plan, "dw");
+        ASSERT_EQ(dw.schedule.value("template", ""), "conv_dw");
+        ASSERT_NE(std::find(dw.nodes.begin(), dw.nodes.end(), "expand"), dw.nodes.end());
+        if (k.row_bands) dw.schedule["row_bands"] = k.row_bands;
+        Executor ex(plan);
+        const std::map<std::string, std::string> layouts = ex.value_layouts();
+        EXPECT_EQ(layouts.count("r1") ? layouts.at("r1") : "", k.expect);
+        EXPECT_EQ(layouts.size(), k.expect.empty() ? 0u : 1u);
+        ExecutorOptions dense;
+        dense.blocked_layouts = false;
+        Executor planar(plan, dense);
+        EXPECT_TRUE(planar.value_layouts().empty());
+        if (!k.expect.empty()) EXPECT_GT(ex.intermediate_bytes(), planar.intermediate_bytes());
+        ModelPipeline whole(plan, {kTarget});
+        EXPECT_TRUE(whole.value_layouts().empty());
+        test::ModelInputs in = test::make_inputs(g);
+        const auto expected = reference::run(g, in.reference).at("y");
+        for (int run = 0; run < 2; run++) {
+            const TensorBuffer a = ex.run(in.buffers).at("y"), b = planar.run(in.buffers).at("y"),
+                               c = whole.run(in.buffers).at("y");
+            EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size_in_bytes()));
+            EXPECT_EQ(0, std::memcmp(a.data(), c.data(), a.size_in_bytes())) << "(whole-model pipeline)";
+            EXPECT_LE(reference::compare(a.data(), expected.data.data(), expected.data.size()).relative(), 1e-4);
+        }
+    }
 }
 
 }  // namespace

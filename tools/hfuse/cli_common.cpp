@@ -125,7 +125,9 @@ void PlanChoice::add_schedule_flags(CLI::App *cmd, const std::string &what) {
 void PlanChoice::add_layout_flag(CLI::App *cmd) {
     auto *p = cmd->add_flag("--planar", planar,
                             "store every value passed between groups dense NCHW (default: conv_cv groups pass "
-                            "theirs channel-blocked, with a zero border for the reader's padding)");
+                            "theirs channel-blocked, with a zero border for the reader's padding, and a group "
+                            "computing two bands of rows passes its value with a page starting at the second "
+                            "band in each plane)");
     cmd->add_flag("--blocked-io", blocked_io,
                   "take model inputs and return model outputs channel-blocked too where conv_cv groups read or "
                   "write them (the conversions from and to NCHW done once, outside the runs, as oneDNN users do)")
@@ -185,6 +187,15 @@ std::string PlanChoice::describe() const {
     for (const std::string &r : rules.empty() ? std::vector<std::string>{"x86"} : rules)
         s += (s.empty() ? "" : "+") + r;
     return s;
+}
+
+LayoutCounts count_layouts(const std::map<std::string, std::string> &layouts) {
+    LayoutCounts n;
+    for (const auto &[value, layout] : layouts) {
+        if (layout.rfind("blocked", 0) == 0) n.blocked++;
+        if (layout.rfind("planar, paged", 0) == 0) n.paged++;
+    }
+    return n;
 }
 
 std::vector<std::string> report_fallbacks(const Executor &ex) {

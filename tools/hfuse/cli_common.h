@@ -92,6 +92,13 @@ struct PlanChoice {
     std::string schedule() const;  // "templates" or the autoscheduler's name
 };
 
+// How many of Executor::value_layouts() are stored channel-blocked ("blocked ...") and how many paged
+// planar ("planar, paged at row ...").
+struct LayoutCounts {
+    size_t blocked = 0, paged = 0;
+};
+LayoutCounts count_layouts(const std::map<std::string, std::string> &layouts);
+
 // Says on stderr which groups an autoscheduler could not schedule (GroupInfo::note); returns their names.
 std::vector<std::string> report_fallbacks(const Executor &ex);
 
