@@ -17,12 +17,15 @@
 // boundary (x86 prefetchers do not cross pages), so it no longer pulls the first lines of the other
 // core's band, which that core then has to take back before writing them. Dense planes put a band
 // boundary inside a page on every plane. Two threads writing halves of 144 planes of 56 x 56 floats,
-// pass after pass: 17-18 us a pass dense, 10-11 paged, as whole planes a thread (a standalone test,
-// the two vCPUs on one core complex). MobileNet-V2's block at 56x56 (Zen 4, 2 vCPUs, 60 alternations of
-// medians over 300 runs): the expand + depthwise group 0.245-0.253 -> 0.219-0.222 ms and the project
-// group 0.117 -> 0.105 with the vCPUs on two core complexes (a round trip of ~320 ns between them), no
-// change on one (~52 ns: 0.171-0.176, 0.100-0.103). It costs 31% more memory for that value there; a
-// value whose planes would grow by more than half (planes under 8 KiB, e.g. 14 x 14) stays dense.
+// pass after pass (a standalone test): 17-18 us a pass dense, 10-11 paged, as whole planes a thread,
+// with the two vCPUs on one core complex; 52-57 us dense, 11-12 paged on two. MobileNet-V2's block at
+// 56x56 (Zen 4, 2 vCPUs, 60 alternations of medians over 300 runs): the expand + depthwise group
+// 0.245-0.253 -> 0.219-0.222 ms and the project group 0.117 -> 0.105 with the vCPUs on two core
+// complexes (a round trip of ~320 ns between them), no change on one (~52 ns: 0.171-0.176,
+// 0.100-0.103); the block, 40 alternations with `--planar`: 0.367-0.373 -> 0.323-0.330 ms on two
+// complexes (oneDNN 0.347-0.354), 0.272-0.276 -> 0.269-0.273 on one. It costs 31% more memory for that
+// value there; a value whose planes would grow by more than half (planes under 8 KiB, e.g. 14 x 14)
+// stays dense.
 //
 // choose_value_layouts() stores a value blocked when every group touching it can use that directly:
 //
