@@ -74,7 +74,7 @@ struct ValueLayout {
 // "planar", "planar, paged at row 28", or "blocked 8, halo 1x1" (x then y).
 std::string to_string(const ValueLayout &layout);
 
-// Paged planar storage starts this far into a page so that row `page_row` of its planes starts one.
+// The page paged planar storage aligns its planes' row `page_row` to (x86's small pages).
 constexpr int64_t kPageBytes = 4096;
 // The paged layout for a value of `shape` whose producer's two bands of rows meet at `row`, or dense
 // (planar, page_row 0) when its planes would grow by more than half on whole pages.
