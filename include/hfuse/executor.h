@@ -76,10 +76,9 @@ struct ExecutorOptions {
     // With the templates: a value passed between conv_cv groups that both read and write it that way
     // is stored channel-blocked (nChw8c) with a zero halo for the consumer's padding, so neither copies
     // it (ResNet-18's 3x3 convs: the consumer's padded, blocked input copy, ~5% of each); a value whose
-    // producer's tasks split each image's rows into two bands (conv_dw) is stored NCHW with its planes
-    // on whole pages and the second band starting a page, so that one core's prefetcher does not pull
-    // the other core's lines (src/exec/value_layout.h). False: every intermediate dense NCHW. See
-    // value_layouts().
+    // producer's tasks split each image's rows into two bands (conv_dw) is stored NCHW with each band
+    // of each plane on pages of its own, so that one core's prefetcher does not pull the other core's
+    // lines (src/exec/value_layout.h). False: every intermediate dense NCHW. See value_layouts().
     bool blocked_layouts = true;
     // With blocked_layouts: model inputs and outputs stored channel-blocked too, by the same rule (an
     // input where a padded conv_cv reader would copy it so; an output its producer can write so), as
@@ -152,7 +151,7 @@ public:
 
     // The values stored other than dense NCHW, and how: {"relu_3", "blocked 8, halo 1x1"} (channels in
     // blocks of 8, innermost; a zero border of 1 column and 1 row around each plane) or {"dw_relu6",
-    // "planar, paged at row 28"} (NCHW, the planes on whole 4 KiB pages, row 28 of each starting one).
+    // "planar, paged at row 28"} (NCHW, rows 0-27 and 28-55 of each plane on 4 KiB pages of their own).
     // Model inputs and outputs are among them only with ExecutorOptions::blocked_io (and never paged).
     std::map<std::string, std::string> value_layouts() const;
     // The model inputs and outputs among value_layouts(): what pack_input() and unpack_output()

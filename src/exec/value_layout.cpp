@@ -105,12 +105,26 @@ ValueLayouts choose_value_layouts(const FusedGraph &plan, const Halide::Target &
     return layouts;
 }
 
+namespace {
+
+int64_t whole_pages(int64_t bytes) {
+    return (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
+}
+
+// The bytes from one paged plane to the next: each band on pages of its own (the first band ends
+// on a page boundary, the second starts on one), so no page holds rows of both bands, of this plane
+// or the next.
+int64_t paged_plane_bytes(const Shape &shape, int64_t row) {
+    return whole_pages(row * shape[3] * 4) + whole_pages((shape[2] - row) * shape[3] * 4);
+}
+
+}  // namespace
+
 ValueLayout paged_planar(const Shape &shape, int64_t row) {
     ValueLayout l;
     if (shape.size() != 4 || row <= 0 || row >= shape[2]) return l;
     const int64_t plane = shape[2] * shape[3] * 4;
-    const int64_t paged = (plane + kPageBytes - 1) / kPageBytes * kPageBytes;
-    if (2 * paged <= 3 * plane) l.page_row = static_cast<int>(row);
+    if (2 * paged_plane_bytes(shape, row) <= 3 * plane) l.page_row = static_cast<int>(row);
     return l;
 }
 
@@ -139,7 +153,7 @@ std::vector<halide_dimension_t> storage_dims(const Shape &shape, const ValueLayo
         for (auto it = shape.rbegin(); it != shape.rend(); ++it) {
             add(0, *it);
             // Paged: the planes a whole number of pages apart (after W and H).
-            if (l.page_row && dims.size() == 2) stride = (stride * 4 + kPageBytes - 1) / kPageBytes * kPageBytes / 4;
+            if (l.page_row && dims.size() == 2) stride = paged_plane_bytes(shape, l.page_row) / 4;
         }
         return dims;
     }

@@ -10,22 +10,24 @@
 // The halo is zero for the storage's whole life: the producer writes only the interior, and storage
 // holding a halo is shared only between values of the same layout and shape.
 //
-// Paged planar: NCHW with each plane on whole 4 KiB pages (the channel stride rounded up to them) and
-// row `page_row` of every plane starting a page, for a value whose producer's tasks split each image's
-// rows into two bands there (conv_dw's "row_bands": 2; its consumer's row tasks split the same way on
-// OpenMP's static schedule). A core's hardware prefetcher, streaming through its band, stops at a page
-// boundary (x86 prefetchers do not cross pages), so it no longer pulls the first lines of the other
-// core's band, which that core then has to take back before writing them. Dense planes put a band
-// boundary inside a page on every plane. Two threads writing halves of 144 planes of 56 x 56 floats,
-// pass after pass (a standalone test): 17-18 us a pass dense, 10-11 paged, as whole planes a thread,
-// with the two vCPUs on one core complex; 52-57 us dense, 11-12 paged on two. MobileNet-V2's block at
-// 56x56 (Zen 4, 2 vCPUs, 60 alternations of medians over 300 runs): the expand + depthwise group
-// 0.245-0.253 -> 0.219-0.222 ms and the project group 0.117 -> 0.105 with the vCPUs on two core
-// complexes (a round trip of ~320 ns between them), no change on one (~52 ns: 0.171-0.176,
-// 0.100-0.103); the block, 40 alternations with `--planar`: 0.367-0.373 -> 0.323-0.330 ms on two
-// complexes (oneDNN 0.347-0.354), 0.272-0.276 -> 0.269-0.273 on one. It costs 31% more memory for that
-// value there; a value whose planes would grow by more than half (planes under 8 KiB, e.g. 14 x 14)
-// stays dense.
+// Paged planar: NCHW with each band of each plane on whole 4 KiB pages of its own (row `page_row`, the
+// second band's first, starting a page; the channel stride both bands rounded up to pages), for a value
+// whose producer's tasks split each image's rows into two bands there (conv_dw's "row_bands": 2; its
+// consumer's row tasks split the same way on OpenMP's static schedule). A core's hardware prefetcher,
+// streaming through its band, stops at a page boundary (x86 prefetchers do not cross pages), so it no
+// longer pulls the first lines of the other core's band, which that core then has to take back before
+// writing them. Dense planes put a band boundary inside a page on every plane. Two threads writing
+// halves of 144 planes of 56x56 floats, pass after pass (a standalone test): 17-18 us a pass dense,
+// 10-11 paged, as whole planes a thread, with the two vCPUs on one core complex; 52-57 us dense, 11-12
+// paged on two. MobileNet-V2's block at 56x56 (Zen 4, 2 vCPUs, 60 alternations of medians over 300
+// runs): the expand + depthwise group 0.245-0.253 -> 0.219-0.222 ms and the project group 0.117 ->
+// 0.105 with the vCPUs on two core complexes (a round trip of ~320 ns between them), no change on one
+// (~52 ns: 0.171-0.176, 0.100-0.103); the block, 40 alternations with `--planar`: 0.367-0.373 ->
+// 0.323-0.330 ms on two complexes (oneDNN 0.347-0.354), 0.272-0.276 -> 0.269-0.273 on one. It costs 31%
+// more memory for that value there; a value whose planes would grow by more than half stays dense
+// (28x28: two bands of 1,568 bytes, a page each). With planes merely rounded up to a page at 28x28, a
+// page held the second band of one plane and the first of the next: 0.170 -> 0.174 ms near, 0.298 ->
+// 0.348 far (the block with 32 -> 192 -> 32 channels).
 //
 // choose_value_layouts() stores a value blocked when every group touching it can use that directly:
 //

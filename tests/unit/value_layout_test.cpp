@@ -368,7 +368,7 @@ TEST(ValueLayout, StorageGeometry) {
 }
 
 TEST(ValueLayout, PagedPlanarGeometry) {
-    // 56 x 56 floats (12,544 bytes a plane) split at row 28: planes 4 pages apart.
+    // 56 x 56 floats (12,544 bytes a plane) split at row 28: 2 pages a band, planes 4 pages apart.
     const exec::ValueLayout l = exec::paged_planar({1, 144, 56, 56}, 28);
     EXPECT_EQ(l.page_row, 28);
     EXPECT_TRUE(l.planar());
@@ -392,9 +392,15 @@ TEST(ValueLayout, PagedPlanarGeometry) {
         EXPECT_LT(start - block, 1024);
         EXPECT_EQ(reinterpret_cast<uintptr_t>(start + 28 * 56) % 4096, 0u) << "line " << line;
     }
-    // 28 x 28 (3,136 bytes -> a page): paged; 14 x 14 (784 bytes) would take 5 times its memory: dense.
-    EXPECT_EQ(exec::storage_dims({1, 8, 28, 28}, exec::paged_planar({1, 8, 28, 28}, 14))[2].stride, 1024);
+    // Each band on pages of its own: 112 x 112 split at 56 (25,088 bytes a band -> 7 pages each).
+    EXPECT_EQ(exec::storage_dims({1, 8, 112, 112}, exec::paged_planar({1, 8, 112, 112}, 56))[2].stride, 14 * 1024);
+    // 30 x 47 split at 15 (2,820 bytes a band -> a page each): 1.45 times the plane, paged; 28 x 28
+    // (1,568 bytes a band) would take 2.6 times, 14 x 14 10 times: dense.
+    EXPECT_EQ(exec::storage_dims({1, 8, 30, 47}, exec::paged_planar({1, 8, 30, 47}, 15))[2].stride, 2 * 1024);
+    EXPECT_TRUE(exec::paged_planar({1, 8, 28, 28}, 14).dense());
     EXPECT_TRUE(exec::paged_planar({1, 8, 14, 14}, 7).dense());
+    // Bands of unequal length: 8 + 20 rows of 56 (1,792 and 4,480 bytes): 1 + 2 pages, 1.96 times.
+    EXPECT_TRUE(exec::paged_planar({1, 8, 28, 56}, 8).dense());
     EXPECT_TRUE(exec::paged_planar({1, 8, 56, 56}, 0).dense());
     // Dense: the block itself.
     EXPECT_EQ(exec::storage_start(memory.data(), {1, 8, 56, 56}, {}), memory.data());
@@ -409,8 +415,8 @@ TEST(ValueLayout, PagedWhereDepthwiseBandsMeet) {
         int n, h, w, row_bands;
         std::string expect;  // r1's layout, "" for dense
     };
-    for (const Case &k : {Case{1, 30, 27, 0, "planar, paged at row 15"}, Case{2, 30, 27, 2, "planar, paged at row 15"},
-                          Case{1, 29, 27, 0, ""}, Case{1, 30, 27, 1, ""}, Case{1, 12, 12, 2, ""}}) {
+    for (const Case &k : {Case{1, 30, 47, 0, "planar, paged at row 15"}, Case{2, 30, 47, 2, "planar, paged at row 15"},
+                          Case{1, 29, 47, 0, ""}, Case{1, 30, 47, 1, ""}, Case{1, 28, 28, 2, ""}}) {
         SCOPED_TRACE("n " + std::to_string(k.n) + ", " + std::to_string(k.h) + " x " + std::to_string(k.w) +
                      ", row_bands " + std::to_string(k.row_bands));
         const Graph g = inverted_residual(k.n, 8, k.h, k.w);
