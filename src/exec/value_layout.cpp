@@ -152,7 +152,7 @@ std::vector<halide_dimension_t> storage_dims(const Shape &shape, const ValueLayo
     if (l.planar()) {
         for (auto it = shape.rbegin(); it != shape.rend(); ++it) {
             add(0, *it);
-            // Paged: the planes a whole number of pages apart (after W and H).
+            // Paged: after W and H, the planes as far apart as their bands on pages of their own.
             if (l.page_row && dims.size() == 2) stride = paged_plane_bytes(shape, l.page_row) / 4;
         }
         return dims;
