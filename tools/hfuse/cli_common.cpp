@@ -193,9 +193,13 @@ LayoutCounts count_layouts(const std::map<std::string, std::string> &layouts) {
     LayoutCounts n;
     for (const auto &[value, layout] : layouts) {
         if (layout.rfind("blocked", 0) == 0) n.blocked++;
-        if (layout.rfind("planar, paged", 0) == 0) n.paged++;
+        if (is_paged_layout(layout)) n.paged++;
     }
     return n;
+}
+
+bool is_paged_layout(const std::string &layout) {
+    return layout.rfind("planar, paged", 0) == 0;
 }
 
 std::vector<std::string> report_fallbacks(const Executor &ex) {

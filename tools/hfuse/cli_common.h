@@ -98,6 +98,8 @@ struct LayoutCounts {
     size_t blocked = 0, paged = 0;
 };
 LayoutCounts count_layouts(const std::map<std::string, std::string> &layouts);
+// Whether a layout as Executor::value_layouts() names it is paged planar.
+bool is_paged_layout(const std::string &layout);
 
 // Says on stderr which groups an autoscheduler could not schedule (GroupInfo::note); returns their names.
 std::vector<std::string> report_fallbacks(const Executor &ex);

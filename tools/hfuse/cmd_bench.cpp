@@ -59,6 +59,7 @@ int bench(const BenchOptions &o) {
         double med = median(t.ms), best = *std::min_element(t.ms.begin(), t.ms.end());
         const std::optional<GroupInfo> slowest = slowest_compile(t.executor);
         if (o.json) {
+            const LayoutCounts layouts = count_layouts(t.executor.value_layouts());
             nlohmann::json j = {{"model", g.name},
                                 {"plan", o.plan.describe()},
                                 {"schedule", o.plan.schedule()},
@@ -68,8 +69,8 @@ int bench(const BenchOptions &o) {
                                 {"compiled_pipelines", t.executor.num_compiled()},
                                 {"intermediate_bytes", t.executor.intermediate_bytes()},
                                 {"intermediate_bytes_unshared", t.executor.intermediate_bytes_unshared()},
-                                {"blocked_values", count_layouts(t.executor.value_layouts()).blocked},
-                                {"paged_values", count_layouts(t.executor.value_layouts()).paged},
+                                {"blocked_values", layouts.blocked},
+                                {"paged_values", layouts.paged},
                                 {"blocked_io", o.plan.blocked_io},
                                 {"parallel_runtime", o.plan.parallel_runtime},
                                 {"median_ms", med},

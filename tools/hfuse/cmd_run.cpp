@@ -53,12 +53,11 @@ int run(const RunOptions &o) {
     if (o.profile) {
         print_profile(ex.profile(packed, o.runs));
         const auto stored = ex.stored_io();
-        const LayoutCounts counts = count_layouts(ex.value_layouts());
-        const size_t blocked = counts.blocked - count_layouts(stored).blocked;
+        const size_t blocked = count_layouts(ex.value_layouts()).blocked - count_layouts(stored).blocked;
         std::printf("  %zu of the values passed between groups stored channel-blocked%s\n", blocked,
                     blocked ? " (--planar: none)" : "");
-        for (const auto &[value, layout] : counts.paged ? ex.value_layouts() : std::map<std::string, std::string>{}) {
-            if (layout.rfind("planar, paged", 0) == 0) std::printf("  '%s' stored %s\n", value.c_str(), layout.c_str());
+        for (const auto &[value, layout] : ex.value_layouts()) {
+            if (is_paged_layout(layout)) std::printf("  '%s' stored %s\n", value.c_str(), layout.c_str());
         }
         std::vector<std::string> io;  // model inputs and outputs
         for (const GraphInput &in : g.inputs) io.push_back(in.name);
