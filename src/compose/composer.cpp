@@ -92,29 +92,49 @@ struct Members {
     }
 };
 
-// Follows the single in-group consumer from `start` through nodes `step` accepts to the first node
-// the group hands out, which must be its only output. Returns its index, or -1 with `why` set.
-int follow_chain(const Graph &g, const Members &m, int start, const std::function<bool(const Node &)> &step,
-                 std::set<std::string> &chain, std::string &why) {
-    int cur = start;
-    while (!m.out.count(cur)) {
-        std::vector<int> inside = m.consumers_inside(cur);
-        if (inside.size() != 1) {
-            why = "'" + g.nodes[cur].name + "' has " + std::to_string(inside.size()) + " consumers in the group";
-            return -1;
-        }
-        cur = inside[0];
+// The epilogue of `start`: every member the group computes from it, which `step` must accept in
+// topological order (a chain such as BN + ReLU, or a DAG such as SiLU's x * sigmoid(x)), ending in
+// the one value the group hands out; all of it is inlined into the tile of that value. Returns the
+// index of that last member, or -1 with `why` set.
+int follow_epilogue(const Graph &g, const Members &m, int start, const std::function<bool(const Node &)> &step,
+                    std::set<std::string> &chain, std::string &why) {
+    if (m.out.size() != 1) {
+        why = "the group hands out " + std::to_string(m.out.size()) + " values";
+        return -1;
+    }
+    const int end = *m.out.begin();
+    if (end == start) return start;
+    // Node indices are topological: visiting the smallest pending one first meets producers first.
+    std::set<int> pending;
+    for (int c : m.consumers_inside(start)) pending.insert(c);
+    if (pending.empty()) {
+        why = "'" + g.nodes[start].name + "' is not read in the group";
+        return -1;
+    }
+    while (!pending.empty()) {
+        const int cur = *pending.begin();
+        pending.erase(pending.begin());
         if (!step(g.nodes[cur])) {
             why = "'" + g.nodes[cur].name + "' (" + g.nodes[cur].op + ") is no elementwise epilogue";
             return -1;
         }
         chain.insert(g.nodes[cur].name);
+        const std::vector<int> inside = m.consumers_inside(cur);
+        if (cur != end && inside.empty()) {
+            why = "'" + g.nodes[cur].name + "' is not read in the group nor handed out";
+            return -1;
+        }
+        if (cur == end && !inside.empty()) {
+            why = "'" + g.nodes[cur].name + "' is handed out and read in the group";
+            return -1;
+        }
+        pending.insert(inside.begin(), inside.end());
     }
-    if (m.out.size() != 1) {
-        why = "the group hands out " + std::to_string(m.out.size()) + " values";
+    if (!chain.count(g.nodes[end].name)) {
+        why = "the group hands out '" + g.nodes[end].name + "', not computed from '" + g.nodes[start].name + "'";
         return -1;
     }
-    return cur;
+    return end;
 }
 
 // An elementwise step that keeps the shape `shape` (a broadcast that widens it is no epilogue).
@@ -126,49 +146,28 @@ std::function<bool(const Node &)> elementwise_of_shape(const Graph &g, const Sha
     };
 }
 
-// A pointwise conv (1x1, stride 1, no pads, one group) of the group whose only reader is the depthwise,
-// stride-1, padded master `m`, through elementwise ops of its shape inlined in the group, each with
-// one activation operand (MobileNet-V2's expand + BN + ReLU6 before its 3x3 depthwise conv). The
-// depthwise template computes it per task, for the task's channels. Sets a.producer and its chain.
+// The depthwise master's pointwise feed (planner::pointwise_feed: MobileNet-V2's expand + BN + ReLU6,
+// or a SiLU/HardSwish diamond, before its depthwise conv), when the group holds all of it, the conv
+// placed compute_at and the ops between inlined, none handed out. The depthwise template computes it
+// per task, for the task's channels. Sets a.producer and its chain.
 void find_pointwise_producer(const Graph &g, const FusedGroup &grp, const Members &mem, Analysis &a) {
-    const Node *m = a.master;
-    if (!planner::is_padded_depthwise_conv(g, *m)) return;
-    const Shape &in = g.type_of(m->inputs[0]).shape;
-    auto placed_inline = [&](const std::string &name) {
-        auto it = grp.placement.find(name);
-        return it == grp.placement.end() || it->second == Placement::Inline || it->second == Placement::Recompute;
+    const planner::PointwiseFeed feed = planner::pointwise_feed(mem.ng, mem.ng.index.at(a.master->name));
+    if (feed.conv < 0) return;
+    // A member without a placement is placed as the templates place it.
+    auto placed = [&](int i, std::initializer_list<Placement> allowed) {
+        auto it = grp.placement.find(g.nodes[i].name);
+        return it == grp.placement.end() || std::find(allowed.begin(), allowed.end(), it->second) != allowed.end();
     };
+    if (!mem.in.count(feed.conv) || mem.out.count(feed.conv) || !placed(feed.conv, {Placement::ComputeAt})) return;
     std::set<std::string> chain;
-    std::string value = m->inputs[0];
-    int reader = mem.ng.index.at(m->name);
-    for (;;) {
-        const Node *p = g.producer(value);
-        if (!p) return;
-        const int pi = mem.ng.index.at(p->name);
-        const std::vector<int> readers = mem.ng.consumers[pi];
-        if (!mem.in.count(pi) || mem.out.count(pi) || readers.size() != 1 || readers[0] != reader) return;
-        if (p->op == "Conv") {
-            auto it = grp.placement.find(p->name);
-            if (!planner::is_pointwise_conv(g, *p) || (it != grp.placement.end() && it->second != Placement::ComputeAt))
-                return;
-            a.producer = p;
-            a.producer_chain = chain;
-            a.conv.producer_input_channels = g.type_of(p->inputs[0]).shape[1];
-            return;
-        }
-        // An elementwise op of the value's shape, its other operands weights (ReLU6's bounds, a bias).
-        if (!elementwise_of_shape(g, in)(*p) || !placed_inline(p->name)) return;
-        std::string next;
-        for (const std::string &v : p->inputs) {
-            if (v.empty() || g.is_weight(v)) continue;
-            if (!next.empty()) return;
-            next = v;
-        }
-        if (next.empty()) return;
-        chain.insert(p->name);
-        value = next;
-        reader = pi;
+    for (int i : feed.between) {
+        if (!mem.in.count(i) || mem.out.count(i) || !placed(i, {Placement::Inline, Placement::Recompute})) return;
+        chain.insert(g.nodes[i].name);
     }
+    const Node &conv = g.nodes[feed.conv];
+    a.producer = &conv;
+    a.producer_chain = chain;
+    a.conv.producer_input_channels = g.type_of(conv.inputs[0]).shape[1];
 }
 
 void analyse_conv(const Graph &g, const FusedGroup &grp, Analysis &a) {
@@ -202,7 +201,7 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, Analysis &a) {
         }
         return elementwise_of_shape(g, shape)(n);
     };
-    int end = follow_chain(g, mem, mem.ng.index.at(m->name), step, a.chain, a.why);
+    int end = follow_epilogue(g, mem, mem.ng.index.at(m->name), step, a.chain, a.why);
     if (end < 0) {
         // No epilogue to tile: the conv is computed at root over its whole output by its template,
         // which reads as fast as the conv alone, rather than by the simple schedule (30x slower).
@@ -288,7 +287,7 @@ void analyse_gemm(const Graph &g, const FusedGroup &grp, Analysis &a) {
     a.family = Family::Gemm;
     // Per tile of the output when the products feed one elementwise chain to the group's only output.
     std::string why;
-    int end = follow_chain(g, mem, mem.ng.index.at(a.master->name), elementwise_of_shape(g, shape), a.chain, why);
+    int end = follow_epilogue(g, mem, mem.ng.index.at(a.master->name), elementwise_of_shape(g, shape), a.chain, why);
     bool chain = end >= 0;
     for (size_t i = 1; chain && i < a.products.size(); i++) {
         int p = mem.ng.index.at(a.products[i]->name);
@@ -317,7 +316,7 @@ void analyse_pool(const Graph &g, const FusedGroup &grp, Analysis &a) {
         return;
     }
     Members mem(g, grp);
-    int end = follow_chain(g, mem, mem.ng.index.at(a.master->name), elementwise_of_shape(g, shape), a.chain, a.why);
+    int end = follow_epilogue(g, mem, mem.ng.index.at(a.master->name), elementwise_of_shape(g, shape), a.chain, a.why);
     if (end < 0) return;
     a.family = Family::Pool;
     a.tile_value = g.nodes[end].outputs[0];
@@ -345,7 +344,7 @@ void analyse_reduction(const Graph &g, const FusedGroup &grp, Analysis &a) {
         for (size_t i = 2; i < in.size(); i++) r.reduced *= in[i];
     }
     Members mem(g, grp);
-    int end = follow_chain(g, mem, mem.ng.index.at(a.master->name), elementwise_of_shape(g, shape), a.chain, a.why);
+    int end = follow_epilogue(g, mem, mem.ng.index.at(a.master->name), elementwise_of_shape(g, shape), a.chain, a.why);
     if (end < 0) return;
     a.family = Family::Reduction;
     a.tile_value = g.nodes[end].outputs[0];

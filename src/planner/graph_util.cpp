@@ -71,6 +71,49 @@ bool is_padded_depthwise_conv(const Graph &g, const Node &n) {
            a.get_string("auto_pad", "NOTSET") == "NOTSET" && pads.size() == 4 && (pads[0] > 0 || pads[1] > 0);
 }
 
+PointwiseFeed pointwise_feed(const NodeGraph &ng, int dw) {
+    const Graph &g = *ng.graph;
+    const Node &d = g.nodes[dw];
+    if (!is_padded_depthwise_conv(g, d)) return {};
+    const Shape &shape = g.type_of(d.inputs[0]).shape;
+    PointwiseFeed feed;
+    std::set<int> seen;
+    std::vector<int> stack;
+    const Node *first = g.producer(d.inputs[0]);
+    if (!first) return {};
+    stack.push_back(ng.index.at(first->name));
+    while (!stack.empty()) {
+        const int i = stack.back();
+        stack.pop_back();
+        if (!seen.insert(i).second) continue;
+        const Node &n = g.nodes[i];
+        if (n.outputs.size() != 1 || ng.is_model_output[i] || g.type_of(n.outputs[0]).shape != shape) return {};
+        if (n.op == "Conv") {
+            // One pointwise conv ends every path.
+            if (!is_pointwise_conv(g, n) || (feed.conv >= 0 && feed.conv != i)) return {};
+            feed.conv = i;
+            continue;
+        }
+        const PatternKind k = effective_kind(g, n);
+        if (k != PatternKind::Elementwise && k != PatternKind::Broadcast) return {};
+        feed.between.insert(i);
+        for (const std::string &v : n.inputs) {
+            if (v.empty() || g.is_weight(v)) continue;
+            const Node *p = g.producer(v);
+            if (!p) return {};  // a model input: not from the conv
+            stack.push_back(ng.index.at(p->name));
+        }
+    }
+    if (feed.conv < 0) return {};
+    // Everything in the feed is read only inside it or by the depthwise conv.
+    for (int i : seen) {
+        for (int c : ng.consumers[i]) {
+            if (c != dw && !feed.between.count(c)) return {};
+        }
+    }
+    return feed;
+}
+
 bool is_live_out(const NodeGraph &ng, int node, const std::set<int> &group) {
     if (ng.is_model_output[node]) return true;
     for (int c : ng.consumers[node]) {

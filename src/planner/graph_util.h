@@ -36,6 +36,17 @@ bool is_pointwise_conv(const Graph &g, const Node &n);
 // pad: what conv_dw computes per channel from a padded plane, a pointwise producer included.
 bool is_padded_depthwise_conv(const Graph &g, const Node &n);
 
+// What feeds a padded depthwise conv that conv_dw can compute per task: a pointwise conv, and the
+// elementwise ops of the depthwise input's shape between them, whose activation operands all come
+// from that conv or from one another (ReLU6 and a bias as a chain; SiLU's x * sigmoid(x) and
+// HardSwish's x * hardsigmoid(x) as a diamond), each read only inside the feed or by the depthwise
+// conv, none a model output. The planner fuses exactly this; the composer schedules exactly this.
+struct PointwiseFeed {
+    int conv = -1;          // the pointwise conv, or -1 when `dw` has no such feed
+    std::set<int> between;  // the elementwise ops from it to the depthwise conv
+};
+PointwiseFeed pointwise_feed(const NodeGraph &ng, int dw);
+
 // Whether a value of `node` is needed outside `group` (by another node or as a model output).
 bool is_live_out(const NodeGraph &ng, int node, const std::set<int> &group);
 

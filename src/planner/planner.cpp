@@ -208,30 +208,24 @@ private:
         return true;
     }
 
-    // pointwise_into_depthwise: group g, a pointwise conv and its elementwise epilogue, feeds only
-    // group d's master, a padded stride-1 depthwise conv (MobileNet's expand before its 3x3): the
-    // depthwise template computes the pointwise conv per task, for the task's channels, so the
-    // expanded value never goes through memory.
+    // pointwise_into_depthwise: group g is exactly the pointwise feed of group d's master, a padded
+    // stride-1 depthwise conv (MobileNet's expand and its activation before its 3x3): the depthwise
+    // template computes the pointwise conv per task, for the task's channels, so the expanded value
+    // never goes through memory. Anything else in g would leave the pointwise conv to the simple
+    // schedule, many times slower than the two groups apart.
     bool joins_depthwise(int g, int d) {
         if (!rules_.pointwise_into_depthwise) return false;
-        const Graph &graph = in_.graph;
-        const int dw = master_[d];
-        if (!planner::is_pointwise_conv(graph, graph.nodes[master_[g]]) ||
-            !planner::is_padded_depthwise_conv(graph, graph.nodes[dw]))
-            return false;
+        const planner::PointwiseFeed feed = planner::pointwise_feed(ng_, master_[d]);
+        if (feed.conv < 0 || feed.conv != master_[g]) return false;
+        size_t members = 0;
         for (size_t v = 0; v < members_.size(); v++) {
             if (find(static_cast<int>(v)) != g) continue;
             for (int node : members_[v]) {
-                PatternKind k = effective_kind(graph, graph.nodes[node]);
-                if (node != master_[g] && k != PatternKind::Elementwise && k != PatternKind::Broadcast) return false;
-                if (ng_.is_model_output[node]) return false;
-                for (int c : ng_.consumers[node]) {
-                    if (find(vertex_of_node_.at(c)) == g) continue;
-                    if (c != dw) return false;
-                }
+                if (node != feed.conv && !feed.between.count(node)) return false;
+                members++;
             }
         }
-        return true;
+        return members == feed.between.size() + 1;
     }
 
     // Whether a group's complex-out-fusable nodes are a pointwise conv feeding a depthwise conv.

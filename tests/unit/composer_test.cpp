@@ -1064,6 +1064,66 @@ TEST(Composer, PointwiseProducerComputedPerDepthwiseTask) {
     EXPECT_EQ(ran, 36);
 }
 
+// An inverted-residual head with SiLU (x * sigmoid(x)) or HardSwish as exported at opset 13
+// (x * hardsigmoid(x)) after both convs: a diamond of two ops, not a chain, on each side; a k x k
+// depthwise conv. `side_input`: the expand's activation multiplies by a model input too (a feed
+// conv_dw cannot compute per task).
+Graph diamond_depthwise_model(int C, int E, int H, int W, int k, const std::string &gate, bool side_input = false) {
+    json m = {{"format", "hfuse-model"}, {"version", 1}, {"name", "pw_dw_" + gate}};
+    m["inputs"] = json::array({{{"name", "x"}, {"shape", {1, C, H, W}}}});
+    if (side_input) m["inputs"].push_back({{"name", "s"}, {"shape", {1, E, H, W}}});
+    m["weights"] = {{"we", {{"shape", {E, C, 1, 1}}, {"uniform", {-0.5, 0.5}}, {"seed", 1}}},
+                    {"be", {{"shape", {E}}, {"uniform", {-0.5, 0.5}}, {"seed", 2}}},
+                    {"wd", {{"shape", {E, 1, k, k}}, {"uniform", {-0.3, 0.3}}, {"seed", 3}}}};
+    json nodes = json::array();
+    auto gated = [&](const std::string &name, const std::string &in) {
+        nodes.push_back({{"name", name + "_gate"}, {"op", gate}, {"inputs", {in}}});
+        nodes.push_back({{"name", name}, {"op", "Mul"}, {"inputs", {in, name + "_gate"}}});
+    };
+    nodes.push_back(
+        {{"name", "expand"}, {"op", "Conv"}, {"inputs", {"x", "we", "be"}}, {"attrs", {{"kernel_shape", {1, 1}}}}});
+    gated("act1", "expand");
+    std::string dw_in = "act1";
+    if (side_input) {
+        nodes.push_back({{"name", "side"}, {"op", "Mul"}, {"inputs", {"act1", "s"}}});
+        dw_in = "side";
+    }
+    nodes.push_back({{"name", "dw"},
+                     {"op", "Conv"},
+                     {"inputs", {dw_in, "wd"}},
+                     {"attrs", {{"kernel_shape", {k, k}}, {"pads", {k / 2, k / 2, k / 2, k / 2}}, {"group", E}}}});
+    gated("act2", "dw");
+    m["nodes"] = nodes;
+    m["outputs"] = {"act2"};
+    return json_model(m);
+}
+
+TEST(Composer, DiamondActivationsAroundTheDepthwiseConvAreComputedPerTask) {
+    // The planner fuses the expand into the depthwise conv only where conv_dw computes it per task,
+    // and conv_dw tiles the diamond epilogue: no conv is left to the simple schedule (which ran such
+    // a group 3-8x slower than the convs apart).
+    for (const std::string gate : {"Sigmoid", "HardSigmoid"}) {
+        for (int k : {3, 5}) {
+            SCOPED_TRACE(gate + " " + std::to_string(k) + "x" + std::to_string(k));
+            FusedGraph plan = fused_plan(diamond_depthwise_model(5, 24, 13, 11, k, gate));
+            ASSERT_EQ(plan.groups.size(), 1u);
+            EXPECT_EQ(plan.groups[0].master, "dw");
+            EXPECT_EQ(plan.groups[0].schedule["template"], "conv_dw");
+            EXPECT_TRUE(plan.groups[0].schedule.contains("producer_tile_c")) << plan.groups[0].schedule.dump();
+            EXPECT_FALSE(plan.groups[0].schedule.contains("compute")) << plan.groups[0].schedule.dump();
+            expect_matches_reference(plan);
+        }
+    }
+    // A feed with another activation operand stays apart: two conv-led groups, each on its template.
+    FusedGraph side = fused_plan(diamond_depthwise_model(5, 24, 13, 11, 5, "Sigmoid", true));
+    ASSERT_EQ(side.groups.size(), 2u);
+    for (const FusedGroup &grp : side.groups) {
+        EXPECT_NE(grp.schedule["template"], "simple") << grp.name << ": " << grp.schedule.dump();
+        EXPECT_FALSE(grp.schedule.contains("compute")) << grp.name << ": " << grp.schedule.dump();
+    }
+    expect_matches_reference(side);
+}
+
 TEST(Composer, ChannelVectorConvUnrollsInputBlocksWhereTheTileFitsTheRegisters) {
     // Channel-blocked input: the reduction goes by whole blocks of 8 channels, each unrolled (the loop
     // over the blocks stays, the one inside them does not), where the tile's accumulators, broadcasts
