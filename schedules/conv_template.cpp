@@ -311,8 +311,10 @@ void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, con
     if (padded.defined()) {
         if (s.stride_x == 1 && s.stride_y == 1) {
             // A channel's padded plane fits in L1: build it per channel rather than in one pass at root
-            // (from the producer's strip, its epilogue inlined, where there is one).
-            padded.in(conv).compute_at(tile, ci);
+            // (from the producer's strip, its epilogue inlined, where there is one), in vectors: a
+            // scalar plane cost more than the conv where the epilogue has a Sigmoid (SiLU).
+            Func plane = padded.in(conv);
+            plane.compute_at(tile, ci).vectorize(plane.args()[0], vw, Halide::TailStrategy::GuardWithIf);
             if (has_producer) schedule_dw_producer(producer, tile, task, s, p, producer_vw, cb);
         } else {
             // Strided, per channel, the plane's constant offsets meet a Halide 14 bug: its stride-2
