@@ -595,8 +595,7 @@ int main(int argc, char **argv) {
         }
     }
     // No FMA peak for a target without AVX2 + FMA: the loops measured would not be its code's.
-    const bool fma = avx512 || (target.has_feature(Halide::Target::AVX2) && target.has_feature(Halide::Target::FMA));
-    g_fma_kernel = fma ? widest_fma_kernel(avx512) : nullptr;
+    g_fma_kernel = fma_kernel_for_target(target);
     const double peak1 = g_fma_kernel ? measure_fma_peak_gflops(*g_fma_kernel, 1) : 0;
     g_peak_gflops = g_threads == 1 || !g_fma_kernel ? peak1 : measure_fma_peak_gflops(*g_fma_kernel, g_threads);
     // On a shared machine a neighbour can hold a core through a whole measurement (peak_share would
