@@ -102,6 +102,12 @@ struct GroupInfo {
                             // compiled once: each of them shows that one time); Halide's shared
                             // runtime apart (Executor::runtime_compile_ms)
     ParallelRuntime parallel_runtime = ParallelRuntime::Halide;  // who runs its parallel loops (never Auto)
+    // The template that scheduled it (its schedule's "template": "conv_xv", "simple", ...; the default
+    // one where the plan gives none); `schedule` where an autoscheduler or a backend did ("adams2019",
+    // "backend:<id>").
+    std::string schedule_template;
+    std::vector<std::string> ops;  // op types of its members, in plan order ("Conv", "Relu", ...)
+    double flops = 0;              // node_flops() of its members, a recomputed copy counted once
 };
 
 // One group's share of a run (Executor::profile).
@@ -199,5 +205,8 @@ FusedGraph whole_model_plan(const Graph &model, bool rewrite = true);
 // Number of threads a run uses (Halide's pool or OpenMP, ExecutorOptions::parallel_runtime); n <= 0
 // means one per core. Call before the first run.
 void set_num_threads(int n);
+// The threads a run uses: set_num_threads()'s count; until it is called, HL_NUM_THREADS if the
+// environment has it, else one per core.
+int num_threads();
 
 }  // namespace hfuse

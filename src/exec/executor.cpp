@@ -38,6 +38,10 @@ TensorBuffer tensor_from_data(const Shape &shape, const float *data) {
     return b;
 }
 
+int num_threads() {
+    return exec::openmp_threads();
+}
+
 void set_num_threads(int n) {
     exec::set_openmp_threads(n);
     // Halide's runtime reads HL_NUM_THREADS when its thread pool starts, i.e. at the first parallel loop.
@@ -55,6 +59,7 @@ struct CompiledPipeline {
     Halide::Pipeline pipeline;
     std::vector<Halide::ImageParam> params;  // bound to the running group's input values before each run
     std::string schedule, note;              // GroupInfo's
+    std::string schedule_template;           // GroupInfo's
     double compile_ms = 0;                   // GroupInfo's
     ParallelRuntime parallel_runtime = ParallelRuntime::Halide;  // GroupInfo's
     // Compiled on the group's position view (compose/position_view.h): the shapes its parameters' and
@@ -73,6 +78,8 @@ void record_views(CompiledPipeline &cp, const Graph &g, const Graph &lowered_on,
 struct GroupRun {
     std::string name, master;
     int members = 0;
+    std::vector<std::string> ops;  // GroupInfo's
+    double flops = 0;              // GroupInfo's
     std::shared_ptr<CompiledPipeline> compiled;
     std::vector<std::string> input_values;       // in the order of compiled->params
     std::vector<std::string> output_values;      // in the order of the pipeline's outputs
@@ -269,26 +276,29 @@ exec::LoweredGroup lower(const Graph &g, const FusedGroup &grp, const std::set<s
     return exec::lower_backend_group(g, nodes, live_out, weights, *pattern);
 }
 
-// Schedules a lowered group (templates, or `autoscheduler` unless it is Templates) and JIT-compiles it.
+// Schedules a lowered group (templates, or `autoscheduler` unless it is Templates) of `flops` FLOPs and
+// JIT-compiles it.
 std::shared_ptr<CompiledPipeline> schedule_and_compile(const Graph &g, const FusedGroup &grp,
                                                        exec::LoweredGroup &lowered, ScheduleSource autoscheduler,
-                                                       const ExecutorOptions &options) {
+                                                       double flops, const ExecutorOptions &options) {
     const auto start = std::chrono::steady_clock::now();
     auto cp = std::make_shared<CompiledPipeline>();
     if (!grp.backend.empty()) {
-        cp->schedule = "backend:" + grp.backend;
+        cp->schedule = cp->schedule_template = "backend:" + grp.backend;
     } else if (autoscheduler == ScheduleSource::Templates) {
         compose::compose_group(g, grp, lowered, options.target);
         cp->schedule = to_string(ScheduleSource::Templates);
+        // compose_group read the same parameters (and threw unless "template" is a string).
+        const nlohmann::json params =
+            grp.schedule.empty() ? default_schedule_params(g, grp, options.target) : grp.schedule;
+        cp->schedule_template = params.value("template", "");
     } else {
-        cp->schedule = to_string(autoscheduler);
+        cp->schedule = cp->schedule_template = to_string(autoscheduler);
     }
     cp->params = lowered.params;
     cp->pipeline = Halide::Pipeline(lowered.output_funcs);
     cp->pipeline.jit_handlers().custom_malloc = exec::jit_malloc;
     cp->pipeline.jit_handlers().custom_free = exec::jit_free;
-    double flops = 0;
-    for (const std::string &name : grp.nodes) flops += node_flops(g, *g.find_node(name));
     cp->parallel_runtime = exec::resolve_parallel_runtime(options.parallel_runtime, flops);
     exec::use_parallel_runtime(cp->pipeline, cp->parallel_runtime);
     if (!lowered.jit_externs.empty()) cp->pipeline.set_jit_externs(lowered.jit_externs);
@@ -325,9 +335,18 @@ void Executor::Impl::compile(const FusedGraph &plan) {
         }
         exec::LoweredGroup lowered =
             lower(*lowered_on, grp, live_out, weights, options.schedule, options.target, layouts);
+        std::vector<std::string> ops;
+        double flops = 0;
+        for (const std::string &name : grp.nodes) {
+            const Node *n = g.find_node(name);
+            ops.push_back(n->op);
+            flops += node_flops(g, *n);
+        }
         GroupRun run{grp.name,
                      grp.master,
                      static_cast<int>(grp.nodes.size()),
+                     std::move(ops),
+                     flops,
                      nullptr,
                      lowered.input_values,
                      lowered.output_values,
@@ -340,7 +359,7 @@ void Executor::Impl::compile(const FusedGraph &plan) {
             runtime_compile_ms += exec::compile_jit_runtime(options.target);
             try {
                 try {
-                    compiled = schedule_and_compile(*lowered_on, grp, lowered, options.schedule, options);
+                    compiled = schedule_and_compile(*lowered_on, grp, lowered, options.schedule, run.flops, options);
                     record_views(*compiled, g, *lowered_on, lowered);
                 } catch (const Halide::Error &e) {
                     if (options.schedule == ScheduleSource::Templates || !options.fallback_to_templates) throw;
@@ -348,7 +367,8 @@ void Executor::Impl::compile(const FusedGraph &plan) {
                     const Graph &templates_on = compose::group_graph(g, grp, options.target, view);
                     exec::LoweredGroup again =
                         lower(templates_on, grp, live_out, weights, ScheduleSource::Templates, options.target, layouts);
-                    compiled = schedule_and_compile(templates_on, grp, again, ScheduleSource::Templates, options);
+                    compiled =
+                        schedule_and_compile(templates_on, grp, again, ScheduleSource::Templates, run.flops, options);
                     record_views(*compiled, g, templates_on, again);
                     std::string why = e.what();
                     while (!why.empty() && std::isspace(static_cast<unsigned char>(why.back()))) why.pop_back();
@@ -462,7 +482,7 @@ std::vector<GroupInfo> Executor::groups() const {
     std::vector<GroupInfo> out;
     for (const GroupRun &r : impl_->groups) {
         out.push_back({r.name, r.master, r.members, r.compiled->schedule, r.compiled->note, r.compiled->compile_ms,
-                       r.compiled->parallel_runtime});
+                       r.compiled->parallel_runtime, r.compiled->schedule_template, r.ops, r.flops});
     }
     return out;
 }

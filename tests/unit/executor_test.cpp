@@ -3,9 +3,12 @@
 #include "hfuse/executor.h"
 #include "exec/buffer_plan.h"
 #include "exec/jit_runtime.h"
+#include "hfuse/composer.h"
 #include "hfuse/error.h"
 #include "hfuse/model_io.h"
+#include "hfuse/op_registry.h"
 #include "hfuse/passes.h"
+#include "hfuse/planner.h"
 #include "hfuse/random.h"
 
 #include "test_util.h"
@@ -237,6 +240,42 @@ TEST(ExecutorGroups, GroupNobodyReadsIsSkipped) {
     }
     test::expect_outputs_match_reference(g, in, ex.run(in.buffers));
     EXPECT_EQ(ex.profile(in.buffers, 1).groups.size(), 2u);
+}
+
+TEST(ExecutorGroups, InfoNamesTemplateOpsAndFlops) {
+    // resnet_block planned by x86 (BatchNormalizations folded into the convs): each group's template
+    // is its plan schedule's, its ops its members', and its FLOPs add up to the rewritten graph's.
+    Graph g = load_model(std::string(HFUSE_SOURCE_DIR) + "/models/resnet_block.json");
+    const Halide::Target target = Halide::get_jit_target_from_environment();
+    const FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("x86")}), target);
+    Executor ex(plan);
+    ASSERT_EQ(ex.groups().size(), plan.groups.size());
+    double flops = 0;
+    for (size_t i = 0; i < plan.groups.size(); i++) {
+        const GroupInfo gi = ex.groups()[i];
+        const FusedGroup &grp = plan.groups[i];
+        EXPECT_EQ(gi.schedule_template, grp.schedule.value("template", "?")) << gi.name;
+        std::vector<std::string> ops;
+        for (const std::string &n : grp.nodes) ops.push_back(plan.graph.find_node(n)->op);
+        EXPECT_EQ(gi.ops, ops) << gi.name;
+        EXPECT_GT(gi.flops, 0) << gi.name;
+        flops += gi.flops;
+    }
+    EXPECT_EQ(ex.groups().front().ops.front(), "Conv");
+    EXPECT_DOUBLE_EQ(flops, graph_flops(plan.graph));
+
+    // No schedule in the plan: the default template, as the composer picked it (a conv template for
+    // a Conv, the simple schedule for elementwise and broadcast ops).
+    Executor unfused(g, Executor::unfused_partition(g));
+    for (const GroupInfo &gi : unfused.groups()) {
+        ASSERT_EQ(gi.ops.size(), 1u) << gi.name;
+        if (gi.ops[0] == "Conv") {
+            EXPECT_EQ(gi.schedule_template.rfind("conv_", 0), 0u) << gi.name << ": " << gi.schedule_template;
+        } else {
+            EXPECT_EQ(gi.schedule_template, "simple") << gi.name;
+        }
+        EXPECT_EQ(gi.flops, node_flops(g, *g.find_node(gi.master))) << gi.name;
+    }
 }
 
 // --- sharing compiled pipelines --------------------------------------------------------------------
