@@ -1,6 +1,9 @@
 // The CLI's execution flags end to end: --autoschedule, --whole, --parallel-runtime, bench's JSON
-// record of them, and run --profile.
+// record of them, and run --profile and bench --profile.
 #include "test_util.h"
+
+#include "hfuse/model_io.h"
+#include "hfuse/op_registry.h"
 
 #include <Halide.h>
 #include <gtest/gtest.h>
@@ -155,14 +158,74 @@ TEST(CliExec, FallbackIsSaid) {
 }
 
 TEST(CliExec, RunProfilePrintsEveryGroup) {
-    Result r = test::run_cli("run " + kModels + "resnet_block.json --unfused --profile --runs 3");
+    Result r = test::run_cli("run " + kModels + "resnet_block.json --unfused --profile --runs 3 --threads 1");
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("profile: median of 3 runs"), std::string::npos) << r.out;
-    // One line per node of the graph as written, in execution order: name, master, members, ms, share.
-    const std::regex row(R"(\n  (g\d+)\s+(\S+)\s+1\s+[0-9.]+\s+[0-9.]+%)");
-    std::vector<std::string> masters;
-    for (std::sregex_iterator it(r.out.begin(), r.out.end(), row), end; it != end; ++it) masters.push_back((*it)[2]);
+    // The FMA peak of the one thread runs use, on the vectors of Halide's target.
+    EXPECT_TRUE(
+        std::regex_search(r.out, std::regex(R"(\nFMA peak 1 thread: [0-9.]+ GFLOP/s \((avx512f|avx2\+fma)\)\n)")) ||
+        test::contains(r.out, "FMA peak: not measured"))
+        << r.out;
+    // One line per node of the graph as written, in execution order: name, master, template, ops, ms,
+    // share, GFLOP/s, share of the peak.
+    const std::regex row(R"(\n  (g\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+[0-9.]+\s+[0-9.]+%\s+[0-9.]+\s+([0-9.]+%|-)(?=\n))");
+    std::vector<std::string> masters, ops, templates;
+    for (std::sregex_iterator it(r.out.begin(), r.out.end(), row), end; it != end; ++it) {
+        masters.push_back((*it)[2]);
+        templates.push_back((*it)[3]);
+        ops.push_back((*it)[4]);
+    }
     EXPECT_EQ(masters, (std::vector<std::string>{"conv1", "bn1", "relu1", "conv2", "bn2", "add", "relu2"})) << r.out;
+    EXPECT_EQ(ops, (std::vector<std::string>{"Conv", "BatchNormalization", "Relu", "Conv", "BatchNormalization", "Add",
+                                             "Relu"}))
+        << r.out;
+    ASSERT_EQ(templates.size(), 7u) << r.out;
+    EXPECT_EQ(templates[0].rfind("conv_", 0), 0u) << r.out;
+    EXPECT_EQ(templates[1], "simple") << r.out;
+}
+
+TEST(CliExec, BenchProfileNamesEachGroupsTemplateFlopsAndShare) {
+    // conv_bias_relu_maxpool: one group (conv, relu and pool), planned by x86.
+    const std::string model = kModels + "conv_bias_relu_maxpool.json";
+    Result r = test::run_cli("bench " + model + " --json --runs 2 --profile --threads 1");
+    ASSERT_EQ(r.code, 0) << r.out;
+    nlohmann::json j = last_json(r.out);
+    ASSERT_TRUE(j["group_profile"].is_array()) << r.out;
+    const nlohmann::json &groups = j["group_profile"];
+    EXPECT_EQ(j["groups"], groups.size()) << r.out;  // still the number of groups
+    EXPECT_EQ(j["threads"], 1) << r.out;             // the peak of the threads hfuse ran with
+    if (!j["fma_peak_gflops"].is_null()) EXPECT_GT(j["fma_peak_gflops"].get<double>(), 0) << r.out;
+    double flops = 0, share = 0;
+    for (const nlohmann::json &g : groups) {
+        EXPECT_FALSE(g["template"].get<std::string>().empty()) << g;
+        EXPECT_FALSE(g["ops"].get<std::string>().empty()) << g;
+        EXPECT_GT(g["flops"].get<double>(), 0) << g;
+        EXPECT_GT(g["ms"].get<double>(), 0) << g;
+        EXPECT_GT(g["gflops"].get<double>(), 0) << g;
+        EXPECT_NEAR(g["gflops"].get<double>(), g["flops"].get<double>() / g["ms"].get<double>() * 1e-6, 1e-9) << g;
+        if (!j["fma_peak_gflops"].is_null()) EXPECT_GT(g["peak_share"].get<double>(), 0) << g;
+        flops += g["flops"].get<double>();
+        share += g["share"].get<double>();
+    }
+    ASSERT_FALSE(groups.empty()) << r.out;
+    EXPECT_EQ(groups[0]["master"], "conv");
+    EXPECT_EQ(groups[0]["template"].get<std::string>().rfind("conv_", 0), 0u) << groups[0];
+    EXPECT_EQ(groups[0]["ops"].get<std::string>().rfind("Conv+Relu", 0), 0u) << groups[0];
+    // Every node's FLOPs once (no recomputed copies in this plan), and the groups take the run.
+    EXPECT_DOUBLE_EQ(flops, graph_flops(load_model(model)));
+    EXPECT_GT(share, 0.5) << r.out;
+    EXPECT_LE(share, 1.05) << r.out;
+
+    // Without --profile, no per-group runs (hfuse explore's candidates stay cheap).
+    r = test::run_cli("bench " + model + " --json --runs 1");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_FALSE(last_json(r.out).contains("group_profile")) << r.out;
+    // The table in text, with --compare too (of the fused plan).
+    r = test::run_cli("bench " + model + " --runs 1 --profile --compare");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(test::contains(r.out, "speedup")) << r.out;
+    EXPECT_TRUE(test::contains(r.out, "profile: median of 1 runs")) << r.out;
+    EXPECT_TRUE(test::contains(r.out, "FMA peak")) << r.out;
 }
 
 TEST(CliExec, RunProfileOfAPlan) {

@@ -2,6 +2,7 @@
 
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
+#include "hfuse/fma_peak.h"
 #include "hfuse/model_io.h"
 #include "hfuse/passes.h"
 #include "hfuse/planner.h"
@@ -235,6 +236,84 @@ std::vector<double> time_runs(Executor &ex, const std::map<std::string, TensorBu
         ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - s).count());
     }
     return ms;
+}
+
+FmaPeak measure_fma_peak() {
+    FmaPeak peak;
+    peak.threads = num_threads();
+    if (const FmaKernel *kernel = fma_kernel_for_target(Halide::get_jit_target_from_environment())) {
+        peak.isa = kernel->isa;
+        // 5 bursts of ~3 ms (AVX-512 at 3 GHz): a yardstick, not bench/'s careful figure.
+        peak.gflops = measure_fma_peak_gflops(*kernel, peak.threads, 5, 1'000'000);
+    }
+    return peak;
+}
+
+std::vector<GroupReport> group_reports(const Executor &ex, const Profile &p, const FmaPeak &peak) {
+    const std::vector<GroupInfo> info = ex.groups();
+    if (info.size() != p.groups.size()) throw Error("internal: the profile is not of this executor's groups");
+    std::vector<GroupReport> out;
+    for (size_t i = 0; i < info.size(); i++) {
+        const GroupInfo &gi = info[i];
+        const GroupProfile &gp = p.groups[i];
+        GroupReport r;
+        r.name = gp.name;
+        r.master = gp.master;
+        r.schedule_template = gi.schedule_template;
+        for (const std::string &op : gi.ops) r.ops += (r.ops.empty() ? "" : "+") + op;
+        r.flops = gi.flops;
+        r.ms = gp.ms;
+        r.share = p.total_ms > 0 ? gp.ms / p.total_ms : 0;
+        r.gflops = gp.ms > 0 ? gi.flops / (gp.ms * 1e6) : 0;
+        r.peak_share = peak.gflops > 0 ? r.gflops / peak.gflops : 0;
+        out.push_back(r);
+    }
+    return out;
+}
+
+namespace {
+
+// `ops` cut to at most `width` characters at a '+', saying how many ops there are: "Conv+Add+... (12 ops)".
+std::string shorten_ops(const std::string &ops, size_t width) {
+    if (ops.size() <= width) return ops;
+    const std::string suffix = "+... (" + std::to_string(std::count(ops.begin(), ops.end(), '+') + 1) + " ops)";
+    size_t cut = 0;  // the longest prefix of whole ops that leaves room for the suffix
+    for (size_t plus = ops.find('+'); plus != std::string::npos && plus + suffix.size() <= width;
+         plus = ops.find('+', plus + 1))
+        cut = plus;
+    return cut ? ops.substr(0, cut) + suffix : suffix.substr(1);
+}
+
+}  // namespace
+
+void print_profile(const Profile &p, const std::vector<GroupReport> &groups, const FmaPeak &peak) {
+    constexpr size_t kOpsWidth = 32;
+    size_t name_width = 5, master_width = 6, template_width = 8, ops_width = 3;
+    for (const GroupReport &g : groups) {
+        name_width = std::max(name_width, g.name.size());
+        master_width = std::max(master_width, g.master.size());
+        template_width = std::max(template_width, g.schedule_template.size());
+        ops_width = std::max(ops_width, shorten_ops(g.ops, kOpsWidth).size());
+    }
+    double sum = 0;
+    for (const GroupProfile &g : p.groups) sum += g.ms;
+    std::printf("profile: median of %d runs: %.4f ms a run, %.4f ms in its %zu groups\n", p.runs, p.total_ms, sum,
+                p.groups.size());
+    if (peak.gflops > 0) {
+        std::printf("FMA peak %d thread%s: %.1f GFLOP/s (%s)\n", peak.threads, peak.threads == 1 ? "" : "s",
+                    peak.gflops, peak.isa.c_str());
+    } else {
+        std::printf("FMA peak: not measured (Halide's target has neither AVX-512 nor AVX2 + FMA)\n");
+    }
+    std::printf("  %-*s  %-*s  %-*s  %-*s  %10s  %6s  %8s  %7s\n", int(name_width), "group", int(master_width),
+                "master", int(template_width), "template", int(ops_width), "ops", "ms", "share", "GFLOP/s", "of peak");
+    for (const GroupReport &g : groups) {
+        char peak_share[16] = "-";
+        if (peak.gflops > 0) std::snprintf(peak_share, sizeof peak_share, "%.1f%%", 100.0 * g.peak_share);
+        std::printf("  %-*s  %-*s  %-*s  %-*s  %10.4f  %5.1f%%  %8.1f  %7s\n", int(name_width), g.name.c_str(),
+                    int(master_width), g.master.c_str(), int(template_width), g.schedule_template.c_str(),
+                    int(ops_width), shorten_ops(g.ops, kOpsWidth).c_str(), g.ms, 100.0 * g.share, g.gflops, peak_share);
+    }
 }
 
 }  // namespace hfuse::cli

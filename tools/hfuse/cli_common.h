@@ -107,4 +107,30 @@ std::vector<std::string> report_fallbacks(const Executor &ex);
 // Run times in milliseconds of `runs` runs after one warm-up run.
 std::vector<double> time_runs(Executor &ex, const std::map<std::string, TensorBuffer> &inputs, int runs);
 
+// The FMA peak of the threads runs use (num_threads()), on the vectors of Halide's JIT target
+// (fma_kernel_for_target): measured when called, in a few tens of milliseconds; gflops 0 and isa ""
+// where the target has neither AVX-512 nor AVX2 + FMA.
+struct FmaPeak {
+    std::string isa;
+    int threads = 0;
+    double gflops = 0;
+};
+FmaPeak measure_fma_peak();
+
+// A group of a profile, with what the executor knows of it (GroupInfo): `run --profile` and
+// `bench --profile` list them.
+struct GroupReport {
+    std::string name, master;
+    std::string schedule_template;  // GroupInfo::schedule_template
+    std::string ops;                // its members' op types joined by '+': "Conv+Relu+MaxPool"
+    double flops = 0;
+    double ms = 0;          // median over the profiled runs
+    double share = 0;       // of the median run (Profile::total_ms)
+    double gflops = 0;      // flops / ms
+    double peak_share = 0;  // gflops / the FMA peak's (0 without a peak)
+};
+std::vector<GroupReport> group_reports(const Executor &ex, const Profile &p, const FmaPeak &peak);
+// The profile's header, the peak's line and a row per group in execution order.
+void print_profile(const Profile &p, const std::vector<GroupReport> &groups, const FmaPeak &peak);
+
 }  // namespace hfuse::cli

@@ -1,5 +1,6 @@
 // hfuse bench MODEL: time whole-model runs under a plan; --compare times the default plan against the
-// unfused model in the same process, interleaved, so both see the same machine conditions.
+// unfused model in the same process, interleaved, so both see the same machine conditions; --profile
+// then times each group of the plan and sets it against the machine's FMA peak.
 #include "cli_common.h"
 #include "hfuse/model_io.h"
 
@@ -17,7 +18,7 @@ struct BenchOptions {
     ModelArg model;
     PlanChoice plan;
     int runs = 20;
-    bool json = false, compare = false;
+    bool json = false, compare = false, profile = false;
 };
 
 double median(std::vector<double> v) {
@@ -42,6 +43,43 @@ std::optional<GroupInfo> slowest_compile(const Executor &ex) {
     return slowest;
 }
 
+// --profile: each group's median over `runs` runs (Executor::profile, as `run --profile`), after the
+// whole-model timing so as not to disturb it, and the FMA peak measured after both.
+struct GroupProfiling {
+    Profile profile;
+    FmaPeak peak;
+    std::vector<GroupReport> groups;
+};
+
+GroupProfiling profile_groups(Executor &ex, const std::map<std::string, TensorBuffer> &inputs, int runs) {
+    GroupProfiling gp;
+    gp.profile = ex.profile(inputs, runs);
+    gp.peak = measure_fma_peak();
+    gp.groups = group_reports(ex, gp.profile, gp.peak);
+    return gp;
+}
+
+void add_profile_json(nlohmann::json &j, const GroupProfiling &gp) {
+    const bool peak = gp.peak.gflops > 0;
+    j["profile_ms"] = gp.profile.total_ms;
+    j["threads"] = gp.peak.threads;
+    j["fma_peak_gflops"] = peak ? nlohmann::json(gp.peak.gflops) : nlohmann::json(nullptr);
+    j["fma_peak_isa"] = peak ? nlohmann::json(gp.peak.isa) : nlohmann::json(nullptr);
+    nlohmann::json groups = nlohmann::json::array();
+    for (const GroupReport &g : gp.groups) {
+        groups.push_back({{"name", g.name},
+                          {"master", g.master},
+                          {"template", g.schedule_template},
+                          {"ops", g.ops},
+                          {"flops", g.flops},
+                          {"ms", g.ms},
+                          {"share", g.share},
+                          {"gflops", g.gflops},
+                          {"peak_share", peak ? nlohmann::json(g.peak_share) : nlohmann::json(nullptr)}});
+    }
+    j["group_profile"] = groups;
+}
+
 Timed build(const FusedGraph &plan, const ExecutorOptions &options) {
     auto t0 = std::chrono::steady_clock::now();
     Executor ex(plan, options);
@@ -55,9 +93,12 @@ int bench(const BenchOptions &o) {
     if (!o.compare) {
         Timed t = build(o.plan.make(g), o.plan.options());
         std::vector<std::string> fallbacks = report_fallbacks(t.executor);
-        t.ms = time_runs(t.executor, pack_inputs(t.executor, inputs), o.runs);
+        const auto packed = pack_inputs(t.executor, inputs);
+        t.ms = time_runs(t.executor, packed, o.runs);
         double med = median(t.ms), best = *std::min_element(t.ms.begin(), t.ms.end());
         const std::optional<GroupInfo> slowest = slowest_compile(t.executor);
+        std::optional<GroupProfiling> profiled;
+        if (o.profile) profiled = profile_groups(t.executor, packed, o.runs);
         if (o.json) {
             const LayoutCounts layouts = count_layouts(t.executor.value_layouts());
             nlohmann::json j = {{"model", g.name},
@@ -82,6 +123,7 @@ int bench(const BenchOptions &o) {
                 j["group_compile_max_ms"] = slowest->compile_ms;
                 j["group_compile_max"] = slowest->name;
             }
+            if (profiled) add_profile_json(j, *profiled);
             std::printf("%s\n", j.dump().c_str());
         } else {
             std::printf(
@@ -96,6 +138,7 @@ int bench(const BenchOptions &o) {
                 std::printf(")");
             }
             std::printf("\n");
+            if (profiled) print_profile(profiled->profile, profiled->groups, profiled->peak);
         }
         return 0;
     }
@@ -115,6 +158,8 @@ int bench(const BenchOptions &o) {
         }
     }
     double f = median(fused.ms), u = median(base.ms);
+    std::optional<GroupProfiling> profiled;
+    if (o.profile) profiled = profile_groups(fused.executor, fused_inputs, o.runs);
     if (o.json) {
         nlohmann::json j = {{"model", g.name},
                             {"plan", o.plan.describe()},
@@ -131,6 +176,7 @@ int bench(const BenchOptions &o) {
                             {"unfused_compile_ms", base.compile_ms}};
         // Halide's shared runtime, within fused_compile_ms (built first).
         j["runtime_compile_ms"] = fused.executor.runtime_compile_ms();
+        if (profiled) add_profile_json(j, *profiled);
         std::printf("%s\n", j.dump().c_str());
     } else {
         std::printf(
@@ -138,6 +184,7 @@ int bench(const BenchOptions &o) {
             "%d runs)\n",
             g.name.c_str(), o.plan.describe().c_str(), fused.executor.num_groups(), o.plan.schedule().c_str(), f,
             base.executor.num_groups(), u, u / f, o.runs);
+        if (profiled) print_profile(profiled->profile, profiled->groups, profiled->peak);
     }
     return 0;
 }
@@ -155,6 +202,11 @@ Command add_bench(CLI::App &app) {
     cmd->add_option("--runs", o->runs, "timed runs after one warm-up run")->check(CLI::Range(1, 100000));
     cmd->add_flag("--json", o->json, "print one JSON object");
     cmd->add_flag("--compare", o->compare, "also time the unfused model, interleaved, and print the speedup");
+    cmd->add_flag("--profile", o->profile,
+                  "after the timed runs, time each group of the plan as `run --profile` does (--runs more runs) "
+                  "and measure the FMA peak of --threads threads: print the table, or with --json add "
+                  "\"group_profile\": [{name, master, template, ops, flops, ms, share, gflops, peak_share}], "
+                  "\"profile_ms\", \"threads\", \"fma_peak_gflops\" and \"fma_peak_isa\"");
     return {cmd, [o] { return bench(*o); }};
 }
 

@@ -1,8 +1,8 @@
-// hfuse run MODEL: run a model under a plan and print or write its outputs; --profile times each group.
+// hfuse run MODEL: run a model under a plan and print or write its outputs; --profile times each group
+// and sets its GFLOP/s against the machine's FMA peak.
 #include "cli_common.h"
 #include "hfuse/model_io.h"
 
-#include <algorithm>
 #include <cstdio>
 
 namespace hfuse::cli {
@@ -15,25 +15,6 @@ struct RunOptions {
     bool check = false, profile = false;
     int runs = 10;
 };
-
-// One line per group, in execution order: name, master, members, median ms and share of the run.
-void print_profile(const Profile &p) {
-    size_t name_width = 5, master_width = 6;
-    for (const GroupProfile &g : p.groups) {
-        name_width = std::max(name_width, g.name.size());
-        master_width = std::max(master_width, g.master.size());
-    }
-    double sum = 0;
-    for (const GroupProfile &g : p.groups) sum += g.ms;
-    std::printf("profile: median of %d runs: %.4f ms a run, %.4f ms in its %zu groups\n", p.runs, p.total_ms, sum,
-                p.groups.size());
-    std::printf("  %-*s  %-*s  %7s  %10s  %6s\n", int(name_width), "group", int(master_width), "master", "members",
-                "ms", "share");
-    for (const GroupProfile &g : p.groups) {
-        std::printf("  %-*s  %-*s  %7d  %10.4f  %5.1f%%\n", int(name_width), g.name.c_str(), int(master_width),
-                    g.master.c_str(), g.members, g.ms, p.total_ms > 0 ? 100.0 * g.ms / p.total_ms : 0.0);
-    }
-}
 
 int run(const RunOptions &o) {
     Graph g = o.model.load();
@@ -51,7 +32,9 @@ int run(const RunOptions &o) {
         }
     }
     if (o.profile) {
-        print_profile(ex.profile(packed, o.runs));
+        const Profile profile = ex.profile(packed, o.runs);
+        const FmaPeak peak = measure_fma_peak();  // after the runs, which it would disturb
+        print_profile(profile, group_reports(ex, profile, peak), peak);
         const auto stored = ex.stored_io();
         const size_t blocked = count_layouts(ex.value_layouts()).blocked - count_layouts(stored).blocked;
         std::printf("  %zu of the values passed between groups stored channel-blocked%s\n", blocked,
@@ -87,7 +70,10 @@ Command add_run(CLI::App &app) {
     cmd->add_option("--output", o->outputs, "FILE or NAME=FILE: write an output as raw float32")
         ->allow_extra_args(false);
     cmd->add_flag("--check", o->check, "compare the outputs with the reference evaluator (1e-4 of scale)");
-    cmd->add_flag("--profile", o->profile, "time each group (median of --runs runs after a warm-up) and print it");
+    cmd->add_flag("--profile", o->profile,
+                  "time each group (median of --runs runs after a warm-up) and print it: its template, ops, "
+                  "ms, share of the run, GFLOP/s and share of the FMA peak of --threads threads (measured after "
+                  "the runs)");
     cmd->add_option("--runs", o->runs, "runs --profile times (default 10)")->check(CLI::Range(1, 100000));
     return {cmd, [o] { return run(*o); }};
 }
