@@ -834,7 +834,7 @@ TEST(Composer, ChoosesTheTemplateOfTheMasterKind) {
 TEST(Composer, StridedDepthwiseConvTilesMatchTheReference) {
     // 5x5 stride 2 with uneven pads on 2 channels (the property test's model 45, seed 7): per channel,
     // a padded plane with constant offsets made Halide 14 emit aligned loads 8 bytes off (a crash)
-    // for 2- and 3-row tiles; strided, the plane is built at root.
+    // for 2- and 3-row tiles while the plane was built in scalars; it is built in vectors now.
     for (int width : {11, 22}) {
         const std::string text = R"({"format": "hfuse-model", "version": 1, "name": "dw_s2",
           "inputs": [{"name": "x", "shape": [1, 2, )" +
