@@ -13,6 +13,7 @@ PACKAGES=(
   libdnnl-dev         # bench/: oneDNN, the peer on convolutions
   libonnx-dev         # ONNX import: onnx/onnx_pb.h, libonnx_proto (its CMake package)
   libprotobuf-dev     # ONNX import: the protobuf runtime ONNX's messages use
+  graphviz            # `dot`: plan drawings (hfuse plan --dot), which the CLI tests render
 )
 # With --peers, also what the Python tools need, none of it to build or test: bench/pytorch_peer.py
 # (PyTorch frozen, issue 6), tools/onnx_acceptance.py and tools/make_onnx_models.py (torchvision's nets
