@@ -1,5 +1,7 @@
 // Runs a prepared graph (validated, shapes inferred) partitioned into groups: each group becomes one
-// Halide pipeline, JIT-compiled once when the Executor is built, and run in topological order.
+// Halide pipeline, compiled once when the Executor is built (the distinct ones on every core at once;
+// JIT, or loaded from and stored in the kernel cache with ExecutorOptions::kernel_cache), and run in
+// topological order.
 //
 //   Graph g = load_model("models/conv_bias_relu_maxpool.json");
 //   Executor ex(g, Executor::unfused_partition(g));
@@ -89,6 +91,16 @@ struct ExecutorOptions {
     // are dense NCHW.
     bool blocked_io = false;
     ParallelRuntime parallel_runtime = ParallelRuntime::Auto;
+    // The persistent kernel cache (src/exec/kernel_cache.h): each distinct group is looked up there by
+    // everything that decides its code and loaded instead of compiled, or compiled ahead of time and
+    // stored for the next process. Off by default in the library (the `hfuse` commands turn it on).
+    // Groups a backend lowers with extern calls are never cached. Needs `cc` to link.
+    bool kernel_cache = false;
+    std::string kernel_cache_dir;  // empty: exec::default_kernel_cache_dir() ($HFUSE_CACHE_DIR, ...)
+    int64_t kernel_cache_max_bytes = int64_t{2} << 30;
+    // Threads that compile distinct groups at once (each group's pipeline is lowered and scheduled
+    // in plan order, then compiled on one of them); <= 0: one per core.
+    int compile_threads = 0;
 };
 
 // A group as the executor runs it.
@@ -108,6 +120,20 @@ struct GroupInfo {
     std::string schedule_template;
     std::vector<std::string> ops;  // op types of its members, in plan order ("Conv", "Relu", ...)
     double flops = 0;              // node_flops() of its members, a recomputed copy counted once
+    bool from_cache = false;       // loaded from the kernel cache (compile_ms is then the load's)
+    double cold_compile_ms = 0;    // what compiling it cost when it was (from the cache: when stored)
+};
+
+// What the kernel cache did for an executor (ExecutorOptions::kernel_cache).
+struct KernelCacheStats {
+    bool enabled = false;
+    std::string dir;
+    int hits = 0;                    // distinct groups loaded from it
+    int stored = 0;                  // distinct groups compiled and stored in it
+    double hit_cold_compile_ms = 0;  // what the hits cost to compile when they were stored
+    // Problems, one line each (a corrupt entry removed and compiled again; the cache turned off for
+    // the rest of the model because a kernel could not be linked).
+    std::vector<std::string> notes;
 };
 
 // One group's share of a run (Executor::profile).
@@ -149,6 +175,7 @@ public:
     // Milliseconds this executor spent compiling Halide's shared JIT runtime before its first group:
     // once per process (0 when an earlier executor or pipeline did), and in no group's compile_ms.
     double runtime_compile_ms() const;
+    KernelCacheStats kernel_cache_stats() const;
 
     // Bytes of storage held for intermediates (values passed between groups that the model does not
     // return), and what they would take with a buffer each (ExecutorOptions::reuse_buffers = false).

@@ -127,6 +127,18 @@ int autoscheduler_parallelism(int requested) {
     return std::max(1u, std::thread::hardware_concurrency());
 }
 
+std::string autoscheduler_inputs(ScheduleSource source, int requested) {
+    std::string s = "parallelism " + std::to_string(autoscheduler_parallelism(requested));
+    for (const char *var :
+         {"HL_BEAM_SIZE", "HL_NUM_PASSES", "HL_RANDOM_DROPOUT", "HL_SEED", "HL_WEIGHTS_DIR", "HL_NO_SUBTILING",
+          "HL_AUTO_FOLDED_FUSION", "HL_PERMIT_FAILED_UNROLL", "HL_USE_MANUAL_SCHEDULE", "HL_MACHINE_PARAMS"}) {
+        const char *v = std::getenv(var);
+        if (!v && source == ScheduleSource::Adams2019 && std::string(var) == "HL_NUM_PASSES") v = "1";
+        if (v) s += std::string(" ") + var + "=" + v;
+    }
+    return s;
+}
+
 void autoschedule_group(const Graph &graph, const LoweredGroup &lowered, Halide::Pipeline &pipeline,
                         ScheduleSource source, const Halide::Target &target, int parallelism) {
     auto region = [](const Shape &shape) {

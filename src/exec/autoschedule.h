@@ -39,6 +39,12 @@ void load_autoscheduler(ScheduleSource source);
 // Cores to plan for: `requested` if > 0, else HL_NUM_THREADS if set, else every core.
 int autoscheduler_parallelism(int requested);
 
+// What `source`'s choices depend on besides the pipeline, as text for the kernel cache's key: the
+// cores it plans for (autoscheduler_parallelism(requested)) and the environment variables Halide 14's
+// autoschedulers read, as they will be when it runs (HL_NUM_PASSES: 1 for Adams2019 unless set, as
+// load_autoscheduler() sets it).
+std::string autoscheduler_inputs(ScheduleSource source, int requested);
+
 // Sets shape estimates on `lowered`'s params and output Funcs and schedules `pipeline` (made from
 // lowered.output_funcs) with `source`'s autoscheduler, as Halide 14 does it:
 // auto_schedule(name, target, MachineParams(parallelism, 16 MiB last-level cache, balance 40)).

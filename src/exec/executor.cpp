@@ -4,20 +4,28 @@
 #include "compose/position_view.h"
 #include "exec/autoschedule.h"
 #include "exec/buffer_plan.h"
+#include "exec/content_hash.h"
 #include "exec/group_lowering.h"
 #include "exec/jit_allocator.h"
 #include "exec/jit_runtime.h"
+#include "exec/kernel_cache.h"
 #include "exec/parallel_runtime.h"
 #include "exec/value_layout.h"
 #include "hfuse/error.h"
 #include "hfuse/op_registry.h"
+#include "ops/halide_util.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <functional>
+#include <mutex>
 #include <set>
+#include <thread>
 
 namespace hfuse {
 
@@ -58,9 +66,16 @@ namespace {
 struct CompiledPipeline {
     Halide::Pipeline pipeline;
     std::vector<Halide::ImageParam> params;  // bound to the running group's input values before each run
-    std::string schedule, note;              // GroupInfo's
-    std::string schedule_template;           // GroupInfo's
-    double compile_ms = 0;                   // GroupInfo's
+    // Bound to the running group's own constants (GroupRun::constants) before each run; empty where
+    // the constants are compiled in.
+    std::vector<Halide::ImageParam> constant_params;
+    // Loaded from (or stored in) the kernel cache: run instead of `pipeline`, which is then not compiled.
+    std::shared_ptr<exec::CachedKernel> kernel;
+    bool from_cache = false;                                     // GroupInfo's
+    double cold_compile_ms = 0;                                  // GroupInfo's
+    std::string schedule, note;                                  // GroupInfo's
+    std::string schedule_template;                               // GroupInfo's
+    double compile_ms = 0;                                       // GroupInfo's
     ParallelRuntime parallel_runtime = ParallelRuntime::Halide;  // GroupInfo's
     // Compiled on the group's position view (compose/position_view.h): the shapes its parameters' and
     // outputs' buffers are reshaped to before each run (empty: none).
@@ -81,6 +96,7 @@ struct GroupRun {
     std::vector<std::string> ops;  // GroupInfo's
     double flops = 0;              // GroupInfo's
     std::shared_ptr<CompiledPipeline> compiled;
+    std::vector<TensorBuffer> constants;         // in the order of compiled->constant_params
     std::vector<std::string> input_values;       // in the order of compiled->params
     std::vector<std::string> output_values;      // in the order of the pipeline's outputs
     std::vector<int> input_slots, output_slots;  // the same values' places in Executor::Impl::slots
@@ -97,17 +113,41 @@ bool is_dense(const TensorBuffer &b) {
 
 // Everything the compiled code of a group depends on, names of its activations aside: the op, attributes,
 // placement and output shapes of each member, how members are wired (an input is another member's
-// output, the k-th activation entering the group with its shape, or a weight by name: weights are baked
-// into the code), which values leave the group, and the schedule, backend and target. Two groups with
-// equal keys lower to the same Funcs in the same order, so they can share one compiled pipeline.
+// output, the k-th activation entering the group with its shape, or a weight), which values leave the
+// group, and the schedule, backend and target. Two groups with equal keys lower to the same Funcs in
+// the same order, so they can share one compiled pipeline. A weight is keyed by its name where the
+// group compiles its constants in; where it reads them through parameters (`constant_params`, the
+// templates' groups), by its type, plus its values where ops may read them into the code while
+// lowering (int64 weights, and any of at most kInlinedConstantElements elements: Clip's bounds, Pad's
+// value, Resize's scales and roi); larger float weights reach the code only through ops::constant_func
+// (src/ops/README.md). A conv's bias of 8 channels or fewer is keyed by value too: such groups do not
+// share code, at no risk.
+constexpr int64_t kInlinedConstantElements = 8;
+
+std::string weight_key(const Graph &g, const std::string &v, bool constant_params) {
+    if (!constant_params) return "w:" + v;
+    const Constant &c = g.weights.at(v);
+    std::string key = "w[" + to_string(c.type.shape) + "]" + (c.type.dtype == DType::Float32 ? "f" : "i");
+    if (c.type.dtype != DType::Float32 || num_elements(c.type.shape) <= kInlinedConstantElements) {
+        const void *data = c.type.dtype == DType::Float32 ? static_cast<const void *>(c.f32.data()) : c.i64.data();
+        const size_t bytes = c.type.dtype == DType::Float32 ? c.f32.size() * 4 : c.i64.size() * 8;
+        key += "=" + exec::hex_hash(data, bytes);
+    }
+    return key;
+}
+
 std::string group_key(const Graph &g, const FusedGroup &grp, const std::set<std::string> &live_out,
-                      const ExecutorOptions &options, const exec::ValueLayouts &layouts) {
+                      const ExecutorOptions &options, const exec::ValueLayouts &layouts, bool constant_params) {
     auto layout = [&](const std::string &v) {
         const exec::ValueLayout l = exec::layout_of(layouts, v);
         return l.dense() ? std::string() : " " + exec::to_string(l);
     };
     std::string key = options.target.to_string() + "|" + to_string(options.schedule) + "|" + grp.backend + "|" +
-                      (options.schedule == ScheduleSource::Templates ? grp.schedule.dump() : "") + "\n";
+                      (options.schedule == ScheduleSource::Templates ? grp.schedule.dump() : "") + "|" +
+                      (constant_params ? "constant params" : "constants compiled in") + "\n";
+    if (options.schedule != ScheduleSource::Templates) {
+        key += exec::autoscheduler_inputs(options.schedule, options.parallelism) + "\n";
+    }
     std::map<std::string, std::string> local;  // value -> "n<member>.<output>" or "i<k>"
     int member = 0, external = 0;
     for (const std::string &name : grp.nodes) {
@@ -120,7 +160,7 @@ std::string group_key(const Graph &g, const FusedGroup &grp, const std::set<std:
             } else if (auto it = local.find(v); it != local.end()) {
                 key += it->second;
             } else if (g.is_weight(v)) {
-                key += "w:" + v;
+                key += weight_key(g, v, constant_params);
             } else {
                 local[v] = "i" + std::to_string(external++);
                 key += local[v] + "[" + to_string(g.type_of(v).shape) + "]" + layout(v);
@@ -199,8 +239,10 @@ struct Executor::Impl {
     exec::WeightBuffers weights;
     std::vector<GroupRun> groups;  // in execution order
     int num_compiled = 0;
-    double runtime_compile_ms = 0;  // Halide's shared JIT runtime, when this executor compiled it
-    exec::ValueLayouts layouts;     // values stored other than dense NCHW
+    double runtime_compile_ms = 0;             // Halide's shared JIT runtime, when this executor compiled it
+    std::shared_ptr<exec::KernelCache> cache;  // with ExecutorOptions::kernel_cache
+    KernelCacheStats cache_stats;
+    exec::ValueLayouts layouts;  // values stored other than dense NCHW
     // Values passed between groups: views into arenas laid out by exec::plan_buffers (or a buffer each
     // without reuse), allocated once and reused by every run. Values stored with a halo share an arena
     // only with values of the same layout and shape, so every halo stays zero.
@@ -216,6 +258,7 @@ struct Executor::Impl {
     std::vector<int> output_slots;  // per model output (g.outputs order); -1 for an input returned as is
 
     void compile(const FusedGraph &plan);
+    void run_kernel(GroupRun &gr, CompiledPipeline &cp);
     void allocate_intermediates();
     void assign_slots();
 };
@@ -255,17 +298,30 @@ Executor::Executor(const FusedGraph &plan, ExecutorOptions options) : impl_(new 
 
 namespace {
 
+// Whether a group reads its constants through parameters (ops::ConstantParams): groups the templates
+// schedule, so that groups differing only in their weights share code. A backend's lowering and the
+// autoschedulers (which want estimates on every input) see them compiled in.
+bool constant_params_for(const FusedGroup &grp, ScheduleSource schedule) {
+    return grp.backend.empty() && schedule == ScheduleSource::Templates;
+}
+
 // Lowers a group as the op library (or its backend) defines it, unscheduled; for `schedule` by the
-// templates, as the group's template needs it (conv_flat, conv_cv: the conv in their forms).
+// templates, as the group's template needs it (conv_flat, conv_cv: the conv in their forms); with
+// `constant_params` (constant_params_for), its constants read through parameters.
 exec::LoweredGroup lower(const Graph &g, const FusedGroup &grp, const std::set<std::string> &live_out,
                          const exec::WeightBuffers &weights, ScheduleSource schedule, const Halide::Target &target,
-                         const exec::ValueLayouts &layouts) {
+                         const exec::ValueLayouts &layouts, bool constant_params) {
     std::vector<const Node *> nodes;
     for (const std::string &name : grp.nodes) nodes.push_back(g.find_node(name));
     if (grp.backend.empty()) {
         OpLowerings forms;
         if (schedule == ScheduleSource::Templates) forms = compose::op_lowerings(g, grp, target);
-        return exec::lower_group(g, nodes, live_out, weights, {}, forms, layouts);
+        if (!constant_params) return exec::lower_group(g, nodes, live_out, weights, {}, forms, layouts);
+        ops::ConstantParams constants;
+        exec::LoweredGroup lowered = exec::lower_group(g, nodes, live_out, weights, {}, forms, layouts);
+        lowered.constant_params = std::move(constants.params);
+        lowered.constant_values = std::move(constants.values);
+        return lowered;
     }
     const BackendPattern *pattern = find_backend_pattern(grp.backend);
     if (!pattern) {
@@ -276,11 +332,11 @@ exec::LoweredGroup lower(const Graph &g, const FusedGroup &grp, const std::set<s
     return exec::lower_backend_group(g, nodes, live_out, weights, *pattern);
 }
 
-// Schedules a lowered group (templates, or `autoscheduler` unless it is Templates) of `flops` FLOPs and
-// JIT-compiles it.
-std::shared_ptr<CompiledPipeline> schedule_and_compile(const Graph &g, const FusedGroup &grp,
-                                                       exec::LoweredGroup &lowered, ScheduleSource autoscheduler,
-                                                       double flops, const ExecutorOptions &options) {
+// Schedules a lowered group (templates, or `autoscheduler` unless it is Templates) of `flops` FLOPs:
+// everything but compiling it (compile_pipeline), which may then run on another thread.
+std::shared_ptr<CompiledPipeline> schedule_pipeline(const Graph &g, const FusedGroup &grp, exec::LoweredGroup &lowered,
+                                                    ScheduleSource autoscheduler, double flops,
+                                                    const ExecutorOptions &options) {
     const auto start = std::chrono::steady_clock::now();
     auto cp = std::make_shared<CompiledPipeline>();
     if (!grp.backend.empty()) {
@@ -296,6 +352,7 @@ std::shared_ptr<CompiledPipeline> schedule_and_compile(const Graph &g, const Fus
         cp->schedule = cp->schedule_template = to_string(autoscheduler);
     }
     cp->params = lowered.params;
+    cp->constant_params = lowered.constant_params;
     cp->pipeline = Halide::Pipeline(lowered.output_funcs);
     cp->pipeline.jit_handlers().custom_malloc = exec::jit_malloc;
     cp->pipeline.jit_handlers().custom_free = exec::jit_free;
@@ -305,36 +362,96 @@ std::shared_ptr<CompiledPipeline> schedule_and_compile(const Graph &g, const Fus
     if (grp.backend.empty() && autoscheduler != ScheduleSource::Templates) {
         exec::autoschedule_group(g, lowered, cp->pipeline, autoscheduler, options.target, options.parallelism);
     }
-    cp->pipeline.compile_jit(options.target);
     cp->compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     return cp;
+}
+
+// JIT-compiles a scheduled pipeline. Halide compiles independent pipelines on separate threads
+// (its IR is reference-counted atomically and shares no mutable state between pipelines; its JIT
+// runtime is built once, before, by exec::compile_jit_runtime).
+void compile_pipeline(CompiledPipeline &cp, const ExecutorOptions &options) {
+    const auto start = std::chrono::steady_clock::now();
+    cp.pipeline.compile_jit(options.target);
+    cp.compile_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Runs work(i) for each i of `order`, in that order, on up to `threads` threads (<= 0: one per core),
+// the calling thread among them. `work` must not throw.
+void run_parallel(const std::vector<size_t> &order, int threads, const std::function<void(size_t)> &work) {
+    const int n = static_cast<int>(order.size());
+    if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = std::min(threads, n);
+    std::atomic<int> next{0};
+    auto worker = [&] {
+        for (int i = next++; i < n; i = next++) work(order[i]);
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; t++) pool.emplace_back(worker);
+    worker();
+    for (std::thread &t : pool) t.join();
+}
+
+std::string trimmed(std::string s) {
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+    return s;
 }
 
 }  // namespace
 
 void Executor::Impl::compile(const FusedGraph &plan) {
     const Graph &g = graph;
-    std::map<std::string, std::shared_ptr<CompiledPipeline>> cache;
     if (options.blocked_layouts && options.schedule == ScheduleSource::Templates) {
         layouts = exec::choose_value_layouts(plan, options.target, options.blocked_io);
     }
+    // A distinct pipeline: the first group with its key, lowered and scheduled here in plan order,
+    // then compiled with the others on every core.
+    struct Job {
+        const FusedGroup *grp;
+        std::set<std::string> live_out;
+        std::unique_ptr<Graph> view;  // the group's position view, where it is lowered on one
+        const Graph *lowered_on;
+        exec::LoweredGroup lowered;
+        double flops;
+        std::shared_ptr<CompiledPipeline> compiled;
+        std::exception_ptr failure;  // a Halide::Error from scheduling or compiling it
+        std::string key;
+        bool cacheable = false;  // compiled into the kernel cache rather than JIT-compiled
+    };
+    std::atomic<bool> jit_runtime_ready{false};
+    std::vector<Job> jobs;
+    std::map<std::string, size_t> job_of_key;
+    if (options.kernel_cache) {
+        cache = std::make_shared<exec::KernelCache>(
+            options.kernel_cache_dir.empty() ? exec::default_kernel_cache_dir() : options.kernel_cache_dir,
+            options.target, options.kernel_cache_max_bytes);
+        cache_stats.enabled = true;
+        cache_stats.dir = cache->dir();
+    }
+    std::atomic<bool> caching{static_cast<bool>(cache)};
+    std::mutex note_mutex;
+    std::vector<size_t> job_of_group;
+    auto fail_at = [&](const FusedGroup &grp, Error &e) -> Error & {
+        const Node *master = g.find_node(grp.master);
+        return e.at_node(master->name, master->op).in_file(g.source);
+    };
     for (const FusedGroup &grp : plan.groups) {  // check_plan ordered them
         std::set<std::string> live_out = handed_out_values(plan, grp);
         // A group whose values nobody reads (dead nodes of a graph run as written, or an owner every
         // reader recomputes) has nothing to compute.
         if (live_out.empty()) continue;
         // Templates lower and compose a group on its position view where its schedule says so.
-        Graph view;
+        auto view = std::make_unique<Graph>();
         const Graph *lowered_on = &g;
         if (options.schedule == ScheduleSource::Templates) {
             try {
-                lowered_on = &compose::group_graph(g, grp, options.target, view);
+                lowered_on = &compose::group_graph(g, grp, options.target, *view);
             } catch (Error &e) {
                 throw e.in_file(g.source);
             }
         }
+        const bool constant_params = constant_params_for(grp, options.schedule);
         exec::LoweredGroup lowered =
-            lower(*lowered_on, grp, live_out, weights, options.schedule, options.target, layouts);
+            lower(*lowered_on, grp, live_out, weights, options.schedule, options.target, layouts, constant_params);
         std::vector<std::string> ops;
         double flops = 0;
         for (const std::string &name : grp.nodes) {
@@ -348,47 +465,162 @@ void Executor::Impl::compile(const FusedGraph &plan) {
                      std::move(ops),
                      flops,
                      nullptr,
+                     lowered.constant_values,
                      lowered.input_values,
                      lowered.output_values,
                      {},
                      {}};
-        std::shared_ptr<CompiledPipeline> &compiled = cache[group_key(g, grp, live_out, options, layouts)];
-        if (!compiled) {
-            const Node *master = g.find_node(grp.master);
+        const std::string key = group_key(g, grp, live_out, options, layouts, constant_params);
+        auto [it, fresh] = job_of_key.emplace(key, jobs.size());
+        job_of_group.push_back(it->second);
+        groups.push_back(std::move(run));
+        if (!fresh) continue;
+        Job job{
+            &grp, std::move(live_out), std::move(view), lowered_on, std::move(lowered), flops, nullptr, nullptr, key,
+            false};
+        job.cacheable = caching && job.lowered.jit_externs.empty();
+        if (job.cacheable) {
+            const auto start = std::chrono::steady_clock::now();
+            std::shared_ptr<exec::CachedKernel> kernel;
+            try {
+                kernel = cache->load(key);
+            } catch (const std::exception &e) {  // the runtime cannot be built or loaded
+                std::lock_guard<std::mutex> lock(note_mutex);
+                cache_stats.notes.push_back(std::string(e.what()) + "; the kernel cache is off for this model");
+                caching = false;
+                job.cacheable = false;
+            }
+            if (kernel) {
+                job.compiled = std::make_shared<CompiledPipeline>();
+                CompiledPipeline &cp = *job.compiled;
+                const nlohmann::json &meta = kernel->meta();
+                cp.kernel = kernel;
+                cp.from_cache = true;
+                cp.params = job.lowered.params;
+                cp.constant_params = job.lowered.constant_params;
+                cp.schedule = meta.value("schedule", "");
+                cp.schedule_template = meta.value("schedule_template", "");
+                cp.note = meta.value("note", "");
+                cp.cold_compile_ms = meta.value("compile_ms", 0.0);
+                cp.parallel_runtime = exec::resolve_parallel_runtime(options.parallel_runtime, flops);
+                record_views(cp, g, *job.lowered_on, job.lowered);
+                cp.compile_ms =
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+                cache_stats.hits++;
+                cache_stats.hit_cold_compile_ms += cp.cold_compile_ms;
+                jobs.push_back(std::move(job));
+                continue;
+            }
+        }
+        if (!job.cacheable && !jit_runtime_ready) {
             // Before the first group: the runtime's time is not the group's (exec/jit_runtime.h).
             runtime_compile_ms += exec::compile_jit_runtime(options.target);
-            try {
-                try {
-                    compiled = schedule_and_compile(*lowered_on, grp, lowered, options.schedule, run.flops, options);
-                    record_views(*compiled, g, *lowered_on, lowered);
-                } catch (const Halide::Error &e) {
-                    if (options.schedule == ScheduleSource::Templates || !options.fallback_to_templates) throw;
-                    // The autoscheduler's Funcs are scheduled now: lower afresh for the templates.
-                    const Graph &templates_on = compose::group_graph(g, grp, options.target, view);
-                    exec::LoweredGroup again =
-                        lower(templates_on, grp, live_out, weights, ScheduleSource::Templates, options.target, layouts);
-                    compiled =
-                        schedule_and_compile(templates_on, grp, again, ScheduleSource::Templates, run.flops, options);
-                    record_views(*compiled, g, templates_on, again);
-                    std::string why = e.what();
-                    while (!why.empty() && std::isspace(static_cast<unsigned char>(why.back()))) why.pop_back();
-                    compiled->note = std::string(to_string(options.schedule)) + "'s schedule failed in Halide (" + why +
-                                     "); scheduled by the templates instead";
-                }
-            } catch (Error &e) {
-                throw e.at_node(master->name, master->op).in_file(g.source);
-            } catch (const Halide::Error &e) {
-                std::string who = options.schedule == ScheduleSource::Templates
-                                      ? "Halide failed to compile group "
-                                      : "Halide's " + exec::autoscheduler_name(options.schedule) +
-                                            " autoscheduler or compiler failed on group ";
-                throw Error(who + grp.name + ": " + e.what()).at_node(master->name, master->op).in_file(g.source);
-            }
-            num_compiled++;
+            jit_runtime_ready = true;
         }
-        run.compiled = compiled;
-        groups.push_back(std::move(run));
+        try {
+            job.compiled = schedule_pipeline(*job.lowered_on, grp, job.lowered, options.schedule, flops, options);
+            record_views(*job.compiled, g, *job.lowered_on, job.lowered);
+        } catch (Error &e) {
+            throw fail_at(grp, e);
+        } catch (const Halide::Error &) {
+            job.failure = std::current_exception();
+        }
+        jobs.push_back(std::move(job));
     }
+    // Compile every scheduled pipeline, the most FLOPs first (the longest compiles, roughly).
+    std::vector<size_t> order;
+    for (size_t j = 0; j < jobs.size(); j++) {
+        if (!jobs[j].failure && !jobs[j].compiled->from_cache) order.push_back(j);
+    }
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return jobs[a].flops > jobs[b].flops; });
+    auto compile_jit_job = [&](Job &job) {
+        if (!jit_runtime_ready) {
+            static std::mutex runtime_mutex;  // the first JIT compile builds Halide's runtime: time it apart
+            std::lock_guard<std::mutex> lock(runtime_mutex);
+            if (!jit_runtime_ready) {
+                runtime_compile_ms += exec::compile_jit_runtime(options.target);
+                jit_runtime_ready = true;
+            }
+        }
+        compile_pipeline(*job.compiled, options);
+    };
+    run_parallel(order, options.compile_threads, [&](size_t j) {
+        Job &job = jobs[j];
+        try {
+            if (job.cacheable && caching) {
+                CompiledPipeline &cp = *job.compiled;
+                const auto start = std::chrono::steady_clock::now();
+                std::vector<Halide::Argument> args(cp.params.begin(), cp.params.end());
+                args.insert(args.end(), cp.constant_params.begin(), cp.constant_params.end());
+                nlohmann::json meta = {{"schedule", cp.schedule},
+                                       {"schedule_template", cp.schedule_template},
+                                       {"note", cp.note},
+                                       {"group", job.grp->name}};
+                try {
+                    meta["compile_ms"] = cp.compile_ms;  // the scheduling; store() adds the compile
+                    cp.kernel = cache->store(job.key, cp.pipeline, args, meta);
+                    cp.compile_ms +=
+                        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+                    cp.cold_compile_ms = cp.compile_ms;
+                    std::lock_guard<std::mutex> lock(note_mutex);
+                    cache_stats.stored++;
+                    return;
+                } catch (const Halide::Error &) {
+                    throw;  // the group's own failure, reported below as without the cache
+                } catch (const std::exception &e) {
+                    // The cache cannot be written (no `cc` to link, a read-only directory): said once,
+                    // and the rest of the model is JIT-compiled.
+                    std::lock_guard<std::mutex> lock(note_mutex);
+                    if (caching.exchange(false)) {
+                        cache_stats.notes.push_back(std::string(e.what()) + "; the kernel cache is off for this model");
+                    }
+                }
+            }
+            compile_jit_job(job);
+        } catch (...) {
+            job.failure = std::current_exception();
+        }
+    });
+    if (cache) {
+        cache->evict();
+        for (const std::string &n : cache->notes()) cache_stats.notes.push_back(n);
+    }
+    // Failures in plan order: an autoscheduler's fall back to the templates (compiled here, one by
+    // one: rare), anything else is the first group's error.
+    for (Job &job : jobs) {
+        if (!job.failure) continue;
+        const FusedGroup &grp = *job.grp;
+        try {
+            try {
+                std::rethrow_exception(job.failure);
+            } catch (const Halide::Error &e) {
+                if (options.schedule == ScheduleSource::Templates || !options.fallback_to_templates) throw;
+                // The autoscheduler's Funcs are scheduled now: lower afresh for the templates (constants
+                // compiled in, as its key says: the groups sharing it have the same weights).
+                Graph view;
+                const Graph &templates_on = compose::group_graph(g, grp, options.target, view);
+                exec::LoweredGroup again = lower(templates_on, grp, job.live_out, weights, ScheduleSource::Templates,
+                                                 options.target, layouts, false);
+                job.compiled =
+                    schedule_pipeline(templates_on, grp, again, ScheduleSource::Templates, job.flops, options);
+                record_views(*job.compiled, g, templates_on, again);
+                compile_jit_job(job);
+                job.compiled->note = std::string(to_string(options.schedule)) + "'s schedule failed in Halide (" +
+                                     trimmed(e.what()) + "); scheduled by the templates instead";
+            }
+        } catch (Error &e) {
+            throw fail_at(grp, e);
+        } catch (const Halide::Error &e) {
+            std::string who = options.schedule == ScheduleSource::Templates
+                                  ? "Halide failed to compile group "
+                                  : "Halide's " + exec::autoscheduler_name(options.schedule) +
+                                        " autoscheduler or compiler failed on group ";
+            Error err(who + grp.name + ": " + e.what());
+            throw fail_at(grp, err);
+        }
+    }
+    for (size_t i = 0; i < groups.size(); i++) groups[i].compiled = jobs[job_of_group[i]].compiled;
+    num_compiled = static_cast<int>(jobs.size());
 }
 
 void Executor::Impl::allocate_intermediates() {
@@ -481,8 +713,10 @@ int Executor::num_groups() const {
 std::vector<GroupInfo> Executor::groups() const {
     std::vector<GroupInfo> out;
     for (const GroupRun &r : impl_->groups) {
-        out.push_back({r.name, r.master, r.members, r.compiled->schedule, r.compiled->note, r.compiled->compile_ms,
-                       r.compiled->parallel_runtime, r.compiled->schedule_template, r.ops, r.flops});
+        const CompiledPipeline &c = *r.compiled;
+        out.push_back({r.name, r.master, r.members, c.schedule, c.note, c.compile_ms, c.parallel_runtime,
+                       c.schedule_template, r.ops, r.flops, c.from_cache,
+                       c.from_cache ? c.cold_compile_ms : c.compile_ms});
     }
     return out;
 }
@@ -491,6 +725,9 @@ int Executor::num_compiled() const {
 }
 double Executor::runtime_compile_ms() const {
     return impl_->runtime_compile_ms;
+}
+KernelCacheStats Executor::kernel_cache_stats() const {
+    return impl_->cache_stats;
 }
 int64_t Executor::intermediate_bytes() const {
     return impl_->intermediate_bytes;
@@ -552,6 +789,29 @@ TensorBuffer Executor::unpack_output(const std::string &name, const TensorBuffer
     return nchw;
 }
 
+void Executor::Impl::run_kernel(GroupRun &gr, CompiledPipeline &cp) {
+    // The buffers as the kernel takes them: inputs (reshaped to its views), constants, outputs.
+    std::vector<TensorBuffer> views;
+    views.reserve(gr.input_slots.size() + gr.output_slots.size());
+    std::vector<halide_buffer_t *> buffers;
+    for (size_t i = 0; i < gr.input_slots.size(); i++) {
+        const TensorBuffer &b = slots[gr.input_slots[i]];
+        views.push_back(cp.param_views.empty() ? b : compose::reshaped(b, cp.param_views[i]));
+        buffers.push_back(views.back().raw_buffer());
+    }
+    for (TensorBuffer &c : gr.constants) buffers.push_back(c.raw_buffer());
+    for (size_t i = 0; i < gr.output_slots.size(); i++) {
+        const TensorBuffer &b = write_slots[gr.output_slots[i]];
+        views.push_back(cp.output_views.empty() ? b : compose::reshaped(b, cp.output_views[i]));
+        buffers.push_back(views.back().raw_buffer());
+    }
+    try {
+        cp.kernel->run(buffers, cp.parallel_runtime);
+    } catch (Error &e) {
+        throw Error(std::string("Halide runtime error in group ") + gr.name + ": " + e.what()).in_file(graph.source);
+    }
+}
+
 std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, TensorBuffer> &inputs,
                                                   std::vector<double> *group_ms) {
     using clock = std::chrono::steady_clock;
@@ -605,10 +865,16 @@ std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, Te
     for (GroupRun &gr : impl_->groups) {
         auto start = clock::now();
         CompiledPipeline &cp = *gr.compiled;
+        if (cp.kernel) {
+            impl_->run_kernel(gr, cp);
+            if (group_ms) group_ms->push_back(std::chrono::duration<double, std::milli>(clock::now() - start).count());
+            continue;
+        }
         for (size_t i = 0; i < cp.params.size(); i++) {
             const TensorBuffer &b = slots[gr.input_slots[i]];
             cp.params[i].set(cp.param_views.empty() ? b : compose::reshaped(b, cp.param_views[i]));
         }
+        for (size_t i = 0; i < cp.constant_params.size(); i++) cp.constant_params[i].set(gr.constants[i]);
         results.clear();
         for (size_t i = 0; i < gr.output_slots.size(); i++) {
             const TensorBuffer &b = impl_->write_slots[gr.output_slots[i]];

@@ -49,6 +49,10 @@ struct LoweredGroup {
     std::map<std::string, Halide::Func> values;  // every value the group defines
     std::vector<LoweredNode> nodes;              // in topological order (empty for backend groups)
     std::map<std::string, Halide::JITExtern> jit_externs;  // extern functions a backend's Funcs call
+    // Constants (weights, packed weights) read through ImageParams, with the buffers to bind to them,
+    // where the group was lowered inside an ops::ConstantParams; else empty (compiled in).
+    std::vector<Halide::ImageParam> constant_params;
+    std::vector<TensorBuffer> constant_values;
     // The values it reads or hands out stored channel-blocked (the rest: dense NCHW). Such an input's
     // ImageParam is the storage, halo included; such an output's Func is in storage order,
     // (bi, x, y, cb, n), its buffer the storage's interior.

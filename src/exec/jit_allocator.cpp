@@ -19,6 +19,14 @@ size_t jit_allocator_cached_bytes() {
     return hfuse_cached_bytes();
 }
 
+void *aot_malloc(void *, size_t size) {
+    return hfuse_cached_malloc(nullptr, size);
+}
+
+void aot_free(void *, void *ptr) {
+    hfuse_cached_free(nullptr, ptr);
+}
+
 void *cached_malloc(size_t size) {
     // Halide::Buffer::allocate() writes its header into the block unchecked: fail here instead.
     void *p = jit_malloc(nullptr, size);

@@ -29,6 +29,9 @@ void jit_free(Halide::JITUserContext *context, void *ptr);
 // malloc and unmaps it at free, so a run returning one faulted all of it in again: batch 8 of a 3x3
 // 64->64 conv at 128x128 (a 32 MB output), 8,700 page faults a run, 81 against 23 ms.
 void *cached_malloc(size_t size);
+// The same block cache as halide_malloc / halide_free of the kernel cache's runtime.
+void *aot_malloc(void *user_context, size_t size);
+void aot_free(void *user_context, void *ptr);
 void cached_free(void *ptr);
 
 // Bytes held by free lists for reuse (for tests and diagnostics).

@@ -85,4 +85,10 @@ int openmp_do_par_for(Halide::JITUserContext *context, int (*task)(Halide::JITUs
     return hfuse_openmp_par_for(&loop, run_task, min, extent, closure, openmp_threads());
 }
 
+int openmp_do_par_for_aot(void *user_context, int (*task)(void *, int, uint8_t *), int min, int extent,
+                          uint8_t *closure) {
+    loops_run.fetch_add(1, std::memory_order_relaxed);
+    return hfuse_openmp_par_for(user_context, task, min, extent, closure, openmp_threads());
+}
+
 }  // namespace hfuse::exec

@@ -26,6 +26,9 @@ namespace hfuse::exec {
 // nested loop) or when there is one task.
 int openmp_do_par_for(Halide::JITUserContext *context, int (*task)(Halide::JITUserContext *, int, uint8_t *), int min,
                       int extent, uint8_t *closure);
+// The same for code compiled ahead of time (the kernel cache's), its tasks called with `user_context`.
+int openmp_do_par_for_aot(void *user_context, int (*task)(void *, int, uint8_t *), int min, int extent,
+                          uint8_t *closure);
 
 // ParallelRuntime::Auto's line: a pipeline of at least this many FLOPs runs its parallel loops on
 // OpenMP, a smaller one on Halide's pool. On 2 Zen 5 cores (a VM) an empty OpenMP fork and join took

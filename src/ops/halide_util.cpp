@@ -43,10 +43,33 @@ std::vector<Halide::Expr> broadcast_coords(const Shape &in, const std::vector<Ha
     return coords;
 }
 
+namespace {
+thread_local ConstantParams *open_constant_params = nullptr;
+}
+
+ConstantParams::ConstantParams() {
+    if (open_constant_params) throw Error("internal: ConstantParams opened twice on one thread");
+    open_constant_params = this;
+}
+
+ConstantParams::~ConstantParams() {
+    open_constant_params = nullptr;
+}
+
 Halide::Func constant_func(const Halide::Buffer<float> &values, const std::string &name) {
     Halide::Func f(name);
     std::vector<Halide::Var> vars = make_vars(values.dimensions(), name + "_d");
-    f(vars) = values(as_exprs(vars));
+    if (ConstantParams *open = open_constant_params) {
+        Halide::ImageParam p(Halide::Float(32), values.dimensions(), name + "_param");
+        for (int k = 0; k < values.dimensions(); k++) {
+            p.dim(k).set_bounds(values.dim(k).min(), values.dim(k).extent()).set_stride(values.dim(k).stride());
+        }
+        open->params.push_back(p);
+        open->values.push_back(values);
+        f(vars) = p(as_exprs(vars));
+    } else {
+        f(vars) = values(as_exprs(vars));
+    }
     return f;
 }
 

@@ -27,8 +27,26 @@ Shape broadcast_shapes(const Shape &a, const Shape &b, const std::string &field)
 // (Halide order). Broadcast dims (extent 1) read index 0.
 std::vector<Halide::Expr> broadcast_coords(const Shape &in, const std::vector<Halide::Expr> &out);
 
-// A Func defined over a weight's values (the Buffer is captured by the Func; it is inlined into users).
+// A Func defined over a weight's values (it is inlined into users). The Buffer is captured by the
+// Func, i.e. compiled into the pipeline, unless a ConstantParams is open on this thread.
 Halide::Func constant_func(const Halide::Buffer<float> &values, const std::string &name);
+
+// While one is open on a thread, constant_func() there reads each constant through an ImageParam of
+// the buffer's exact dims (so the code refuses any other buffer and folds its strides) and records
+// the pair: the compiled code then depends on the constants' shapes, not their values, and groups
+// that differ only in their weights share one compiled pipeline (the executor binds each group's own
+// buffers before it runs). Not nestable.
+class ConstantParams {
+public:
+    ConstantParams();
+    ~ConstantParams();
+    ConstantParams(const ConstantParams &) = delete;
+    ConstantParams &operator=(const ConstantParams &) = delete;
+
+    // In the order constant_func() was called: deterministic for a deterministic lowering.
+    std::vector<Halide::ImageParam> params;
+    std::vector<Halide::Buffer<float>> values;
+};
 
 // exp and tanh that vectorize. Halide::exp and Halide::tanh call libm once per lane (tanh of 128
 // floats took 2 us, more than the 128x128 GEMM before it); these use Halide::fast_exp (a polynomial,
