@@ -43,11 +43,14 @@ struct ExploreOptions {
     // group on a plan and on the whole model (the --whole baselines).
     std::vector<ScheduleSource> sources = {ScheduleSource::Templates, ScheduleSource::Mullapudi2016,
                                            ScheduleSource::Adams2019, ScheduleSource::Li2018};
-    int jobs = 1;                          // candidates timed at once (they share the cores)
-    uint64_t seed = 1;                     // the search's and the parameter variation's random choices
-    double timeout_s = 300;                // per candidate: compile and timed runs together
-    bool resume = false;                   // continue from out_dir/results.json
-    int runs = 20;                         // timed runs per candidate (after one warm-up)
+    int jobs = 1;            // candidates timed at once (they share the cores)
+    uint64_t seed = 1;       // the search's and the parameter variation's random choices
+    double timeout_s = 300;  // per candidate: compile and timed runs together
+    bool resume = false;     // continue from out_dir/results.json
+    int runs = 20;           // timed runs per candidate (after one warm-up)
+    // Candidates load the groups they share from the kernel cache (ExecutorOptions::kernel_cache)
+    // instead of compiling each again; false: every candidate compiles all of its groups.
+    bool kernel_cache = true;
     int confirm_rounds = 3;                // re-time the top candidates and baselines, alternating (0: no)
     std::vector<std::string> extra_plans;  // plan files to evaluate too (with the templates)
     size_t exhaustive_limit = 256;         // more legal plans than this: a beam search instead of all of them

@@ -117,6 +117,8 @@ json to_json(const Evaluation &e) {
             {"bytes_between_groups", c.bytes_between_groups},
             {"gflop", c.gflop},
             {"compile_s", number_or_null(e.compile_s)},
+            {"cached_groups", e.cached_groups},
+            {"cached_cold_s", number_or_null(e.cached_cold_s)},
             {"median_ms", number_or_null(e.median_ms)},
             {"min_ms", number_or_null(e.min_ms)},
             {"wall_s", number_or_null(e.wall_s)},
@@ -144,6 +146,8 @@ Evaluation evaluation_from_json(const json &j) {
     e.status = j.at("status").get<std::string>();
     e.error = j.value("error", "");
     e.compile_s = number_from(j, "compile_s");
+    e.cached_groups = j.value("cached_groups", -1);
+    e.cached_cold_s = number_from(j, "cached_cold_s");
     e.median_ms = number_from(j, "median_ms");
     e.min_ms = number_from(j, "min_ms");
     e.wall_s = number_from(j, "wall_s");

@@ -29,12 +29,14 @@ struct Candidate {
 
 struct Evaluation {
     Candidate candidate;
-    int id = -1;             // evaluation order
-    std::string status;      // "ok", "error", "timeout"
-    std::string error;       // why, when not ok
-    double compile_s = NAN;  // JIT compilation (and autoscheduling), from bench's compile_ms without
-                             // Halide's shared runtime (runtime_compile_ms)
-    double median_ms = NAN;  // from bench --json
+    int id = -1;                 // evaluation order
+    std::string status;          // "ok", "error", "timeout"
+    std::string error;           // why, when not ok
+    double compile_s = NAN;      // JIT compilation (and autoscheduling), from bench's compile_ms without
+                                 // Halide's shared runtime (runtime_compile_ms)
+    int cached_groups = -1;      // distinct groups loaded from the kernel cache (-1: not known)
+    double cached_cold_s = NAN;  // what those cost to compile when they were stored
+    double median_ms = NAN;      // from bench --json
     double min_ms = NAN;
     double wall_s = NAN;                       // the child's whole life: load, compile, runs
     std::vector<std::string> fallback_groups;  // groups an autoscheduler could not schedule

@@ -165,6 +165,7 @@ struct Session {
         std::vector<std::string> argv = {o.hfuse_binary, "bench", o.model};
         argv.insert(argv.end(), o.model_args.begin(), o.model_args.end());
         argv.insert(argv.end(), {"--json", "--runs", std::to_string(o.runs)});
+        if (!o.kernel_cache) argv.push_back("--no-cache");
         if (c.whole) {
             argv.push_back("--whole");
         } else {
@@ -194,6 +195,10 @@ struct Session {
             // the same for every candidate, so not the candidate's.
             e.compile_s = (j.value("compile_ms", NAN) - j.value("runtime_compile_ms", 0.0)) / 1000;
             e.fallback_groups = j.value("fallback_groups", std::vector<std::string>{});
+            if (j.contains("kernel_cache") && j["kernel_cache"].value("enabled", false)) {
+                e.cached_groups = j["kernel_cache"].value("hits", 0);
+                e.cached_cold_s = j["kernel_cache"].value("hit_cold_compile_ms", 0.0) / 1000;
+            }
         } else {
             e.status = "error";
             e.error = error_line(r.err);
@@ -559,6 +564,7 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
             std::vector<std::string> argv = {o.hfuse_binary, "run", o.model};
             argv.insert(argv.end(), o.model_args.begin(), o.model_args.end());
             argv.push_back("--check");
+            if (!o.kernel_cache) argv.push_back("--no-cache");
             if (e.candidate.whole) {
                 argv.push_back("--whole");
             } else {

@@ -141,6 +141,9 @@ void PlanChoice::add_runtime_flag(CLI::App *cmd) {
                     "the same every run), halide (Halide's thread pool, tasks to whichever thread asks next) or "
                     "auto (default: openmp for groups of at least 1 MFLOP, halide below)")
         ->check(CLI::IsMember({"auto", "openmp", "halide"}));
+    cmd->add_flag("--no-cache", no_cache,
+                  "compile every group afresh, neither loading from nor storing in the kernel cache (`hfuse cache "
+                  "info`)");
 }
 
 FusedGraph PlanChoice::make(const Graph &g) const {
@@ -173,6 +176,7 @@ ExecutorOptions PlanChoice::options() const {
     o.blocked_layouts = !planar;
     o.blocked_io = blocked_io;
     o.parallel_runtime = parse_parallel_runtime(parallel_runtime);
+    o.kernel_cache = !no_cache;
     return o;
 }
 
@@ -203,7 +207,28 @@ bool is_paged_layout(const std::string &layout) {
     return layout.rfind("planar, paged", 0) == 0;
 }
 
+nlohmann::json kernel_cache_json(const Executor &ex) {
+    const KernelCacheStats s = ex.kernel_cache_stats();
+    return {{"enabled", s.enabled},
+            {"dir", s.dir},
+            {"hits", s.hits},
+            {"stored", s.stored},
+            {"hit_cold_compile_ms", s.hit_cold_compile_ms},
+            {"notes", s.notes}};
+}
+
+std::string kernel_cache_summary_line(const Executor &ex) {
+    const KernelCacheStats s = ex.kernel_cache_stats();
+    if (!s.enabled) return "kernel cache off";
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "kernel cache: %d of %d distinct groups loaded (%.0f ms to compile cold), %d stored", s.hits,
+                  ex.num_compiled(), s.hit_cold_compile_ms, s.stored);
+    return line;
+}
+
 std::vector<std::string> report_fallbacks(const Executor &ex) {
+    for (const std::string &n : ex.kernel_cache_stats().notes) std::fprintf(stderr, "hfuse: note: %s\n", n.c_str());
     std::vector<std::string> names;
     for (const GroupInfo &g : ex.groups()) {
         if (g.note.empty()) continue;

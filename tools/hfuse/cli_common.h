@@ -7,6 +7,7 @@
 #include "hfuse/model_io.h"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <map>
 #include <stdexcept>
@@ -26,6 +27,7 @@ struct Command {
     std::function<int()> run;
 };
 
+Command add_cache(CLI::App &app);
 Command add_info(CLI::App &app);
 Command add_plan(CLI::App &app);
 Command add_run(CLI::App &app);
@@ -78,12 +80,13 @@ struct PlanChoice {
     bool planar = false;             // --planar: every intermediate dense NCHW (ExecutorOptions::blocked_layouts)
     bool blocked_io = false;         // --blocked-io: model inputs and outputs stored too (ExecutorOptions::blocked_io)
     std::string parallel_runtime = "auto";  // --parallel-runtime (ExecutorOptions::parallel_runtime)
+    bool no_cache = false;                  // --no-cache (ExecutorOptions::kernel_cache)
 
     void add_flags(CLI::App *cmd);  // --plan, --rules, --unfused, --whole
     // --autoschedule; `what` says what the autoscheduler schedules (each group, or the whole pipeline).
     void add_schedule_flags(CLI::App *cmd, const std::string &what = "each group");
     void add_layout_flag(CLI::App *cmd);   // --planar, --blocked-io
-    void add_runtime_flag(CLI::App *cmd);  // --parallel-runtime
+    void add_runtime_flag(CLI::App *cmd);  // --parallel-runtime, --no-cache
     // The plan, its schedule parameters chosen for `target` (default: the JIT target).
     FusedGraph make(const Graph &g) const;
     FusedGraph make(const Graph &g, const Halide::Target &target) const;
@@ -103,6 +106,10 @@ bool is_paged_layout(const std::string &layout);
 
 // Says on stderr which groups an autoscheduler could not schedule (GroupInfo::note); returns their names.
 std::vector<std::string> report_fallbacks(const Executor &ex);
+// What the kernel cache did (Executor::kernel_cache_stats): {enabled, dir, hits, stored,
+// hit_cold_compile_ms, notes}, and the same as one line of text.
+nlohmann::json kernel_cache_json(const Executor &ex);
+std::string kernel_cache_summary_line(const Executor &ex);
 
 // Run times in milliseconds of `runs` runs after one warm-up run.
 std::vector<double> time_runs(Executor &ex, const std::map<std::string, TensorBuffer> &inputs, int runs);

@@ -118,7 +118,8 @@ int bench(const BenchOptions &o) {
                                 {"min_ms", best},
                                 {"runs", o.runs},
                                 {"compile_ms", t.compile_ms},
-                                {"runtime_compile_ms", t.executor.runtime_compile_ms()}};
+                                {"runtime_compile_ms", t.executor.runtime_compile_ms()},
+                                {"kernel_cache", kernel_cache_json(t.executor)}};
             if (slowest) {
                 j["group_compile_max_ms"] = slowest->compile_ms;
                 j["group_compile_max"] = slowest->name;
@@ -127,7 +128,7 @@ int bench(const BenchOptions &o) {
             std::printf("%s\n", j.dump().c_str());
         } else {
             std::printf(
-                "%s, plan %s (%d groups), schedule %s: median %.4f ms, min %.4f ms over %d runs; JIT compile %.0f ms",
+                "%s, plan %s (%d groups), schedule %s: median %.4f ms, min %.4f ms over %d runs; compile %.0f ms",
                 g.name.c_str(), o.plan.describe().c_str(), t.executor.num_groups(), o.plan.schedule().c_str(), med,
                 best, o.runs, t.compile_ms);
             const double runtime_ms = t.executor.runtime_compile_ms();
@@ -137,7 +138,7 @@ int bench(const BenchOptions &o) {
                 if (slowest) std::printf("slowest group %s %.0f ms", slowest->name.c_str(), slowest->compile_ms);
                 std::printf(")");
             }
-            std::printf("\n");
+            std::printf("\n  %s\n", kernel_cache_summary_line(t.executor).c_str());
             if (profiled) print_profile(profiled->profile, profiled->groups, profiled->peak);
         }
         return 0;
@@ -173,7 +174,8 @@ int bench(const BenchOptions &o) {
                             {"unfused_groups", base.executor.num_groups()},
                             {"runs", o.runs},
                             {"fused_compile_ms", fused.compile_ms},
-                            {"unfused_compile_ms", base.compile_ms}};
+                            {"unfused_compile_ms", base.compile_ms},
+                            {"kernel_cache", kernel_cache_json(fused.executor)}};
         // Halide's shared runtime, within fused_compile_ms (built first).
         j["runtime_compile_ms"] = fused.executor.runtime_compile_ms();
         if (profiled) add_profile_json(j, *profiled);

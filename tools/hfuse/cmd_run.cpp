@@ -35,6 +35,7 @@ int run(const RunOptions &o) {
         const Profile profile = ex.profile(packed, o.runs);
         const FmaPeak peak = measure_fma_peak();  // after the runs, which it would disturb
         print_profile(profile, group_reports(ex, profile, peak), peak);
+        std::printf("  %s\n", kernel_cache_summary_line(ex).c_str());
         const auto stored = ex.stored_io();
         const size_t blocked = count_layouts(ex.value_layouts()).blocked - count_layouts(stored).blocked;
         std::printf("  %zu of the values passed between groups stored channel-blocked%s\n", blocked,

@@ -15,6 +15,7 @@ int main(int argc, char **argv) {
                                      add_bench(app), add_demo(app), add_compile(app)};
     commands.push_back(add_explore(app));
     commands.push_back(add_import(app));
+    commands.push_back(add_cache(app));
     // --threads is accepted after the command too: `hfuse run m.json --threads 2`.
     for (Command &c : commands) {
         c.app->add_option("--threads", threads, threads_opt->get_description())->check(CLI::NonNegativeNumber);
