@@ -8,10 +8,18 @@
 #include <sys/wait.h>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 namespace hfuse::test {
+
+namespace {
+// The kernel cache of the CLI commands the tests run (tests/CMakeLists.txt), unless one is set.
+const bool kernel_cache_dir_set = [] {
+    return setenv("HFUSE_CACHE_DIR", HFUSE_TEST_KERNEL_CACHE, /*overwrite=*/0) == 0;
+}();
+}  // namespace
 
 std::string read_file(const std::string &path) {
     std::ifstream in(path, std::ios::binary);
