@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Exports the development network set (issue 40): torchvision networks with seeded random weights and
 randomised BatchNorm statistics, as ONNX (opset 13, input "input", output "output") with a seeded
-uniform [-1, 1] input and PyTorch's eager output beside each, for bench/dev_networks.py.
+uniform [-1, 1] input and PyTorch's eager output beside each, for bench/dev_networks.py (and
+regnet_y_3_2gf, with inception_v3 the compile-time networks of bench/compile_time.py).
 
     /usr/bin/python3 tools/make_dev_networks.py [--out build/dev_networks] [--nets resnet18,vgg16_bn] [--force]
 
@@ -50,6 +51,8 @@ NETS = {
     "resnet18": ("resnet18", {}, 1, 224, 4010),
     "mobilenet_v2_b8": ("mobilenet_v2", {}, 8, 224, 4011),
     "resnet18_b8": ("resnet18", {}, 8, 224, 4012),
+    # Compile-time acceptance network of the kernel cache (bench/compile_time.py).
+    "regnet_y_3_2gf": ("regnet_y_3_2gf", {}, 1, 224, 4013),
 }
 
 
