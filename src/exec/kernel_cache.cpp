@@ -125,21 +125,41 @@ fs::path temp_dir(const fs::path &dir) {
     return t;
 }
 
+// Whether `library` is the file `check` (its size and content hash, as written beside it) describes.
+bool matches_check(const fs::path &library, const fs::path &check) {
+    std::error_code ec;
+    if (!fs::exists(library, ec) || !fs::exists(check, ec)) return false;
+    const std::string code = read_file(library);
+    return read_file(check) == std::to_string(code.size()) + " " + hex_hash(code) + "\n";
+}
+
 // Loads (compiling and storing it first if need be) the Halide runtime for `target` from `dir`, and
-// installs hfuse's allocator, error handler and loop dispatch in it. Once per process.
-AotRuntime &load_runtime(const fs::path &dir, const Halide::Target &target) {
+// installs hfuse's allocator, error handler and loop dispatch in it. Once per process. The library is
+// checked against runtime-ID.check (its size and hash) before it is loaded; one that fails is built
+// again, and `note` says so.
+AotRuntime &load_runtime(const fs::path &dir, const Halide::Target &target, std::string *note) {
     static std::mutex mutex;
     static std::map<std::string, AotRuntime> loaded;
     std::lock_guard<std::mutex> lock(mutex);
     const std::string id = hex_hash(target.to_string() + "|" + source_hash());
     if (auto it = loaded.find(id); it != loaded.end()) return it->second;
-    const fs::path path = dir / ("runtime-" + id + ".so");
-    void *library = fs::exists(path) ? dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL) : nullptr;
+    const fs::path path = dir / ("runtime-" + id + ".so"), check = dir / ("runtime-" + id + ".check");
+    void *library = nullptr;
+    if (matches_check(path, check)) {
+        library = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    } else if (fs::exists(path)) {
+        *note = "kernel cache: the runtime library " + path.string() + " fails its check; built again";
+    }
     if (!library) {
         const fs::path t = temp_dir(dir);
         Halide::compile_standalone_runtime((t / "runtime.o").string(), target);
         link_shared(t / "runtime.o", t / "runtime.so", t / "link.log");
-        fs::rename(t / "runtime.so", path);  // atomic; a concurrent writer's identical file may win
+        const std::string code = read_file(t / "runtime.so");
+        write_file(t / "runtime.check", std::to_string(code.size()) + " " + hex_hash(code) + "\n");
+        // Each rename is atomic; a concurrent writer's identical files may win. Loaded by the path
+        // just written, from this process's own copy if the check was replaced meanwhile.
+        fs::rename(t / "runtime.so", path);
+        fs::rename(t / "runtime.check", check);
         fs::remove_all(t);
         library = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
         if (!library) throw Error(std::string("kernel cache: cannot load the Halide runtime: ") + dlerror());
@@ -259,7 +279,9 @@ std::shared_ptr<CachedKernel> KernelCache::load(const std::string &key) {
     }
     if (hex_hash(code) != meta["hash"].get<std::string>()) return reject("is corrupt (its content hash differs)");
     try {
-        load_runtime(entry.parent_path().parent_path(), target_);  // the kernels' undefined symbols
+        std::string runtime_note;
+        load_runtime(entry.parent_path().parent_path(), target_, &runtime_note);  // the kernels' symbols
+        if (!runtime_note.empty()) note(runtime_note);
     } catch (const Halide::Error &e) {
         throw Error(std::string("kernel cache: Halide failed to compile its runtime: ") + e.what());
     }
@@ -382,7 +404,7 @@ int KernelCache::clear() {
     fs::remove_all(fs::path(dir_) / "tmp", ec);
     for (const auto &e : fs::directory_iterator(dir_, ec)) {
         const std::string name = e.path().filename().string();
-        if (name.rfind("runtime-", 0) == 0) fs::remove(e.path(), ec);
+        if (name.rfind("runtime-", 0) == 0) fs::remove(e.path(), ec);  // .so and .check
     }
     return entries;
 }

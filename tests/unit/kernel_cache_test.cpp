@@ -347,6 +347,27 @@ TEST(KernelCacheCli, TwoProcessesFillOneCacheAtOnce) {
     EXPECT_EQ(kernel_cache_summary(dir).entries, entries);
 }
 
+TEST(KernelCacheCli, CorruptRuntimeLibraryIsBuiltAgain) {
+    // The shared runtime is checked before it is loaded, as the entries are (once per process, hence
+    // through the CLI).
+    const std::string dir = fresh_dir("runtime_library");
+    const std::string run = "HFUSE_CACHE_DIR=" + dir + " " + HFUSE_CLI + " run " + std::string(HFUSE_SOURCE_DIR) +
+                            "/models/conv_bias_relu_maxpool.json --check";
+    ASSERT_EQ(test::run_command(run).code, 0);
+    fs::path library;
+    for (const auto &e : fs::directory_iterator(dir)) {
+        if (e.path().extension() == ".so") library = e.path();
+    }
+    ASSERT_FALSE(library.empty());
+    fs::resize_file(library, fs::file_size(library) / 2);
+    test::CommandResult r = test::run_command(run);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(test::contains(r.out, "fails its check; built again")) << r.out;
+    EXPECT_TRUE(test::contains(r.out, ": ok")) << r.out;
+    test::CommandResult again = test::run_command(run);
+    EXPECT_FALSE(test::contains(again.out, "note")) << again.out;
+}
+
 TEST(KernelCacheCli, NoCacheNeitherLoadsNorStores) {
     const std::string dir = fresh_dir("nocache");
     const std::string model = std::string(HFUSE_SOURCE_DIR) + "/models/conv_bias_relu_maxpool.json";
