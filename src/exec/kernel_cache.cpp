@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -76,6 +77,12 @@ void write_file(const fs::path &path, const std::string &text) {
     if (!out) throw Error("cannot write " + path.string());
 }
 
+// `s` without its trailing newline and spaces (a linker's log, Halide's message).
+std::string without_trailing_space(std::string s) {
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+    return s;
+}
+
 // Runs `argv` (found on PATH), its stderr into `log`; the exit status, or -1 if it did not start.
 int run_program(const std::vector<std::string> &argv, const fs::path &log) {
     posix_spawn_file_actions_t actions;
@@ -108,8 +115,7 @@ void link_shared(const fs::path &object, const fs::path &library, const fs::path
     const int status =
         run_program({cc, "-shared", "-o", library.string(), object.string(), "-Wl,-Bsymbolic", "-lm"}, log);
     if (status != 0) {
-        std::string why = read_file(log);
-        while (!why.empty() && std::isspace(static_cast<unsigned char>(why.back()))) why.pop_back();
+        const std::string why = without_trailing_space(read_file(log));
         throw Error("kernel cache: cannot link a kernel with `" + cc + " -shared`" +
                     (status < 0 ? " (not found: install a C compiler, or set CC)" : ": " + why));
     }
@@ -220,8 +226,7 @@ void CachedKernel::run(const std::vector<halide_buffer_t *> &buffers, ParallelRu
     args.push_back(&user_context);
     for (halide_buffer_t *b : buffers) args.push_back(b);
     if (argv_(args.data()) != 0) {
-        std::string why = context.error;
-        while (!why.empty() && std::isspace(static_cast<unsigned char>(why.back()))) why.pop_back();
+        const std::string why = without_trailing_space(context.error);
         throw Error(why.empty() ? std::string("(no message)") : why);
     }
 }
