@@ -142,8 +142,11 @@ std::string group_key(const Graph &g, const FusedGroup &grp, const std::set<std:
         const exec::ValueLayout l = exec::layout_of(layouts, v);
         return l.dense() ? std::string() : " " + exec::to_string(l);
     };
+    // A schedule's "why" explains it, naming nodes: it does not change the code, so it is not keyed.
+    nlohmann::json schedule = grp.schedule;
+    if (schedule.is_object()) schedule.erase("why");
     std::string key = options.target.to_string() + "|" + to_string(options.schedule) + "|" + grp.backend + "|" +
-                      (options.schedule == ScheduleSource::Templates ? grp.schedule.dump() : "") + "|" +
+                      (options.schedule == ScheduleSource::Templates ? schedule.dump() : "") + "|" +
                       (constant_params ? "constant params" : "constants compiled in") + "\n";
     if (options.schedule != ScheduleSource::Templates) {
         key += exec::autoscheduler_inputs(options.schedule, options.parallelism) + "\n";

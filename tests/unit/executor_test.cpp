@@ -290,6 +290,20 @@ TEST(ExecutorCompileCache, IdenticalGroupsShareAPipeline) {
     test::expect_outputs_match_reference(g, in, ex.run(in.buffers), 1e-4);
 }
 
+TEST(ExecutorCompileCache, ASchedulesWhyDoesNotSplitSharing) {
+    // "why" explains a schedule and names nodes; groups alike but for it still share one pipeline.
+    Graph g = load_model(std::string(HFUSE_SOURCE_DIR) + "/models/lstm_cell.json");
+    const Halide::Target target = Halide::get_jit_target_from_environment();
+    FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("none")}), target);
+    const int shared = Executor(plan).num_compiled();
+    ASSERT_LT(shared, static_cast<int>(plan.groups.size()));
+    for (FusedGroup &grp : plan.groups) grp.schedule["why"] = "explained for " + grp.master;
+    Executor ex(plan);
+    EXPECT_EQ(ex.num_compiled(), shared);
+    test::ModelInputs in = test::make_inputs(g);
+    test::expect_outputs_match_reference(g, in, ex.run(in.buffers), 1e-4);
+}
+
 TEST(ExecutorCompileCache, SameOpsWithDifferentWeightsDoNotShare) {
     json weights = {{"w1", {{"shape", {4}}, {"uniform", {-1, 1}}, {"seed", 1u}}},
                     {"w2", {{"shape", {4}}, {"uniform", {-1, 1}}, {"seed", 2u}}}};
