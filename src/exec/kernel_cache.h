@@ -2,7 +2,7 @@
 // `hfuse run`, `bench`, or explore's next candidate) loads a group's code instead of compiling it.
 //
 // An entry is a directory named by the hash of its key, holding the group compiled ahead of time as a
-// shared library (Halide's object output, linked by the system's `cc -shared`) and meta.json: the full
+// shared library (Halide's object output, linked by binutils' `ld -shared`, or `$CC -shared`) and meta.json: the full
 // key, the library's size and content hash, its function's name, and what compiling it cost. The key
 // is the executor's group key (ops, attributes, shapes, wiring, layouts, schedule, target: see
 // executor.cpp) plus source_hash() (every source of hfuse and Halide's version), so any change to the
