@@ -168,8 +168,9 @@ TEST(CliExec, RunProfilePrintsEveryGroup) {
         test::contains(r.out, "FMA peak: not measured"))
         << r.out;
     // One line per node of the graph as written, in execution order: name, master, template, ops, ms,
-    // share, GFLOP/s, share of the peak.
-    const std::regex row(R"(\n  (g\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+[0-9.]+\s+[0-9.]+%\s+[0-9.]+\s+([0-9.]+%|-)(?=\n))");
+    // share, GFLOP/s, share of the peak, what compiling its kernel cost (ms).
+    const std::regex row(
+        R"(\n  (g\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+[0-9.]+\s+[0-9.]+%\s+[0-9.]+\s+([0-9.]+%|-)\s+[0-9]+(?=\n))");
     std::vector<std::string> masters, ops, templates;
     for (std::sregex_iterator it(r.out.begin(), r.out.end(), row), end; it != end; ++it) {
         masters.push_back((*it)[2]);
@@ -205,6 +206,7 @@ TEST(CliExec, BenchProfileNamesEachGroupsTemplateFlopsAndShare) {
         EXPECT_GT(g["gflops"].get<double>(), 0) << g;
         EXPECT_NEAR(g["gflops"].get<double>(), g["flops"].get<double>() / g["ms"].get<double>() * 1e-6, 1e-9) << g;
         if (!j["fma_peak_gflops"].is_null()) EXPECT_GT(g["peak_share"].get<double>(), 0) << g;
+        EXPECT_GT(g["cold_compile_ms"].get<double>(), 0) << g;  // compiled now, or when stored
         flops += g["flops"].get<double>();
         share += g["share"].get<double>();
     }

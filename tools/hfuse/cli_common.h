@@ -135,6 +135,9 @@ struct GroupReport {
     double share = 0;       // of the median run (Profile::total_ms)
     double gflops = 0;      // flops / ms
     double peak_share = 0;  // gflops / the FMA peak's (0 without a peak)
+    // What compiling its kernel cost when it was compiled (from the kernel cache: when stored);
+    // groups sharing one kernel each show it.
+    double cold_compile_ms = 0;
 };
 std::vector<GroupReport> group_reports(const Executor &ex, const Profile &p, const FmaPeak &peak);
 // The profile's header, the peak's line and a row per group in execution order.

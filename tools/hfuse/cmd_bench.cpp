@@ -75,7 +75,8 @@ void add_profile_json(nlohmann::json &j, const GroupProfiling &gp) {
                           {"ms", g.ms},
                           {"share", g.share},
                           {"gflops", g.gflops},
-                          {"peak_share", peak ? nlohmann::json(g.peak_share) : nlohmann::json(nullptr)}});
+                          {"peak_share", peak ? nlohmann::json(g.peak_share) : nlohmann::json(nullptr)},
+                          {"cold_compile_ms", g.cold_compile_ms}});
     }
     j["group_profile"] = groups;
 }
@@ -204,11 +205,12 @@ Command add_bench(CLI::App &app) {
     cmd->add_option("--runs", o->runs, "timed runs after one warm-up run")->check(CLI::Range(1, 100000));
     cmd->add_flag("--json", o->json, "print one JSON object");
     cmd->add_flag("--compare", o->compare, "also time the unfused model, interleaved, and print the speedup");
-    cmd->add_flag("--profile", o->profile,
-                  "after the timed runs, time each group of the plan as `run --profile` does (--runs more runs) "
-                  "and measure the FMA peak of --threads threads: print the table, or with --json add "
-                  "\"group_profile\": [{name, master, template, ops, flops, ms, share, gflops, peak_share}], "
-                  "\"profile_ms\", \"threads\", \"fma_peak_gflops\" and \"fma_peak_isa\"");
+    cmd->add_flag(
+        "--profile", o->profile,
+        "after the timed runs, time each group of the plan as `run --profile` does (--runs more runs) "
+        "and measure the FMA peak of --threads threads: print the table, or with --json add "
+        "\"group_profile\": [{name, master, template, ops, flops, ms, share, gflops, peak_share, cold_compile_ms}], "
+        "\"profile_ms\", \"threads\", \"fma_peak_gflops\" and \"fma_peak_isa\"");
     return {cmd, [o] { return bench(*o); }};
 }
 
