@@ -781,6 +781,37 @@ void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetT
     p["block_rows"] = rows;
 }
 
+}  // namespace
+
+// conv_cv's register tile across channels, chosen by a small cost model: per useful FMA, the
+// channels computed over those wanted (a tile that does not divide the output's vectors is shifted
+// inwards at the last task and recomputes the overlap: 160 channels by tiles of 64 compute 192), times
+// the loads a tile pays per FMA (np broadcasts and nc weight vectors for np * nc FMAs), weighted as
+// measured: AVX-512, 2 threads, 1x7 160->160 at 17x17 (10 vectors), 5 x 4 (computing 12) 0.624 ms,
+// 4 x 5 0.539, 5 x 2 0.649 (so a load costs ~1.8 FMAs' time in this loop). Candidates: 4, 3 and 2
+// vectors at the target's positions (5 with 32 registers, else 3), and 5 vectors at 4 positions with
+// 32 registers; 4 on a tie (the tile measured most). Only where the channels are whole vectors: the
+// tail of a partial vector is computed anyway.
+ChannelTile conv_cv_channel_tile(int64_t cout, const TargetTraits &tt) {
+    const int vw = tt.vector_width, np = tt.vector_registers >= 32 ? 5 : 3;
+    const int64_t blocks = (cout + vw - 1) / vw;
+    ChannelTile best{np, static_cast<int>(std::min<int64_t>(4, blocks))};
+    if (cout % vw != 0 || blocks <= 4) return best;
+    constexpr double kLoadCost = 1.8;
+    auto cost = [&](ChannelTile t) {
+        const double computed = static_cast<double>((blocks + t.vectors - 1) / t.vectors * t.vectors) / blocks;
+        return computed * (1 + kLoadCost * (t.positions + t.vectors) / (t.positions * t.vectors));
+    };
+    std::vector<ChannelTile> candidates = {{np, 3}, {np, 2}};
+    if (tt.vector_registers >= 32) candidates.push_back({4, 5});
+    for (const ChannelTile &t : candidates) {
+        if (cost(t) < cost(best) - 1e-9) best = t;
+    }
+    return best;
+}
+
+namespace {
+
 // conv_cv's defaults: register tiles of positions x 4 vectors of channels: AVX2, 3 positions (12
 // accumulators, 3 broadcasts and a weight vector fill the 16 registers); AVX-512, 5 (20 + 5 + 4 of
 // the 32; Zen 5, 2 threads, relu epilogue, blocked I/O: 128->128 at 28x28 3 x 8 0.87 ms, 4 x 4 0.62,
@@ -799,16 +830,29 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     const int64_t cout = s.output[1], hout = s.tile_output[2];
     const int64_t cin = s.input[1] / s.group;
     // A register budget (accumulators + broadcasts + weight vectors), so by the register count.
-    const int vw = tt.vector_width, np = tt.vector_registers >= 32 ? 5 : 3;
+    const int vw = tt.vector_width;
     const int64_t blocks = (cout + vw - 1) / vw;
-    const int nc = static_cast<int>(std::min<int64_t>(4, blocks));
+    const ChannelTile ct = conv_cv_channel_tile(cout, tt);
+    const int np = ct.positions, nc = ct.vectors;
     int64_t channel_block = std::min<int64_t>(int64_t{nc} * vw, cout);
     // Winograd: at least 64 channels a task, whole register tiles of them, as AVX-512's 4 vectors: a
     // task transforms its input tiles once for all its output channels, and AVX2's 4 vectors of 8 did
     // that twice as often (Zen 5 under an AVX2 target, 2 threads, medians of 4 alternations, 32 -> 64
     // channels: 3x3 64->64 at 128x128 2.77 -> 2.22 ms, conv_bias_relu_maxpool 0.590 -> 0.494,
     // resnet_block 1.33 -> 0.97, 128->128 at 28x28 0.621 -> 0.515, 512->512 at 14x14 4.53 -> 3.97).
-    if (winograd_wins(s) && channel_block < 64 && cout >= 64 && 64 % channel_block == 0) channel_block = 64;
+    // With tiles of 3 vectors (48 channels), the least multiple of them from 64 that divides the
+    // channels (96 -> one task of 96), else 64 where that divides (AVX2's 32 -> 64).
+    if (winograd_wins(s) && channel_block < 64 && cout >= 64) {
+        int64_t whole = 0;
+        for (int64_t m = channel_block; m <= std::min<int64_t>(cout, 2 * 64) && !whole; m += channel_block) {
+            if (m >= 64 && cout % m == 0) whole = m;
+        }
+        if (whole) {
+            channel_block = whole;
+        } else if (64 % channel_block == 0) {
+            channel_block = 64;
+        }
+    }
     const int64_t channel_tasks = (cout + channel_block - 1) / channel_block;
     const int64_t row_blocks = std::min<int64_t>(hout, (8 + channel_tasks - 1) / channel_tasks);
     int64_t rows = (hout + row_blocks - 1) / row_blocks;

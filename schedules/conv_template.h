@@ -15,6 +15,7 @@
 #pragma once
 
 #include "hfuse/tensor.h"
+#include "schedules/schedule_params.h"
 
 #include <Halide.h>
 #include <nlohmann/json.hpp>
@@ -52,6 +53,14 @@ struct ConvGroupShape {
 // `shape` with the conv computed alone, at root over its whole output (T = the conv's output, no
 // pool): what a template sees in root mode ("compute": "root").
 ConvGroupShape conv_at_root(ConvGroupShape shape);
+
+// conv_cv's register tile across output channels (tile_positions x tile_c_vectors), chosen for
+// `output_channels` on the target (see conv_template.cpp).
+struct ChannelTile {
+    int positions;  // output positions a tile holds
+    int vectors;    // channel vectors a tile holds
+};
+ChannelTile conv_cv_channel_tile(int64_t output_channels, const TargetTraits &traits);
 
 // The parameters the composer records in the plan ("schedule"), chosen from the shapes and target;
 // {"template": "simple"} when no conv template fits (e.g. an output narrower than one vector).

@@ -1324,6 +1324,59 @@ TEST(Composer, WinogradDefaultsPickTheTileAndWholeTileRows) {
     }
 }
 
+TEST(Composer, ConvCvChannelTilesCoverTheChannelsWhole) {
+    // The register tile across channels: 4 vectors where they divide the output's vectors; 3 (96
+    // channels at 16 lanes) or 5 at 4 positions with 32 registers (160) where a tile of 4 would
+    // recompute a shifted block; 4 where nothing divides (112), or the channels are no whole vectors
+    // (72: the partial vector is computed anyway); AVX2 (16 registers) keeps 3 positions, and its 5
+    // vectors of 40 channels go by 3 (48 computed) rather than by 4 (64).
+    const schedules::TargetTraits avx512{16, 32, true}, avx2{8, 16, false};
+    struct Case {
+        int channels;
+        schedules::TargetTraits traits;
+        int positions, vectors;
+    };
+    for (const Case &k :
+         {Case{64, avx512, 5, 4}, Case{48, avx512, 5, 3}, Case{96, avx512, 5, 3}, Case{160, avx512, 4, 5},
+          Case{80, avx512, 4, 5}, Case{112, avx512, 5, 4}, Case{72, avx512, 5, 4}, Case{256, avx512, 5, 4},
+          Case{96, avx2, 3, 4}, Case{80, avx2, 3, 4}, Case{40, avx2, 3, 3}}) {
+        const schedules::ChannelTile t = schedules::conv_cv_channel_tile(k.channels, k.traits);
+        EXPECT_EQ(t.positions, k.positions) << k.channels << " channels, " << k.traits.vector_width << " lanes";
+        EXPECT_EQ(t.vectors, k.vectors) << k.channels << " channels, " << k.traits.vector_width << " lanes";
+    }
+    // The defaults on AVX-512: each task a whole number of tiles (Winograd's at least 64 channels).
+    const Halide::Target avx512_target("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
+    for (auto [c, k, hw] : {std::tuple{96, 3, 35}, std::tuple{160, 7, 17}, std::tuple{96, 5, 17}}) {
+        const json p = with_default_schedules(
+                           plan_fusion(conv_model(c, hw, hw, c, k, 1, k / 2, 1), {load_rules("x86")}), avx512_target)
+                           .groups[0]
+                           .schedule;
+        const int cb = p["channel_block"].get<int>(), tile = 16 * p["tile_c_vectors"].get<int>();
+        EXPECT_EQ(cb % tile, 0) << p.dump();
+        EXPECT_EQ(c % cb, 0) << p.dump();
+        if (p.value("algorithm", "") == "winograd") EXPECT_GE(cb, 64) << p.dump();
+    }
+    // And they compute the conv: tiles of 5 vectors at 4 positions and of 3 at 5, direct and
+    // Winograd, at sizes no tile divides, in lanes of 8 and 16.
+    int ran = 0;
+    for (auto [vw, np, nc, c] :
+         {std::tuple{16, 4, 5, 80}, std::tuple{8, 4, 5, 80}, std::tuple{16, 5, 3, 96}, std::tuple{8, 5, 3, 48}}) {
+        for (const int k : {3, 5}) {
+            FusedGraph plan = fused_plan(conv_model(24, 15, 17, c, k, 1, k / 2, 1));
+            json &p = plan.groups[0].schedule;
+            p["template"] = "conv_cv";
+            p["vector_width"] = vw;
+            p["tile_positions"] = np;
+            p["tile_c_vectors"] = nc;
+            p["channel_block"] = vw * nc;
+            if (p.value("algorithm", "") == "winograd") p["tile_positions"] = std::min(np, 4);
+            expect_matches_reference(plan);
+            ran++;
+        }
+    }
+    EXPECT_EQ(ran, 8);
+}
+
 TEST(Composer, WinogradErrorsNameTheField) {
     const Graph g = conv_model(16, 14, 14, 16, 3, 1, 1, 1);
     json p = winograd_params(8, 3, 2, 2, 16, 16);
