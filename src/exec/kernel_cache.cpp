@@ -105,8 +105,9 @@ int run_program(const std::vector<std::string> &argv, const fs::path &log) {
 
 // Links `object` into the shared library `library`; throws an Error with the linker's complaint.
 // binutils' `ld` directly, else the C compiler driver ($CC, else cc) when $CC is set or there is no
-// `ld` on PATH: the driver's own processes (gcc, collect2) cost three times the link itself, about
-// 15 ms a kernel.
+// `ld` on PATH: through the driver's own processes (gcc, collect2) a kernel took 18 ms to link, 4 ms
+// through `ld` (21 resnet18 kernels, 0.37 s against 0.09 s). Halide's objects need no C runtime
+// start files.
 void link_shared(const fs::path &object, const fs::path &library, const fs::path &log) {
     const char *cc_env = std::getenv("CC");
     const std::string cc = cc_env && *cc_env ? cc_env : "cc";
