@@ -85,6 +85,8 @@ def main():
     ap.add_argument("--json", default="")
     ap.add_argument("--md", default="")
     a = ap.parse_args()
+    if a.rounds < 1:
+        ap.error("--rounds must be at least 1")
 
     rows, ok = [], True
     for net in [n for n in a.nets.split(",") if n]:
