@@ -110,10 +110,11 @@ int run_program(const std::vector<std::string> &argv, const fs::path &log) {
 // start files.
 void link_shared(const fs::path &object, const fs::path &library, const fs::path &log) {
     const char *cc_env = std::getenv("CC");
-    const std::string cc = cc_env && *cc_env ? cc_env : "cc";
+    const bool cc_set = cc_env && *cc_env;
+    const std::string cc = cc_set ? cc_env : "cc";
     int status = -1;
     std::string command;
-    if (!(cc_env && *cc_env)) {
+    if (!cc_set) {
         command = "ld -shared";
         status = run_program(
             {"ld", "-shared", "-Bsymbolic", "--as-needed", "-o", library.string(), object.string(), "-lm"}, log);
@@ -139,12 +140,16 @@ fs::path temp_dir(const fs::path &dir) {
     return t;
 }
 
-// Whether `library` is the file `check` (its size and content hash, as written beside it) describes.
+// The check written beside a library: its size and content hash.
+std::string check_line(const std::string &code) {
+    return std::to_string(code.size()) + " " + hex_hash(code) + "\n";
+}
+
+// Whether `library` is the file `check` (check_line of it, as written beside it) describes.
 bool matches_check(const fs::path &library, const fs::path &check) {
     std::error_code ec;
     if (!fs::exists(library, ec) || !fs::exists(check, ec)) return false;
-    const std::string code = read_file(library);
-    return read_file(check) == std::to_string(code.size()) + " " + hex_hash(code) + "\n";
+    return read_file(check) == check_line(read_file(library));
 }
 
 // Loads (compiling and storing it first if need be) the Halide runtime for `target` from `dir`, and
@@ -168,8 +173,7 @@ AotRuntime &load_runtime(const fs::path &dir, const Halide::Target &target, std:
         const fs::path t = temp_dir(dir);
         Halide::compile_standalone_runtime((t / "runtime.o").string(), target);
         link_shared(t / "runtime.o", t / "runtime.so", t / "link.log");
-        const std::string code = read_file(t / "runtime.so");
-        write_file(t / "runtime.check", std::to_string(code.size()) + " " + hex_hash(code) + "\n");
+        write_file(t / "runtime.check", check_line(read_file(t / "runtime.so")));
         // Each rename is atomic; a concurrent writer's identical files may win. Loaded by the path
         // just written, from this process's own copy if the check was replaced meanwhile.
         fs::rename(t / "runtime.so", path);
