@@ -831,7 +831,6 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     const int64_t cin = s.input[1] / s.group;
     // A register budget (accumulators + broadcasts + weight vectors), so by the register count.
     const int vw = tt.vector_width;
-    const int64_t blocks = (cout + vw - 1) / vw;
     const ChannelTile ct = conv_cv_channel_tile(cout, tt);
     const int np = ct.positions, nc = ct.vectors;
     int64_t channel_block = std::min<int64_t>(int64_t{nc} * vw, cout);
