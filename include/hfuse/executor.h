@@ -90,6 +90,11 @@ struct ExecutorOptions {
     // such an output with unpack_output(); value_layouts() names them. False: model inputs and outputs
     // are dense NCHW.
     bool blocked_io = false;
+    // A Concat that is a group of its own is computed in place where its values allow it: its inputs'
+    // producers write straight into their slices of its output, and it never runs (batch 1, dense
+    // intermediates; src/exec/concat_in_place.h). GroupInfo::schedule_template is then "in_place".
+    // False: every Concat group copies its inputs.
+    bool concat_in_place = true;
     ParallelRuntime parallel_runtime = ParallelRuntime::Auto;
     // The persistent kernel cache (src/exec/kernel_cache.h): each distinct group is looked up there by
     // everything that decides its code and loaded instead of compiled, or compiled ahead of time and

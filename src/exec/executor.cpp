@@ -4,6 +4,7 @@
 #include "compose/position_view.h"
 #include "exec/autoschedule.h"
 #include "exec/buffer_plan.h"
+#include "exec/concat_in_place.h"
 #include "exec/content_hash.h"
 #include "exec/group_lowering.h"
 #include "exec/jit_allocator.h"
@@ -23,6 +24,8 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <limits>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -100,6 +103,8 @@ struct GroupRun {
     std::vector<std::string> input_values;       // in the order of compiled->params
     std::vector<std::string> output_values;      // in the order of the pipeline's outputs
     std::vector<int> input_slots, output_slots;  // the same values' places in Executor::Impl::slots
+    bool in_place = false;                       // a Concat computed in place: nothing to run
+    const exec::ConcatCopy *copy = nullptr;      // a Concat copied by memcpy rather than by a kernel
 };
 
 bool is_dense(const TensorBuffer &b) {
@@ -245,7 +250,8 @@ struct Executor::Impl {
     double runtime_compile_ms = 0;             // Halide's shared JIT runtime, when this executor compiled it
     std::shared_ptr<exec::KernelCache> cache;  // with ExecutorOptions::kernel_cache
     KernelCacheStats cache_stats;
-    exec::ValueLayouts layouts;  // values stored other than dense NCHW
+    exec::ValueLayouts layouts;     // values stored other than dense NCHW
+    exec::InPlaceConcats in_place;  // values sharing a Concat's storage, and the Concats not run
     // Values passed between groups: views into arenas laid out by exec::plan_buffers (or a buffer each
     // without reuse), allocated once and reused by every run. Values stored with a halo share an arena
     // only with values of the same layout and shape, so every halo stays zero.
@@ -406,6 +412,7 @@ void Executor::Impl::compile(const FusedGraph &plan) {
     if (options.blocked_layouts && options.schedule == ScheduleSource::Templates) {
         layouts = exec::choose_value_layouts(plan, options.target, options.blocked_io);
     }
+    if (options.concat_in_place) in_place = exec::place_concats_in_place(plan, layouts);
     // A distinct pipeline: the first group with its key, lowered and scheduled here in plan order,
     // then compiled with the others on every core.
     struct Job {
@@ -442,6 +449,19 @@ void Executor::Impl::compile(const FusedGraph &plan) {
         // A group whose values nobody reads (dead nodes of a graph run as written, or an owner every
         // reader recomputes) has nothing to compute.
         if (live_out.empty()) continue;
+        const bool in_place_concat = in_place.groups.count(grp.name) != 0;
+        if (in_place_concat || in_place.copies.count(grp.name)) {
+            // In place, its inputs were written where its output lies: nothing to lower, compile or
+            // run. Else copied by memcpy.
+            const Node *n = g.find_node(grp.nodes[0]);
+            auto cp = std::make_shared<CompiledPipeline>();
+            cp->schedule = cp->schedule_template = in_place_concat ? "in_place" : "memcpy";
+            GroupRun run{grp.name, grp.master, 1, {n->op}, 0, cp, {}, n->inputs, n->outputs, {}, {}, in_place_concat};
+            if (!in_place_concat) run.copy = &in_place.copies.at(grp.name);
+            groups.push_back(std::move(run));
+            job_of_group.push_back(std::numeric_limits<size_t>::max());
+            continue;
+        }
         // Templates lower and compose a group on its position view where its schedule says so.
         auto view = std::make_unique<Graph>();
         const Graph *lowered_on = &g;
@@ -622,7 +642,9 @@ void Executor::Impl::compile(const FusedGraph &plan) {
             throw fail_at(grp, err);
         }
     }
-    for (size_t i = 0; i < groups.size(); i++) groups[i].compiled = jobs[job_of_group[i]].compiled;
+    for (size_t i = 0; i < groups.size(); i++) {
+        if (job_of_group[i] < jobs.size()) groups[i].compiled = jobs[job_of_group[i]].compiled;
+    }
     num_compiled = static_cast<int>(jobs.size());
 }
 
@@ -631,14 +653,33 @@ void Executor::Impl::allocate_intermediates() {
     // Requests by storage class: "" for dense values, else the layout and shape.
     std::map<std::string, std::vector<exec::BufferRequest>> classes;
     std::map<std::string, std::pair<std::string, size_t>> index;
+    // A value of a Concat computed in place lives in its storage (named by one of its values), which
+    // lives from the first write of any of them to the last read.
+    std::map<std::string, std::vector<std::string>> shared;  // storage -> its values
+    for (const auto &[v, slice] : in_place.slices) shared[slice.storage].push_back(v);
+    auto stored_as = [&](const std::string &v) -> const std::string & {
+        auto it = in_place.slices.find(v);
+        return it == in_place.slices.end() ? v : it->second.storage;
+    };
     for (size_t i = 0; i < groups.size(); i++) {
         for (const std::string &v : groups[i].input_values) {
-            if (auto it = index.find(v); it != index.end()) {
+            if (auto it = index.find(stored_as(v)); it != index.end()) {
                 classes[it->second.first][it->second.second].last_use = static_cast<int>(i);
             }
         }
-        for (const std::string &v : groups[i].output_values) {
-            if (returned.count(v)) continue;
+        for (const std::string &written : groups[i].output_values) {
+            if (returned.count(written)) continue;
+            const std::string &v = stored_as(written);
+            if (auto it = index.find(v); it != index.end()) {  // a shared storage written before
+                classes[it->second.first][it->second.second].last_use = static_cast<int>(i);
+                continue;
+            }
+            if (shared.count(v)) {
+                index[v] = {"", classes[""].size()};
+                const int64_t bytes = 4 * in_place.slices.at(v).elements;
+                classes[""].push_back({v, bytes, static_cast<int>(i), static_cast<int>(i)});
+                continue;
+            }
             const Shape &shape = graph.type_of(v).shape;
             const exec::ValueLayout l = exec::layout_of(layouts, v);
             const std::string cls = l.dense() ? "" : exec::to_string(l) + " [" + to_string(shape) + "]";
@@ -672,6 +713,15 @@ void Executor::Impl::allocate_intermediates() {
         arenas.emplace_back(arena, &std::free);
         std::memset(arena, 0, bytes);  // the halos' zeros
         for (const exec::BufferRequest &r : requests) {
+            if (auto it = shared.find(r.value); it != shared.end()) {
+                // Each value of the storage dense where it lies (contiguous: concat_in_place.h).
+                for (const std::string &v : it->second) {
+                    float *at = arena + (offsets.at(r.value) / sizeof(float)) + in_place.slices.at(v).offset;
+                    std::vector<halide_dimension_t> dims = exec::storage_dims(graph.type_of(v).shape, {});
+                    intermediates[v] = interiors[v] = TensorBuffer(at, static_cast<int>(dims.size()), dims.data());
+                }
+                continue;
+            }
             const Shape &shape = graph.type_of(r.value).shape;
             const exec::ValueLayout l = exec::layout_of(layouts, r.value);
             float *storage = exec::storage_start(arena + offsets.at(r.value) / sizeof(float), shape, l);
@@ -867,6 +917,15 @@ std::map<std::string, TensorBuffer> Executor::run(const std::map<std::string, Te
     std::vector<Halide::Buffer<void>> results;
     for (GroupRun &gr : impl_->groups) {
         auto start = clock::now();
+        if (gr.in_place || gr.copy) {
+            if (gr.copy) {
+                std::vector<const float *> in;
+                for (int k : gr.input_slots) in.push_back(slots[k].data());
+                exec::copy_concat(*gr.copy, in, impl_->write_slots[gr.output_slots[0]].data());
+            }
+            if (group_ms) group_ms->push_back(std::chrono::duration<double, std::milli>(clock::now() - start).count());
+            continue;
+        }
         CompiledPipeline &cp = *gr.compiled;
         if (cp.kernel) {
             impl_->run_kernel(gr, cp);

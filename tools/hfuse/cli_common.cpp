@@ -133,6 +133,10 @@ void PlanChoice::add_layout_flag(CLI::App *cmd) {
                   "take model inputs and return model outputs channel-blocked too where conv_cv groups read or "
                   "write them (the conversions from and to NCHW done once, outside the runs, as oneDNN users do)")
         ->excludes(p);
+    cmd->add_flag("--copy-concats", copy_concats,
+                  "have each Concat group copy its inputs (default: a Concat in a group of its own is computed in "
+                  "place where its values allow, its inputs' producers writing into its output, and copied by "
+                  "memcpy where they do not; `run --profile` names them in_place and memcpy)");
 }
 
 void PlanChoice::add_runtime_flag(CLI::App *cmd) {
@@ -174,6 +178,7 @@ ExecutorOptions PlanChoice::options() const {
     ExecutorOptions o;
     if (!autoschedule.empty()) o.schedule = parse_schedule_source(autoschedule);
     o.blocked_layouts = !planar;
+    o.concat_in_place = !copy_concats;
     o.blocked_io = blocked_io;
     o.parallel_runtime = parse_parallel_runtime(parallel_runtime);
     o.kernel_cache = !no_cache;

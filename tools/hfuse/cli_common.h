@@ -79,13 +79,14 @@ struct PlanChoice {
     std::string autoschedule;        // --autoschedule: a Halide autoscheduler; "" = hfuse's templates
     bool planar = false;             // --planar: every intermediate dense NCHW (ExecutorOptions::blocked_layouts)
     bool blocked_io = false;         // --blocked-io: model inputs and outputs stored too (ExecutorOptions::blocked_io)
+    bool copy_concats = false;       // --copy-concats: no Concat in place (ExecutorOptions::concat_in_place)
     std::string parallel_runtime = "auto";  // --parallel-runtime (ExecutorOptions::parallel_runtime)
     bool no_cache = false;                  // --no-cache (ExecutorOptions::kernel_cache)
 
     void add_flags(CLI::App *cmd);  // --plan, --rules, --unfused, --whole
     // --autoschedule; `what` says what the autoscheduler schedules (each group, or the whole pipeline).
     void add_schedule_flags(CLI::App *cmd, const std::string &what = "each group");
-    void add_layout_flag(CLI::App *cmd);   // --planar, --blocked-io
+    void add_layout_flag(CLI::App *cmd);   // --planar, --blocked-io, --copy-concats
     void add_runtime_flag(CLI::App *cmd);  // --parallel-runtime, --no-cache
     // The plan, its schedule parameters chosen for `target` (default: the JIT target).
     FusedGraph make(const Graph &g) const;
