@@ -382,7 +382,7 @@ bool winograd_fits(const ConvGroupShape &s) {
 
 void schedule_winograd_stages(Func tile, Var task, const WinogradFuncs &wino, int m, int np, int nc, int vw,
                               int input_block);
-void schedule_cv_input(Func reader, Func tile, Var task, Func padded, const ConvGroupShape &s, int wino_m, int vw,
+Func schedule_cv_input(Func reader, Func tile, Var task, Func padded, const ConvGroupShape &s, int wino_m, int vw,
                        int input_block, bool per_task);
 
 // conv_cv: the conv lowered channel-blocked (`blocked`, (cv, p, cb, n): output channel cb * vw + cv at
@@ -552,14 +552,21 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     update_order.insert(update_order.end(), {r[1], r[2]});
     if (!one_pass) update_order.insert(update_order.end(), {po, cbo, rco});
     u.reorder(update_order).vectorize(bv, vw).unroll(ti).unroll(tci);
-    schedule_cv_input(blocked, tile, task, padded, s, 0, vw, input_block, per_task);
+    Func copy = schedule_cv_input(blocked, tile, task, padded, s, 0, vw, input_block, per_task);
+    // In passes, the copy per task is made per pass, the pass's channels: bounds inference at the task
+    // took the rows the task's positions read, not those its register tiles rounded up past them
+    // read (the next row's first positions, computed and dropped), which the conv then read
+    // uninitialised: denormals among them cost FMA microcode assists (Inception-V3's 1x7 160->160 at
+    // 17x17, 4 passes, 1 row a task: 0.6 ms in some processes, 6 ms in most; AVX-512, 2 threads).
+    if (per_task && !one_pass && copy.defined()) copy.compute_at(blocked, rco);
 }
 
 // conv_cv's input copy (`padded`, undefined if none), read by `reader` (the direct conv, or Winograd
-// F(wino_m x wino_m, 3x3)'s input transform along y): at root or per task.
-void schedule_cv_input(Func reader, Func tile, Var task, Func padded, const ConvGroupShape &s, int wino_m, int vw,
+// F(wino_m x wino_m, 3x3)'s input transform along y): at root or per task. Returns the Func scheduled
+// (`padded` or its wrapper; undefined if none).
+Func schedule_cv_input(Func reader, Func tile, Var task, Func padded, const ConvGroupShape &s, int wino_m, int vw,
                        int input_block, bool per_task) {
-    if (!padded.defined()) return;
+    if (!padded.defined()) return Func();
     // The padded input's plane: what the windows read of it, halo included (and Winograd's tiles
     // rounded up).
     const int64_t over_x = wino_m > 0 ? ops::winograd_overreach(s.output[3], wino_m) : 0;
@@ -619,12 +626,13 @@ void schedule_cv_input(Func reader, Func tile, Var task, Func padded, const Conv
         }
         in_y = Dims(in).y;
     }
-    if (per_task) return;  // the task's few rows: the row added below is for a root copy's planes
+    if (per_task) return in;  // the task's few rows: the row added below is for a root copy's planes
     // The inner loop reads ci_block channels of a few rows: planes (or blocks of them) a multiple of
     // 512 bytes apart map them to few L1 sets. One more row breaks that (256->256 at 14x14, 16x16
     // planes, 2 threads: 1.51 -> 1.30 ms).
     // (Only where the windows reach past the input's rows: then the padded input is zero there.)
     if (plane_x * plane_y % 128 == 0 && plane_y > s.input[2]) in.bound_extent(in_y, static_cast<int>(plane_y + 1));
+    return in;
 }
 
 // conv_cv's Winograd F(m x m, 3x3) stages per task (see lower_winograd_conv in src/ops/conv_ops.cpp):
