@@ -7,7 +7,11 @@
 
 #include <Halide.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
 
 #include <regex>
 #include <sstream>
@@ -97,6 +101,43 @@ TEST(CliExec, PlanarStoresEveryValueDense) {
     r = test::run_cli("run " + kModels + "resnet_block.json --profile --runs 1 --planar --check");
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_TRUE(test::contains(r.out, "0 of the values passed between groups stored channel-blocked")) << r.out;
+}
+
+TEST(CliExec, ConcatsInPlaceUnlessCopyConcats) {
+    // Two convs of one input concatenated (an Inception module's shape): the Concat's group is
+    // computed in place, its template named so; --copy-concats has its group copy, checked alike.
+    const std::string model = testing::TempDir() + "/hfuse_cli_exec_test_" + std::to_string(getpid()) + "_cat.json";
+    {
+        std::ofstream f(model);
+        f << R"({"format": "hfuse-model", "version": 1, "name": "cat",
+          "inputs": [{"name": "x", "shape": [1, 8, 9, 7]}],
+          "weights": {"w1": {"shape": [4, 8, 1, 1], "uniform": [-0.3, 0.3], "seed": 1},
+                      "w3": {"shape": [6, 8, 3, 3], "uniform": [-0.3, 0.3], "seed": 2},
+                      "w": {"shape": [5, 10, 1, 1], "uniform": [-0.3, 0.3], "seed": 3}},
+          "nodes": [{"name": "a", "op": "Conv", "inputs": ["x", "w1"], "attrs": {"kernel_shape": [1, 1]}},
+                    {"name": "b", "op": "Conv", "inputs": ["x", "w3"], "attrs": {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}},
+                    {"name": "cat", "op": "Concat", "inputs": ["a", "b"], "attrs": {"axis": 1}},
+                    {"name": "y", "op": "Conv", "inputs": ["cat", "w"], "attrs": {"kernel_shape": [1, 1]}}],
+          "outputs": ["y"]})";
+    }
+    auto template_of_cat = [](const std::string &out) {
+        const nlohmann::json j = last_json(out);
+        for (const nlohmann::json &g : j["group_profile"]) {
+            if (g["master"] == "cat") return g["template"].get<std::string>();
+        }
+        return std::string("(no group)");
+    };
+    Result r = test::run_cli("bench " + model + " --json --runs 1 --profile --threads 1");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(template_of_cat(r.out), "in_place") << r.out;
+    r = test::run_cli("bench " + model + " --json --runs 1 --profile --threads 1 --copy-concats");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(template_of_cat(r.out), "in_place") << r.out;
+    for (const char *flag : {"", " --copy-concats"}) {
+        r = test::run_cli("run " + model + " --runs 1 --check" + flag);
+        EXPECT_EQ(r.code, 0) << flag << "\n" << r.out;
+    }
+    std::remove(model.c_str());
 }
 
 TEST(CliExec, BlockedIoTakesTheInputAndReturnsTheOutputStored) {
