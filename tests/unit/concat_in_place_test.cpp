@@ -39,18 +39,6 @@ json weight(const Shape &shape, int seed) {
     return {{"shape", shape}, {"uniform", {-0.3, 0.3}}, {"seed", seed}};
 }
 
-Graph model(const std::string &name, const Shape &input, const json &weights, const json &nodes,
-            const std::vector<std::string> &outputs) {
-    const json m = {{"format", "hfuse-model"},
-                    {"version", 1},
-                    {"name", name},
-                    {"inputs", {{{"name", "x"}, {"shape", input}}}},
-                    {"weights", weights},
-                    {"nodes", nodes},
-                    {"outputs", outputs}};
-    return prepare(parse_model(m, ".", name + ".json"));
-}
-
 // A dense block of three layers on a 9x7 image (DenseNet's): layer k reads the Concat of the block's
 // input f0 (8 channels) and the outputs of layers 1..k-1 (4 channels each), through a ReLU, by a
 // 3x3 conv; a 1x1 conv and a global pool read the last Concat.
@@ -65,7 +53,7 @@ Graph dense_block(int batch) {
                           {"w2", weight({4, 12, 3, 3}, 3)},
                           {"w3", weight({4, 16, 3, 3}, 4)},
                           {"wt", weight({16, 20, 1, 1}, 5)}};
-    return model("dense_block", {batch, 3, 9, 7}, weights, nodes, {"y"});
+    return test::one_input_model("dense_block", {batch, 3, 9, 7}, nodes, {"y"}, weights);
 }
 
 FusedGraph default_plan(const Graph &g) {
@@ -161,7 +149,7 @@ TEST(ConcatInPlace, PlacementsThatDisagreeOrOverlapAreCopied) {
                           {"wb", weight({4, 3, 1, 1}, 2)},
                           {"wd", weight({4, 3, 3, 3}, 3)},
                           {"we", weight({6, 9, 3, 3}, 4)}};
-    const Graph g = model("disagree", {1, 3, 11, 6}, weights, nodes, {"k4"});
+    const Graph g = test::one_input_model("disagree", {1, 3, 11, 6}, nodes, {"k4"}, weights);
     // Without the Adds' fusion into k1..k3's readers being relevant: each Concat is a group of its own.
     const FusedGraph plan = default_plan(g);
     const exec::InPlaceConcats placed = exec::place_concats_in_place(plan, {});

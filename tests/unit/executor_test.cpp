@@ -26,19 +26,6 @@ namespace {
 
 using nlohmann::json;
 
-// A model from inline JSON nodes over one input `x` of `shape` (no weights unless given).
-Graph make_model(const std::string &name, const Shape &shape, const json &nodes,
-                 const std::vector<std::string> &outputs, const json &weights = json::object()) {
-    json j = {{"format", "hfuse-model"},
-              {"version", 1},
-              {"name", name},
-              {"inputs", {{{"name", "x"}, {"shape", shape}}}},
-              {"weights", weights},
-              {"nodes", nodes},
-              {"outputs", outputs}};
-    return prepare(parse_model(j, ".", name + ".json"));
-}
-
 json node(const std::string &name, const std::string &op, const std::vector<std::string> &inputs,
           const json &attrs = json::object()) {
     json n = {{"name", name}, {"op", op}, {"inputs", inputs}};
@@ -56,7 +43,7 @@ Graph chain_model() {
         nodes.push_back(node(n, ops[i], {prev}));
         prev = n;
     }
-    return make_model("chain", {1, 8, 32, 32}, nodes, {prev});
+    return test::one_input_model("chain", {1, 8, 32, 32}, nodes, {prev});
 }
 
 // A residual block of pure ops: `a` must survive three groups until `add` reads it; `mid` is also
@@ -65,7 +52,7 @@ Graph residual_model() {
     json nodes = json::array({node("a", "Sigmoid", {"x"}), node("b", "Tanh", {"a"}), node("c", "Relu", {"b"}),
                               node("d", "Sigmoid", {"c"}), node("mid", "Tanh", {"d"}), node("e", "Sigmoid", {"mid"}),
                               node("add", "Add", {"a", "e"}), node("out", "Relu", {"add"})});
-    return make_model("residual", {1, 4, 16, 16}, nodes, {"out", "mid"});
+    return test::one_input_model("residual", {1, 4, 16, 16}, nodes, {"out", "mid"});
 }
 
 Executor unfused(const Graph &g, bool reuse) {
@@ -229,7 +216,7 @@ TEST(ExecutorProfile, RunReportsGroupTimes) {
 TEST(ExecutorGroups, GroupNobodyReadsIsSkipped) {
     // `dead` is neither returned nor read: run as written (no rewrites), its group has nothing to do.
     json nodes = json::array({node("a", "Relu", {"x"}), node("dead", "Sigmoid", {"a"}), node("out", "Tanh", {"a"})});
-    Graph g = make_model("dead", {1, 2, 4, 4}, nodes, {"out"});
+    Graph g = test::one_input_model("dead", {1, 2, 4, 4}, nodes, {"out"});
     test::ModelInputs in = test::make_inputs(g);
     Executor ex(g, Executor::unfused_partition(g));
     EXPECT_EQ(ex.num_groups(), 2);
@@ -308,7 +295,7 @@ TEST(ExecutorCompileCache, SameOpsWithDifferentWeightsDoNotShare) {
     json weights = {{"w1", {{"shape", {4}}, {"uniform", {-1, 1}}, {"seed", 1u}}},
                     {"w2", {{"shape", {4}}, {"uniform", {-1, 1}}, {"seed", 2u}}}};
     json nodes = json::array({node("m1", "Mul", {"x", "w1"}), node("m2", "Mul", {"m1", "w2"})});
-    Graph g = make_model("weights", {1, 4}, nodes, {"m2"}, weights);
+    Graph g = test::one_input_model("weights", {1, 4}, nodes, {"m2"}, weights);
     test::ModelInputs in = test::make_inputs(g);
     Executor ex(g, Executor::unfused_partition(g));
     EXPECT_EQ(ex.num_compiled(), 2);
@@ -320,7 +307,7 @@ TEST(ExecutorCompileCache, HalidesRuntimeIsCompiledOnceAndApart) {
     // (exec/jit_runtime.h); later ones find it there. Under ctest this test is its own process, so
     // the first executor is this one, unless the whole binary runs.
     json nodes = json::array({node("r", "Relu", {"x"})});
-    Graph g = make_model("relu", {1, 4}, nodes, {"r"});
+    Graph g = test::one_input_model("relu", {1, 4}, nodes, {"r"});
     Executor first(g, Executor::unfused_partition(g)), second(g, Executor::unfused_partition(g));
     EXPECT_GE(first.runtime_compile_ms(), 0);
     EXPECT_EQ(second.runtime_compile_ms(), 0);

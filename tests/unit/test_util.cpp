@@ -1,6 +1,8 @@
 #include "test_util.h"
 
+#include "hfuse/model_io.h"
 #include "hfuse/model_pipeline.h"
+#include "hfuse/passes.h"
 #include "hfuse/random.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +15,18 @@
 #include <sstream>
 
 namespace hfuse::test {
+
+Graph one_input_model(const std::string &name, const Shape &shape, const nlohmann::json &nodes,
+                      const std::vector<std::string> &outputs, const nlohmann::json &weights) {
+    const nlohmann::json m = {{"format", "hfuse-model"},
+                              {"version", 1},
+                              {"name", name},
+                              {"inputs", {{{"name", "x"}, {"shape", shape}}}},
+                              {"weights", weights},
+                              {"nodes", nodes},
+                              {"outputs", outputs}};
+    return prepare(parse_model(m, ".", name + ".json"));
+}
 
 namespace {
 // The kernel cache of the CLI commands the tests run (tests/CMakeLists.txt), unless one is set.

@@ -6,9 +6,12 @@
 #include "hfuse/fused_graph.h"
 #include "hfuse/reference.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace hfuse::test {
 
@@ -23,6 +26,12 @@ std::string read_file(const std::string &path);
 bool contains(const std::string &haystack, const std::string &needle);
 // Runs the hfuse CLI built with the tests (HFUSE_CLI) with `args`.
 CommandResult run_cli(const std::string &args, bool stderr_only = false);
+
+// A model over one input `x` of `shape` from inline JSON nodes (and weights, as a model file gives
+// them), parsed as if read from `name`.json and prepared (validated, shapes inferred).
+Graph one_input_model(const std::string &name, const Shape &shape, const nlohmann::json &nodes,
+                      const std::vector<std::string> &outputs,
+                      const nlohmann::json &weights = nlohmann::json::object());
 
 // Seeded uniform [-1, 1] data for every model input (seed + i for the i-th), in both forms.
 struct ModelInputs {
