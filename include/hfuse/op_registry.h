@@ -119,8 +119,8 @@ struct Lowered {
     // Intermediate Funcs the op needs materialised (e.g. Softmax's max and sum). Executors schedule
     // them (at least compute_root); everything else the op creates may be inlined.
     std::vector<Halide::Func> stages;
-    // Named internal Funcs a schedule template may place, inlined otherwise: Conv's "padded_input"
-    // (present only when some window reaches outside the input) and, lowered in another form (see
+    // Named internal Funcs a schedule template may place, inlined otherwise: Conv's and the pools'
+    // "padded_input" (present only when some window reaches outside the input) and, lowered in another form (see
     // ConvLowering), its "flat" or "blocked" (reductions: the template must place them).
     std::map<std::string, Halide::Func> parts;
 };

@@ -302,11 +302,40 @@ void analyse_gemm(const Graph &g, const FusedGroup &grp, Analysis &a) {
     }
 }
 
-// What the pool template needs of `pool`, computed per tile of a Func of shape `output`.
-schedules::PoolGroupShape pool_group_shape(const Node &pool, const Shape &output) {
+// What the pool template needs of `pool`, computed per tile of a Func of shape `output`; `computed_input`:
+// the value its windows read is computed by a member of its group, inlined into it.
+schedules::PoolGroupShape pool_group_shape(const Node &pool, const Shape &output, bool computed_input) {
     schedules::PoolGroupShape s{output, 1};
-    for (int64_t k : Attributes(pool.attrs).get_ints("kernel_shape")) s.window_taps *= k;
+    const Attributes attrs(pool.attrs);
+    for (int64_t k : attrs.get_ints("kernel_shape")) s.window_taps *= k;
+    if (attrs.has("strides")) {
+        for (int64_t k : attrs.get_ints("strides")) s.stride_product *= k;
+    }
+    if (attrs.has("pads")) {
+        for (int64_t k : attrs.get_ints("pads")) s.padded = s.padded || k != 0;
+    }
+    const std::string auto_pad = attrs.get_string("auto_pad", "NOTSET");
+    s.padded = s.padded || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+    s.window_input = s.padded || computed_input;
     return s;
+}
+
+// Whether `pool`'s input is computed by a member of its group inlined into it (a Pad, an activation).
+bool pool_input_inlined(const Graph &g, const FusedGroup &grp, const Node &pool) {
+    const Node *producer = g.producer(pool.inputs[0]);
+    if (!producer) return false;
+    auto it = grp.placement.find(producer->name);
+    return it != grp.placement.end() && (it->second == Placement::Inline || it->second == Placement::Recompute);
+}
+
+// The Func a pool's windows read that its template may place: its padded input, else the value it
+// reads where a member inlined into it computes that; undefined where it reads the group's input.
+Halide::Func pool_window_input(const Graph &g, const FusedGroup &grp, const exec::LoweredGroup &lowered,
+                               const exec::LoweredNode &pool) {
+    if (auto it = pool.funcs.parts.find("padded_input"); it != pool.funcs.parts.end()) return it->second;
+    if (!pool_input_inlined(g, grp, *pool.node)) return Halide::Func();
+    auto it = lowered.values.find(pool.node->inputs[0]);
+    return it == lowered.values.end() ? Halide::Func() : it->second;
 }
 
 void analyse_pool(const Graph &g, const FusedGroup &grp, Analysis &a) {
@@ -320,7 +349,7 @@ void analyse_pool(const Graph &g, const FusedGroup &grp, Analysis &a) {
     if (end < 0) return;
     a.family = Family::Pool;
     a.tile_value = g.nodes[end].outputs[0];
-    a.pool = pool_group_shape(*a.master, shape);
+    a.pool = pool_group_shape(*a.master, shape, pool_input_inlined(g, grp, *a.master));
 }
 
 void analyse_reduction(const Graph &g, const FusedGroup &grp, Analysis &a) {
@@ -514,9 +543,10 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
             // By the pool template's defaults (3x3 stride 2 over 64x112x112, the ResNet stem's: 0.19 ms,
             // the simple schedule 0.33 ms), the epilogues after it inlined.
             Halide::Func tile = pure_output(g, lowered, a.tile_value);
-            const schedules::PoolGroupShape pool_shape = pool_group_shape(*pool->node, g.type_of(a.tile_value).shape);
-            schedules::schedule_pool(tile, pool->funcs.outputs[0], pool_shape,
-                                     schedules::pool_default_params(pool_shape, target), target);
+            const schedules::PoolGroupShape pool_shape =
+                pool_group_shape(*pool->node, g.type_of(a.tile_value).shape, pool_input_inlined(g, grp, *pool->node));
+            schedules::schedule_pool(tile, pool->funcs.outputs[0], pool_window_input(g, grp, lowered, *pool),
+                                     pool_shape, schedules::pool_default_params(pool_shape, target), target);
             done = chain_funcs(a, lowered);
             done.insert({tile.name(), wrapper.name()});
         }
@@ -705,7 +735,8 @@ void compose_group(const Graph &g, const FusedGroup &grp, exec::LoweredGroup &lo
         case Family::Pool: {
             Halide::Func pool = lowered_node(lowered, a.master).funcs.outputs[0];
             Halide::Func tile = pure_output(g, lowered, a.tile_value);
-            schedules::schedule_pool(tile, pool, a.pool, params, target);
+            schedules::schedule_pool(tile, pool, pool_window_input(g, grp, lowered, lowered_node(lowered, a.master)),
+                                     a.pool, params, target);
             std::set<std::string> done = chain_funcs(a, lowered);
             done.insert(tile.name());
             schedule_by_placement(g, grp, lowered, rest, done);

@@ -116,7 +116,9 @@ Lowered lower_pool(const LowerContext &ctx, const Pool &p) {
         for (int j = 0; j < spatial; j++) count *= average_count(p.g, spatial - 1 - j, v[j], p.count_include_pad);
         out(v) = out(v) / Halide::cast<float>(count);
     }
-    return {{out}, {}, {}};
+    Lowered lowered{{out}, {}, {}};
+    if (x.name() != ctx.inputs[0].name()) lowered.parts["padded_input"] = x;  // a template may place it
+    return lowered;
 }
 
 using PoolFn = Pool (*)(const Attributes &, const TensorType &);

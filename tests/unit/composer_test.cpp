@@ -1615,6 +1615,46 @@ TEST(Composer, PoolTemplateMatchesTheUnfusedRun) {
         plan.groups[0].schedule["rows_per_task"] = 2;
         plan.groups[0].schedule["unroll_window"] = 0;
         expect_matches(plan, g, e);
+        // Padded windows read their input computed per task by default; inlined, they test bounds.
+        const bool padded = c["attrs"].contains("pads");
+        EXPECT_EQ(plan.groups[0].schedule.contains("window_input"), padded) << c.dump();
+        if (padded) {
+            plan.groups[0].schedule["window_input"] = "inline";
+            expect_matches(plan, g, e);
+        }
+    }
+}
+
+TEST(Composer, PoolWindowInputPerTaskMatchesTheUnfusedRun) {
+    // A Pad inlined into a 3x3 AveragePool (Inception's branch pool) and a ReLU into a 3x3 MaxPool:
+    // their window input per task, by tasks of bands of a plane's rows, of whole planes, and of planes
+    // that do not divide the channels; batch 2, planes narrower than a vector and wider than one.
+    const json pads = {{"shape", {8}}, {"dtype", "int64"}, {"values", {0, 0, 1, 1, 0, 0, 1, 1}}};
+    for (const Shape &shape : {Shape{2, 7, 9, 11}, Shape{1, 5, 19, 37}}) {
+        const int64_t plane_rows = shape[2];
+        Graph avg = json_model(model_json(
+            {{"x", shape}}, {{"pads", pads}},
+            {{{"name", "pad"}, {"op", "Pad"}, {"inputs", {"x", "pads"}}},
+             {{"name", "op"}, {"op", "AveragePool"}, {"inputs", {"pad"}}, {"attrs", {{"kernel_shape", {3, 3}}}}}},
+            "op"));
+        Graph max = json_model(model_json({{"x", shape}}, json::object(),
+                                          {{{"name", "relu"}, {"op", "Relu"}, {"inputs", {"x"}}},
+                                           {{"name", "op"},
+                                            {"op", "MaxPool"},
+                                            {"inputs", {"relu"}},
+                                            {"attrs", {{"kernel_shape", {3, 3}}, {"pads", {1, 0, 1, 2}}}}}},
+                                          "op"));
+        for (Graph *g : {&avg, &max}) {
+            Expected e = expected_for(*g);
+            FusedGraph plan = one_group(*g);
+            ASSERT_EQ(plan.groups[0].schedule["template"], "pool");
+            EXPECT_EQ(plan.groups[0].schedule["window_input"], "task");
+            expect_matches(plan, *g, e);
+            for (int64_t rows : {int64_t{2}, plane_rows, 2 * plane_rows, 3 * plane_rows}) {
+                plan.groups[0].schedule["rows_per_task"] = rows;
+                expect_matches(plan, *g, e);
+            }
+        }
     }
 }
 
@@ -1749,6 +1789,9 @@ TEST(Composer, BadTemplateParametersNameTheField) {
     expect_error(pool, "op", with(pool.groups[0].schedule, "vector_width", 8), "schedule.vector_width");
     expect_error(pool, "op", with(pool.groups[0].schedule, "rows_per_task", 0), "schedule.rows_per_task");
     expect_error(pool, "op", with(pool.groups[0].schedule, "template", "reduction"), "schedule.template");
+    // Its windows read the group's input as it is: nothing to compute per task.
+    expect_error(pool, "op", with(pool.groups[0].schedule, "window_input", "task"), "schedule.window_input");
+    expect_error(pool, "op", with(pool.groups[0].schedule, "window_input", "here"), "schedule.window_input");
     FusedGraph softmax = fused_plan(unary_model({3, 37}, "Softmax", {}));
     expect_error(softmax, "op", with(softmax.groups[0].schedule, "rows_per_task", 4), "schedule.rows_per_task");
     FusedGraph ew = fused_plan(unary_model({3, 37}, "Sigmoid", {}));
