@@ -860,6 +860,15 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
             channel_block = 64;
         }
     }
+    // Every output channel in one block where the weights are the smaller operand (per input channel,
+    // cout x taps weights against the output's positions, as a GEMM's M against its N): each block of
+    // channels reads the task's input rows again, so the tasks split the positions alone. Direct
+    // convs (Winograd's blocks are above). Sapphire Rapids, AVX-512, 2 threads, in the networks
+    // (run --profile, 3 alternations, medians): 1x1 768->192 at 17x17 (Inception-V3's, conv_cv)
+    // 64-channel blocks 0.65 ms, one block 0.58; MobileNet-V2's 576->96 at 14x14 0.28 -> 0.16,
+    // MobileNet-V3's 672->112 0.36 -> 0.26. Where the weights are the larger (ResNet-18's 1x1
+    // 256->512 stride 2 to 7x7: 0.12 -> 0.20 ms; 3x3 384->384 at 8x8 0.36 -> 0.41) the blocks stay.
+    if (!winograd_wins(s) && cout * s.weight[2] * s.weight[3] <= s.output[2] * s.output[3]) channel_block = cout;
     const int64_t channel_tasks = (cout + channel_block - 1) / channel_block;
     const int64_t row_blocks = std::min<int64_t>(hout, (8 + channel_tasks - 1) / channel_tasks);
     int64_t rows = (hout + row_blocks - 1) / row_blocks;
@@ -877,8 +886,21 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // A padded input is copied anyway: channel-blocked, by 8 (3x3 convs of ResNet-18, 2 threads:
     // 64->64 at 56x56 1.34 -> 1.28 ms, 128->128 at 28x28 1.36 -> 1.28, 256->256 at 14x14 1.35 ->
     // 1.29, stride 2 64->128 0.75 -> 0.70; AVX-512, Zen 5: 128->128 at 28x28 blocks of 4, 8 and 16
-    // alike). Unpadded, a copy would cost its pass (a 1x1 stride-2 downsample: 0.10 -> 0.14 ms).
-    const int input_block = s.padded && cin % 8 == 0 ? 8 : 0;
+    // alike). Unpadded, the copy costs a pass over the input, and pays where the conv does enough
+    // work per input value: read planar, a register tile's positions (other than a 1x1 stride-1
+    // conv's, the input's own order) are each a row and column apart, and LLVM computes their
+    // addresses in vector registers in the inner loop, on the FMA ports; from blocks they are the
+    // position's pointer plus constants. Sapphire Rapids, AVX-512, 2 threads, FLOPs per input value
+    // (2 x cout x taps / strides): 1x1 stride 2 256->512 at 28x28 (256) 0.238 -> 0.263 ms; 512->1024
+    // (512) 1.66 -> 1.29; 3x3 stride 2 64->128 at 57x57 (576) 0.67 -> 0.56; 1x1 stride 2
+    // 1024->2048 at 14x14 (1024) 1.60 -> 1.06; Inception-V3's 3x3 stride 2 288->384 (1728) 4.31 ->
+    // 3.65. (Not for Winograd, whose input transform reads the input: Inception-V3's unpadded 3x3
+    // 32->32 at 149x149 0.99 -> 1.18 ms in the network.)
+    const bool input_order = s.weight[2] == 1 && s.weight[3] == 1 && s.stride_x == 1 && s.stride_y == 1;
+    const double flops_per_input =
+        2.0 * static_cast<double>(cout * s.weight[2] * s.weight[3]) / static_cast<double>(s.stride_x * s.stride_y);
+    const bool copy_pays = s.padded || (!input_order && !winograd_wins(s) && flops_per_input >= 400);
+    const int input_block = copy_pays && cin % 8 == 0 ? 8 : 0;
     const int64_t ci_block = largest_divisor_at_most(cin, 64);
     nlohmann::json p = {{"template", "conv_cv"},
                         {"vector_width", vw},
@@ -1006,12 +1028,18 @@ nlohmann::json conv_template_defaults(const ConvGroupShape &s, const TargetTrait
     while (vw > 4 && wout < vw) vw /= 2;
     const bool spatial_kernel = s.weight[2] > 1 || s.weight[3] > 1;
     const bool strided = s.stride_x > 1 || s.stride_y > 1;
-    // Pointwise stride-1 convs keep conv_xv / conv_flat where rows are a vector wide or more: conv_cv's
-    // blocked output costs a transpose they skip (MobileNet-V2's 1x1s, 2 threads: 16->96 at 112x112
-    // 0.31 -> 0.70 ms, 32->192 at 28x28 0.072 -> 0.090). Narrower rows waste lanes there, and conv_cv
-    // wins (at 7x7: 160->960 0.18 -> 0.12 ms, 960->320 0.29 -> 0.21, 320->1280 0.45 -> 0.31).
+    // Pointwise stride-1 convs over fewer than 256 input channels keep conv_xv / conv_flat where rows
+    // are a vector wide or more: conv_cv's blocked output costs a transpose they skip (MobileNet-V2's
+    // 1x1s, 2 threads: 16->96 at 112x112 0.31 -> 0.70 ms, 32->192 at 28x28 0.072 -> 0.090). Narrower
+    // rows waste lanes there, and conv_cv wins (at 7x7: 160->960 0.18 -> 0.12 ms, 960->320 0.29 ->
+    // 0.21, 320->1280 0.45 -> 0.31).
     const bool narrow = wout < tt.vector_width;
-    if (s.group == 1 && s.constant_weights && cout >= tt.vector_width && (spatial_kernel || strided || narrow)) {
+    // A pointwise conv over many input channels too: its transpose is a small share of its work
+    // (Inception-V3's 1x1s, 2 threads, in the network: 256->64 at 35x35 conv_flat 0.46 ms, conv_cv
+    // 0.34; 288->64 0.53 -> 0.28; 768->192 at 17x17 0.70 -> 0.59, its channels in one block).
+    const bool deep = s.input[1] / s.group >= 256;
+    if (s.group == 1 && s.constant_weights && cout >= tt.vector_width &&
+        (spatial_kernel || strided || narrow || deep)) {
         // A pool whose windows neither overlap nor pad reads the task's conv rows in the tile (VGG-11's
         // 3->64 at 224x224 + 2x2 max pool: 2.8 -> 2.27 ms; conv_bias_relu_maxpool 1.31 ms either
         // way); others after the conv at root (ResNet-18's stem, 3x3 stride-2 pool with pads: 1.6 ms
