@@ -218,6 +218,22 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
         expect_matches_reference(plan);  // the last: 2 positions, a register tile of 2
     }
     EXPECT_EQ(fused_plan(conv_model(80, 14, 14, 16, 3, 2, 1, 1)).groups[0].schedule["ci_block"], 40);
+    // Unpadded, the input is copied blocked where the conv does at least 400 FLOPs per input value
+    // (2 x cout x taps / strides) and its positions do not read it in order: a 1x1 stride 2 to 128
+    // channels (64 FLOPs a value) and a 3x3 stride 2 to 64 (288) read it planar, to 256 (1152) blocked.
+    EXPECT_EQ(fused_plan(conv_model(16, 12, 20, 128, 1, 2, 0, 1)).groups[0].schedule["input_block"], 0);
+    EXPECT_EQ(fused_plan(conv_model(16, 13, 13, 64, 3, 2, 0, 1)).groups[0].schedule["input_block"], 0);
+    const FusedGraph blocked_in = fused_plan(conv_model(16, 13, 13, 256, 3, 2, 0, 1));
+    EXPECT_EQ(blocked_in.groups[0].schedule["input_block"], 8);
+    expect_matches_reference(blocked_in);
+    // A pointwise conv over 256 input channels: conv_cv; its weights the smaller operand (96 output
+    // channels x 1 tap against 153 positions), every channel in one block. A 3x3 to 256 channels at
+    // 7x7 (256 x 9 weights a channel against 49 positions): blocks of one register tile's channels.
+    const FusedGraph deep = fused_plan(conv_model(256, 9, 17, 96, 1, 1, 0, 1));
+    EXPECT_EQ(deep.groups[0].schedule["template"], "conv_cv");
+    EXPECT_EQ(deep.groups[0].schedule["channel_block"], 96);
+    expect_matches_reference(deep);
+    EXPECT_EQ(fused_plan(conv_model(16, 7, 7, 256, 3, 1, 1, 1)).groups[0].schedule["channel_block"], 4 * vw);
     // Under a pool whose windows pad (or overlap): the conv at root by conv_cv, the pool by its
     // template. (Under one that does neither, in the tile: Composer.PoolInsideAConvChain.)
     auto cv_pooled = fused_plan(conv_model(8, 18, 18, 12, 3, 1, 1, 1, 2, 2)).groups[0].schedule;
