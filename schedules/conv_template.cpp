@@ -937,18 +937,30 @@ std::pair<nlohmann::json, double> conv_flat_defaults(const ConvGroupShape &s, in
     // 3 x 8 0.132, 4 x 4 0.138, 1 x 16 0.140, 2 x 10 0.187).
     const int nc = static_cast<int>(std::min<int64_t>(budget > 1 ? 8 : 6, cout));
     const int64_t tile_pixels = vw * nx;
-    int64_t best_rows = hout;
-    double best_use = 0;
-    for (int64_t rows = 1; rows <= hout; rows++) {
-        const int64_t strip = (rows - 1) * pitch + wout;
-        if (strip < tile_pixels) continue;
-        const int64_t computed = (strip + tile_pixels - 1) / tile_pixels * tile_pixels;
-        const double use = static_cast<double>(rows * wout) / computed * hout / ((hout + rows - 1) / rows * rows);
-        if (use > best_use + 1e-9) {
-            best_use = use;
-            best_rows = rows;
+    // Where the images are too few to be the tasks and the weights are the smaller operand (cout x
+    // taps against the output's positions, as conv_cv's channel blocks), every channel in one block
+    // and the tasks at least 8 blocks of rows: each channel block reads the task's input rows again,
+    // and with the channels split between the cores each core reads the channels the other wrote
+    // (MobileNet-V2's 192->32 at 28x28 + residual Add, in the network, 2 threads: 4 blocks of 8
+    // channels over all 28 rows 0.129 ms, 14 blocks of 2 rows of all 32 channels 0.084, 7 of 4 rows
+    // 0.089; one thread 0.095). With 8 images, a core's tasks are its images: channel blocks stay (the
+    // same network at batch 8: 0.51 ms in 4 blocks of 8 channels, 0.57 in one).
+    // (The share of used lanes that is returned, which conv_xv's is weighed against, is that of the
+    // best blocks of rows whatever their number.)
+    const bool by_rows = s.output[0] < 8 && cout * s.weight[2] * s.weight[3] <= hout * wout;
+    auto best_rows_of = [&](int64_t min_row_blocks) {
+        std::pair<int64_t, double> best = {hout, 0.0};  // rows, share of used lanes
+        for (int64_t rows = 1; rows <= hout; rows++) {
+            const int64_t strip = (rows - 1) * pitch + wout;
+            if (strip < tile_pixels || (hout + rows - 1) / rows < min_row_blocks) continue;
+            const int64_t computed = (strip + tile_pixels - 1) / tile_pixels * tile_pixels;
+            const double use = static_cast<double>(rows * wout) / computed * hout / ((hout + rows - 1) / rows * rows);
+            if (use > best.second + 1e-9) best = {rows, use};
         }
-    }
+        return best;
+    };
+    const double best_use = best_rows_of(1).second;
+    const int64_t best_rows = best_rows_of(by_rows ? std::min<int64_t>(8, hout) : 1).first;
     // At least 8 parallel tasks, so that no thread of a few waits long for the last (1x1 at 28x28: 7
     // blocks of 4 rows, with 2 channel blocks 0.317 -> 0.286 ms on 2 threads), in as few channel blocks
     // as that takes: a block that does not divide the channels shifts inwards and recomputes, and each
@@ -956,7 +968,7 @@ std::pair<nlohmann::json, double> conv_flat_defaults(const ConvGroupShape &s, in
     // 2 of 66 1.48 ms, 1 of 128 1.47 ms).
     const int64_t row_blocks = (hout + best_rows - 1) / best_rows;
     int64_t channel_block = cout;
-    if (row_blocks < 8) {
+    if (row_blocks < 8 && !by_rows) {
         // Blocks of whole register tiles; of those giving 8 tasks, the one recomputing the fewest
         // channels (SqueezeNet's 16 in 2 blocks of 12 would compute 24, in 3 of 6 18: 9.7 against
         // 7.0 ms for the net), with 1% a block for reading the input again.

@@ -234,6 +234,18 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
     EXPECT_EQ(deep.groups[0].schedule["channel_block"], 96);
     expect_matches_reference(deep);
     EXPECT_EQ(fused_plan(conv_model(16, 7, 7, 256, 3, 1, 1, 1)).groups[0].schedule["channel_block"], 4 * vw);
+    // A pointwise conv on conv_flat whose weights are the smaller operand (32 channels against 784
+    // positions): at batch 1 every channel in one block and the tasks at least 8 blocks of rows; at
+    // batch 8 the images are the tasks, and channel blocks stay.
+    const FusedGraph rows_plan = fused_plan(conv_model(192, 28, 28, 32, 1, 1, 0, 1));
+    const nlohmann::json &by_rows = rows_plan.groups[0].schedule;
+    EXPECT_EQ(by_rows["template"], "conv_flat");
+    EXPECT_EQ(by_rows["channel_block"], 32);
+    EXPECT_LE(by_rows["block_rows"].get<int>(), 3);
+    expect_matches_reference(rows_plan);
+    const nlohmann::json batch8 = fused_plan(conv_model(192, 28, 28, 32, 1, 1, 0, 1, 0, 0, 8)).groups[0].schedule;
+    EXPECT_EQ(batch8["template"], "conv_flat");
+    EXPECT_LT(batch8["channel_block"].get<int>(), 32);
     // Under a pool whose windows pad (or overlap): the conv at root by conv_cv, the pool by its
     // template. (Under one that does neither, in the tile: Composer.PoolInsideAConvChain.)
     auto cv_pooled = fused_plan(conv_model(8, 18, 18, 12, 3, 1, 1, 1, 2, 2)).groups[0].schedule;
