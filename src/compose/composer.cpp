@@ -303,19 +303,20 @@ void analyse_gemm(const Graph &g, const FusedGroup &grp, Analysis &a) {
 }
 
 // What the pool template needs of `pool`, computed per tile of a Func of shape `output`; `computed_input`:
-// the value its windows read is computed by a member of its group, inlined into it.
-schedules::PoolGroupShape pool_group_shape(const Node &pool, const Shape &output, bool computed_input) {
+// the value its windows read is computed by a member of its group, inlined into it. Padded as its
+// lowering pads (ops::pad_spatial): where some window reads outside the input.
+schedules::PoolGroupShape pool_group_shape(const Graph &g, const Node &pool, const Shape &output, bool computed_input) {
     schedules::PoolGroupShape s{output, 1};
     const Attributes attrs(pool.attrs);
-    for (int64_t k : attrs.get_ints("kernel_shape")) s.window_taps *= k;
-    if (attrs.has("strides")) {
-        for (int64_t k : attrs.get_ints("strides")) s.stride_product *= k;
+    const std::vector<int64_t> kernel = attrs.get_ints("kernel_shape");
+    for (int64_t k : kernel) s.window_taps *= k;
+    const Shape &in = g.type_of(pool.inputs[0]).shape;
+    const ops::WindowGeometry w = ops::resolve_window(attrs, Shape(in.begin() + 2, in.end()), kernel,
+                                                      attrs.get_int("ceil_mode", 0) == 1, "kernel_shape");
+    for (int i = 0; i < w.spatial_rank(); i++) {
+        s.stride_product *= w.strides[i];
+        s.padded = s.padded || w.reads_outside(i);
     }
-    if (attrs.has("pads")) {
-        for (int64_t k : attrs.get_ints("pads")) s.padded = s.padded || k != 0;
-    }
-    const std::string auto_pad = attrs.get_string("auto_pad", "NOTSET");
-    s.padded = s.padded || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
     s.window_input = s.padded || computed_input;
     return s;
 }
@@ -349,7 +350,7 @@ void analyse_pool(const Graph &g, const FusedGroup &grp, Analysis &a) {
     if (end < 0) return;
     a.family = Family::Pool;
     a.tile_value = g.nodes[end].outputs[0];
-    a.pool = pool_group_shape(*a.master, shape, pool_input_inlined(g, grp, *a.master));
+    a.pool = pool_group_shape(g, *a.master, shape, pool_input_inlined(g, grp, *a.master));
 }
 
 void analyse_reduction(const Graph &g, const FusedGroup &grp, Analysis &a) {
@@ -543,8 +544,8 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
             // By the pool template's defaults (3x3 stride 2 over 64x112x112, the ResNet stem's: 0.19 ms,
             // the simple schedule 0.33 ms), the epilogues after it inlined.
             Halide::Func tile = pure_output(g, lowered, a.tile_value);
-            const schedules::PoolGroupShape pool_shape =
-                pool_group_shape(*pool->node, g.type_of(a.tile_value).shape, pool_input_inlined(g, grp, *pool->node));
+            const schedules::PoolGroupShape pool_shape = pool_group_shape(g, *pool->node, g.type_of(a.tile_value).shape,
+                                                                          pool_input_inlined(g, grp, *pool->node));
             schedules::schedule_pool(tile, pool->funcs.outputs[0], pool_window_input(g, grp, lowered, *pool),
                                      pool_shape, schedules::pool_default_params(pool_shape, target), target);
             done = chain_funcs(a, lowered);

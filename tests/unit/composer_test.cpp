@@ -1672,6 +1672,18 @@ TEST(Composer, PoolWindowInputPerTaskMatchesTheUnfusedRun) {
                                             {"inputs", {"relu"}},
                                             {"attrs", {{"kernel_shape", {3, 3}}, {"pads", {1, 0, 1, 2}}}}}},
                                           "op"));
+        // auto_pad SAME_UPPER: with a 2x2 stride-2 window over even planes no window reads outside (no
+        // input to compute per task); with a 3x3 stride-1 window they do.
+        const Shape even = {shape[0], shape[1], shape[2] + shape[2] % 2, shape[3] + shape[3] % 2};
+        Graph same2 =
+            unary_model(even, "MaxPool", {{"kernel_shape", {2, 2}}, {"strides", {2, 2}}, {"auto_pad", "SAME_UPPER"}});
+        FusedGraph same2_plan = one_group(same2);
+        EXPECT_FALSE(same2_plan.groups[0].schedule.contains("window_input")) << same2_plan.groups[0].schedule.dump();
+        expect_matches(same2_plan, same2, expected_for(same2));
+        Graph same3 = unary_model(shape, "AveragePool", {{"kernel_shape", {3, 3}}, {"auto_pad", "SAME_UPPER"}});
+        FusedGraph same3_plan = one_group(same3);
+        EXPECT_EQ(same3_plan.groups[0].schedule["window_input"], "task");
+        expect_matches(same3_plan, same3, expected_for(same3));
         for (Graph *g : {&avg, &max}) {
             Expected e = expected_for(*g);
             FusedGraph plan = one_group(*g);
