@@ -36,14 +36,6 @@ std::string choice_or_absent(const nlohmann::json &p, const std::string &key, co
     return p.contains(key) ? param_choice(p, key, allowed) : absent_value(p, key).get<std::string>();
 }
 
-// The largest divisor of n not above `limit` (1 when limit < 1).
-int64_t largest_divisor_at_most(int64_t n, int64_t limit) {
-    for (int64_t d = std::min(n, limit); d > 1; d--) {
-        if (n % d == 0) return d;
-    }
-    return 1;
-}
-
 // "reduction_unroll": the update's loop over a group's `cin` input channels (`ci`) split by that many,
 // the inner part unrolled (absent: 1, as plans written before the parameter ran); a count not
 // dividing the channels guards its last step.
@@ -721,6 +713,13 @@ void schedule_winograd_stages(Func tile, Var task, const WinogradFuncs &wino, in
 // 256->256 at 14x14 0.59 -> 0.56; 512->512 at 7x7 0.60 -> 0.91: 16 tiles, each of its 16 MB of
 // transformed weights (16 floats per pair of channels, the direct conv's 9) read for 16 tiles (F(4x4,
 // 3x3): 1.6 ms, 36 floats for 4 tiles).
+// Whether the weights are the smaller operand: per input channel, cout x taps weights against the
+// output's positions (as a GEMM's M against its N). Each block of output channels then rereads the
+// input for little weight reuse, so the tasks split the positions, every channel in one block.
+bool weights_smaller_than_positions(const ConvGroupShape &s) {
+    return s.output[1] * s.weight[2] * s.weight[3] <= s.output[2] * s.output[3];
+}
+
 bool winograd_wins(const ConvGroupShape &s) {
     return winograd_fits(s) && s.constant_weights && s.input[1] >= 16 && s.output[1] >= 16 && s.output[2] >= 14 &&
            s.output[3] >= 14;
@@ -860,15 +859,14 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
             channel_block = 64;
         }
     }
-    // Every output channel in one block where the weights are the smaller operand (per input channel,
-    // cout x taps weights against the output's positions, as a GEMM's M against its N): each block of
-    // channels reads the task's input rows again, so the tasks split the positions alone. Direct
-    // convs (Winograd's blocks are above). Sapphire Rapids, AVX-512, 2 threads, in the networks
-    // (run --profile, 3 alternations, medians): 1x1 768->192 at 17x17 (Inception-V3's, conv_cv)
-    // 64-channel blocks 0.65 ms, one block 0.58; MobileNet-V2's 576->96 at 14x14 0.28 -> 0.16,
-    // MobileNet-V3's 672->112 0.36 -> 0.26. Where the weights are the larger (ResNet-18's 1x1
-    // 256->512 stride 2 to 7x7: 0.12 -> 0.20 ms; 3x3 384->384 at 8x8 0.36 -> 0.41) the blocks stay.
-    if (!winograd_wins(s) && cout * s.weight[2] * s.weight[3] <= s.output[2] * s.output[3]) channel_block = cout;
+    // Every output channel in one block where the weights are the smaller operand
+    // (weights_smaller_than_positions): each block of channels reads the task's input rows again, so
+    // the tasks split the positions alone. Direct convs (Winograd's blocks are above). Sapphire Rapids, AVX-512, 2
+    // threads, in the networks (run --profile, 3 alternations, medians): 1x1 768->192 at 17x17 (Inception-V3's,
+    // conv_cv) 64-channel blocks 0.65 ms, one block 0.58; MobileNet-V2's 576->96 at 14x14 0.28 -> 0.16, MobileNet-V3's
+    // 672->112 0.36 -> 0.26. Where the weights are the larger (ResNet-18's 1x1 256->512 stride 2 to 7x7: 0.12 -> 0.20
+    // ms; 3x3 384->384 at 8x8 0.36 -> 0.41) the blocks stay.
+    if (!winograd_wins(s) && weights_smaller_than_positions(s)) channel_block = cout;
     const int64_t channel_tasks = (cout + channel_block - 1) / channel_block;
     const int64_t row_blocks = std::min<int64_t>(hout, (8 + channel_tasks - 1) / channel_tasks);
     int64_t rows = (hout + row_blocks - 1) / row_blocks;
@@ -947,7 +945,7 @@ std::pair<nlohmann::json, double> conv_flat_defaults(const ConvGroupShape &s, in
     // same network at batch 8: 0.51 ms in 4 blocks of 8 channels, 0.57 in one).
     // (The share of used lanes that is returned, which conv_xv's is weighed against, is that of the
     // best blocks of rows whatever their number.)
-    const bool by_rows = s.output[0] < 8 && cout * s.weight[2] * s.weight[3] <= hout * wout;
+    const bool by_rows = s.output[0] < 8 && weights_smaller_than_positions(s);
     auto best_rows_of = [&](int64_t min_row_blocks) {
         std::pair<int64_t, double> best = {hout, 0.0};  // rows, share of used lanes
         for (int64_t rows = 1; rows <= hout; rows++) {

@@ -18,13 +18,6 @@ using Halide::Var;
 constexpr int64_t kParallelElements = 4096;
 constexpr int64_t kTaskElements = 8192;
 
-int64_t largest_divisor_at_most(int64_t n, int64_t limit) {
-    for (int64_t d = std::min(n, limit); d > 1; d--) {
-        if (n % d == 0) return d;
-    }
-    return 1;
-}
-
 }  // namespace
 
 nlohmann::json pool_default_params(const PoolGroupShape &s, const Halide::Target &target) {

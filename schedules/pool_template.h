@@ -1,9 +1,10 @@
 // Schedule template for a group led by a MaxPool or AveragePool (no conv in the group; after a conv
 // the pool is the conv template's tile): the pool is computed per vector of the group's output T —
 // the pool itself, or the end of an elementwise chain after it — with x vectorized (a stride-2
-// window reads two vectors and deinterleaves), the window loops unrolled, and channels x rows fused
-// into one parallel loop cut into tasks of rows_per_task rows (by default whole planes a task where
-// planes are small, so that a task's windows stay in its channels). Where the windows read a padded
+// window reads two vectors and deinterleaves), the window loops unrolled, and parallel tasks of
+// rows_per_task rows: below a plane's rows, bands of one plane; from there, whole planes of a block of
+// channels (rows_per_task / plane rows of them), the batch fused outside (by default whole planes a
+// task where planes are small, so that a task's windows stay in its channels). Where the windows read a padded
 // input (the pool's own pads, or a Pad inlined into it) or a computed one (an elementwise op inlined
 // into it) and read each value more than once, that input is computed per task into a dense buffer
 // (`window_input: "task"`): every tap is then a dense vector load, where inlined each tap tests its

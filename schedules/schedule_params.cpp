@@ -25,6 +25,13 @@ TargetTraits target_traits(const Halide::Target &target) {
     return t;
 }
 
+int64_t largest_divisor_at_most(int64_t n, int64_t limit) {
+    for (int64_t d = std::min(n, limit); d > 1; d--) {
+        if (n % d == 0) return d;
+    }
+    return 1;
+}
+
 int param_int(const nlohmann::json &p, const std::string &key, int64_t lo, int64_t hi) {
     const std::string field = "schedule." + key;
     if (!p.contains(key)) fail_field(field, "missing (expected an integer)");

@@ -29,6 +29,10 @@ int param_int_or(const nlohmann::json &params, const std::string &key, int64_t l
 // The string parameter `key`, one of `allowed`.
 std::string param_choice(const nlohmann::json &params, const std::string &key, const std::vector<std::string> &allowed);
 
+// The largest divisor of n not above `limit` (1 when limit < 1): blocks of channels or rows that
+// divide them, so that no last block is a second, shorter copy of the loops.
+int64_t largest_divisor_at_most(int64_t n, int64_t limit);
+
 // Throws an Error on "schedule.<key>" for the first key of `params` that is neither "template", "why",
 // "flatten_positions" (the composer's, for any template) nor in `allowed`: a misspelt parameter must
 // not be silently ignored.
