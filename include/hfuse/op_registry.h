@@ -53,10 +53,12 @@ struct ConvLowering {
         // conv_flat: over the flattened rows of the padded input (2-D, stride 1, one group):
         // Lowered::parts["flat"] is the conv as (H*Wp, C, N), the output a view of it.
         Flat,
-        // conv_cv: output channels in vector lanes, the input broadcast (2-D, one group, constant
-        // weights): Lowered::parts["blocked"] is the conv as (lanes, H*W, blocks, N) for blocks of
-        // `lanes` output channels, its weights packed at lowering time for register tiles of
-        // `tile_blocks` blocks; the output (with the bias) a view of it. With `input_block`, the
+        // conv_cv: output channels in vector lanes, the input broadcast (2-D, constant weights):
+        // Lowered::parts["blocked"] is the conv as (lanes, H*W, blocks, N) for blocks of `lanes`
+        // output channels, its weights packed at lowering time for register tiles of `tile_blocks`
+        // blocks (a grouped conv's block reducing over the input channels of the groups it spans,
+        // ops::blocked_groups), and register tiles of `tile_positions` positions taken apart by
+        // tiles where they divide a row; the output (with the bias) a view of it. With `input_block`, the
         // conv reads its (padded) input through parts["padded_input"], a copy of it channel-blocked
         // as (input_block, W, H, C / input_block, N): consecutive input channels adjacent. With
         // `winograd_tile` m > 0 (a 3x3 conv, stride and dilation 1): Winograd F(m x m, 3x3)
@@ -65,10 +67,11 @@ struct ConvLowering {
         ChannelBlocked,
     };
     Form form = Form::Direct;
-    int lanes = 0;          // ChannelBlocked: output channels per block (one vector)
-    int tile_blocks = 0;    // ChannelBlocked: blocks per register tile
-    int input_block = 0;    // ChannelBlocked: input channels per block of the input copy; 0: planar
-    int winograd_tile = 0;  // ChannelBlocked: Winograd F(m x m, 3x3) for m = 2 or 4 rather than direct (0)
+    int lanes = 0;           // ChannelBlocked: output channels per block (one vector)
+    int tile_blocks = 0;     // ChannelBlocked: blocks per register tile
+    int tile_positions = 0;  // ChannelBlocked: output positions per register tile
+    int input_block = 0;     // ChannelBlocked: input channels per block of the input copy; 0: planar
+    int winograd_tile = 0;   // ChannelBlocked: Winograd F(m x m, 3x3) for m = 2 or 4 rather than direct (0)
 };
 
 // How a Gemm packs a constant B stored [N, K] (transB=1) for the template that will place it

@@ -603,6 +603,7 @@ OpLowerings op_lowerings(const Graph &g, const FusedGroup &grp, const Halide::Ta
             l.form = ConvLowering::Form::ChannelBlocked;
             l.lanes = schedules::vector_width_param(params, target, true);
             l.tile_blocks = schedules::param_int(params, "tile_c_vectors", 1, 16);
+            l.tile_positions = schedules::param_int(params, "tile_positions", 1, 16);
             l.input_block = schedules::conv_cv_input_block(params);
             l.winograd_tile = schedules::conv_cv_winograd_tile(params);
             forms.conv[grp.master] = l;

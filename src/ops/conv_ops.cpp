@@ -60,6 +60,31 @@ int64_t winograd_overreach(int64_t output, int m) {
     return winograd_tiles(output, m) * m - output;
 }
 
+BlockedGroups blocked_groups(int64_t input_channels, int64_t output_channels, int64_t group, int lanes) {
+    BlockedGroups b;
+    b.groups = group;
+    b.group_inputs = input_channels / group;
+    b.group_outputs = output_channels / group;
+    b.groups_per_block = 1;
+    for (int64_t first = 0; first < output_channels; first += lanes) {
+        const int64_t last = std::min(first + lanes, output_channels) - 1;
+        b.groups_per_block = std::max(b.groups_per_block, last / b.group_outputs - first / b.group_outputs + 1);
+    }
+    b.span = b.groups_per_block * b.group_inputs;
+    return b;
+}
+
+int64_t BlockedGroups::first_input(int64_t b, int lanes) const {
+    return std::min(b * lanes / group_outputs, groups - groups_per_block) * group_inputs;
+}
+
+Halide::Expr BlockedGroups::first_input(const Halide::Expr &b, int lanes) const {
+    if (groups == 1) return 0;
+    const Halide::Expr g =
+        Halide::min(b * lanes / static_cast<int>(group_outputs), static_cast<int>(groups - groups_per_block));
+    return g * static_cast<int>(group_inputs);
+}
+
 int window_spatial_rank(const TensorType &x) {
     if (x.rank() != 3 && x.rank() != 4) {
         fail_field("input 0 (X)",
@@ -325,19 +350,27 @@ Lowered lower_blocked_conv(const LowerContext &ctx, const ConvShape &c) {
     if (!weights) fail_field("schedule.template", "conv_cv needs constant weights; input 1 (W) is computed");
     const int lanes = ctx.conv_lowering.lanes, tile = ctx.conv_lowering.tile_blocks;
     if (lanes < 1 || tile < 1) throw Error("internal: a channel-blocked conv needs lanes and tile_blocks >= 1");
-    const int cin = to_int(c.c_in, "input 0 (X)"), cout = to_int(c.c_out, "input 1 (W)");
+    const int cout = to_int(c.c_out, "input 1 (W)");
     const int kh = to_int(c.g.kernel[0], "input 1 (W)"), kw = to_int(c.g.kernel[1], "input 1 (W)");
+    const BlockedGroups groups = blocked_groups(c.c_in, c.c_out, c.group, lanes);
+    const int span = to_int(groups.span, "input 0 (X)"), group_in = static_cast<int>(groups.group_inputs);
     const int blocks = (cout + lanes - 1) / lanes, tiles = (blocks + tile - 1) / tile + 1;
-    Halide::Buffer<float> packed(lanes, tile, cin, kw, kh, tiles);
+    Halide::Buffer<float> packed(lanes, tile, span, kw, kh, tiles);
     packed.fill(0.0f);
-    const float *w = weights->f32.data();  // OIHW
+    const float *w = weights->f32.data();  // OIHW, group_in input channels a row
     for (int co = 0; co < cout; co++) {
         const int b = co / lanes;
-        for (int ci = 0; ci < cin; ci++) {
+        // The block's input channel i is channel first + i of the input: weighted where it is in
+        // co's group, zero elsewhere.
+        const int first = static_cast<int>(groups.first_input(b, lanes));
+        const int group_first = static_cast<int>(co / groups.group_outputs) * group_in;
+        for (int i = 0; i < span; i++) {
+            const int ci = first + i - group_first;
+            if (ci < 0 || ci >= group_in) continue;
             for (int ky = 0; ky < kh; ky++) {
                 for (int kx = 0; kx < kw; kx++) {
-                    packed(co % lanes, b % tile, ci, kx, ky, b / tile) =
-                        w[((int64_t(co) * cin + ci) * kh + ky) * kw + kx];
+                    packed(co % lanes, b % tile, i, kx, ky, b / tile) =
+                        w[((int64_t(co) * group_in + ci) * kh + ky) * kw + kx];
                 }
             }
         }
@@ -349,14 +382,24 @@ Lowered lower_blocked_conv(const LowerContext &ctx, const ConvShape &c) {
     const int dx = static_cast<int>(c.g.dilations[1]), dy = static_cast<int>(c.g.dilations[0]);
     const int pad_x = static_cast<int>(c.g.pads_begin[1]), pad_y = static_cast<int>(c.g.pads_begin[0]);
     Var cv("cv"), p("p"), cb("cb"), n("n");
-    RDom r = window_rdom(c.g, {{0, cin}}, func_name(ctx, "r"));  // (ci, kx, ky)
+    RDom r = window_rdom(c.g, {{0, span}}, func_name(ctx, "r"));  // (i: input channel first + i, kx, ky)
     // Positions past the last stay in the last row. (Clamping the position instead, LLVM computed
     // the taps' addresses in vector registers in the inner loop: 3x3 64->64 at 56x56 15% slower.)
-    const Expr ox = p % wo, oy = Halide::min(p / wo, ho - 1);
+    // Where a register tile's positions divide the row, p is taken apart by tiles, t = p / np: a
+    // tile's p = t * np + i (i unrolled) is then the tile's row and column plus i, each position's
+    // address the tile's plus a constant. Taken apart by rows, each tile position's address is
+    // computed on its own, per tap, in vector registers on the FMA ports.
+    const int np = ctx.conv_lowering.tile_positions;
+    Expr ox = p % wo, oy = Halide::min(p / wo, ho - 1);
+    if (np > 1 && wo % np == 0) {
+        const Expr t = p / np;
+        ox = t % (wo / np) * np + p % np;
+        oy = Halide::min(t / (wo / np), ho - 1);
+    }
     const Expr ix = ox * sx - pad_x + r[1] * dx, iy = oy * sy - pad_y + r[2] * dy;
     Func input_copy;
     const ConvInputReader read = conv_input_reader(ctx, c, 0, 0, input_copy);
-    const Expr input = read(r[0], ix, iy, n);
+    const Expr input = read(groups.first_input(cb, lanes) + r[0], ix, iy, n);
     Func blocked(func_name(ctx, "blocked"));
     blocked(cv, p, cb, n) = 0.0f;
     blocked(cv, p, cb, n) += wq(cv, cb % tile, r[0], r[1], r[2], cb / tile) * input;
@@ -567,9 +610,12 @@ Lowered lower_conv(const LowerContext &ctx) {
             fail_field("schedule.template", "conv_flat needs a 2-D conv with stride 1 and one group");
         return lower_flat_conv(ctx, c);
     case ConvLowering::Form::ChannelBlocked:
-        if (c.group != 1 || c.g.spatial_rank() != 2)
-            fail_field("schedule.template", "conv_cv needs a 2-D conv with one group");
-        return ctx.conv_lowering.winograd_tile > 0 ? lower_winograd_conv(ctx, c) : lower_blocked_conv(ctx, c);
+        if (c.g.spatial_rank() != 2) fail_field("schedule.template", "conv_cv needs a 2-D conv");
+        if (ctx.conv_lowering.winograd_tile > 0) {
+            if (c.group != 1) fail_field("schedule.algorithm", "winograd needs a conv with one group");
+            return lower_winograd_conv(ctx, c);
+        }
+        return lower_blocked_conv(ctx, c);
     case ConvLowering::Form::Direct: break;
     }
     const int spatial = c.g.spatial_rank();

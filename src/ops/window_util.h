@@ -41,6 +41,22 @@ int64_t winograd_tiles(int64_t output, int m);
 // the input blocked leaves a halo that wide.
 int64_t winograd_overreach(int64_t output, int m);
 
+// A conv with `group` groups computed in blocks of `lanes` output channels (conv_cv): every block reads
+// the input channels of the groups its channels are in, `groups_per_block` of them at most (1 where
+// the groups' output channels are a multiple of `lanes`; lanes / their number where they divide it;
+// 2 for 24 a group in blocks of 16), the channels off a channel's group weighted zero. Block b
+// reduces over `span` input channels from `first_input(b)`, the last blocks (and those past the
+// last channel) shifted inwards so as to stay inside the input. One group: every input channel.
+struct BlockedGroups {
+    int64_t group_inputs = 0, group_outputs = 0;  // input / output channels a group
+    int64_t groups = 1, groups_per_block = 1;
+    int64_t span = 0;  // input channels a block reduces over: groups_per_block * group_inputs
+    // The first input channel block `b` reads.
+    int64_t first_input(int64_t b, int lanes) const;
+    Halide::Expr first_input(const Halide::Expr &b, int lanes) const;
+};
+BlockedGroups blocked_groups(int64_t input_channels, int64_t output_channels, int64_t group, int lanes);
+
 // Checks that input 0 (X) is N x C x L or N x C x H x W; returns the number of spatial dims.
 int window_spatial_rank(const TensorType &x);
 

@@ -13,6 +13,7 @@
 #include "hfuse/planner.h"
 #include "hfuse/random.h"
 #include "hfuse/reference.h"
+#include "ops/window_util.h"
 #include "schedules/conv_template.h"
 
 #include "test_util.h"
@@ -465,6 +466,69 @@ TEST(Composer, ChannelVectorConvVariantsMatchTheReference) {
     EXPECT_GE(ran, 60);
 }
 
+TEST(Composer, GroupedChannelVectorConvMatchesTheReference) {
+    // A grouped conv by conv_cv: a block of a vector's channels reduces over the input channels of the
+    // groups it spans (ops::blocked_groups). Groups of whole vectors (16 a group by 8 and 16 lanes),
+    // vectors of whole groups (4 a group), and neither (12 a group by 8 lanes: a block spans one or two
+    // groups, the last shifted inwards); register tiles across groups, tiles within a row (positions
+    // dividing it) and across rows, strides, pads, two images; the input planar or blocked, at root or
+    // per task, the reduction in one pass or several.
+    int ran = 0;
+    for (const Graph &g : {conv_model(32, 9, 14, 32, 3, 1, 1, 2, 0, 0, 2), conv_model(16, 11, 12, 16, 3, 2, 1, 4),
+                           conv_model(24, 7, 10, 36, 3, 1, 0, 3), conv_model(48, 8, 8, 48, 1, 1, 0, 3)}) {
+        FusedGraph plan = fused_plan(g);
+        ASSERT_EQ(plan.groups.size(), 1u);
+        const Shape t = g.type_of("relu").shape;
+        const int cin = static_cast<int>(g.type_of("x").shape[1]), cout = static_cast<int>(t[1]);
+        const int h = static_cast<int>(t[2]), w = static_cast<int>(t[3]);
+        const int group = static_cast<int>(g.find_node("conv")->attrs["group"].get<int64_t>());
+        int i = 0;
+        for (auto [vw, np, nc, rows] : {std::tuple{8, w, 1, h}, std::tuple{8, w / 2, 2, 2}, std::tuple{16, 3, 1, 1},
+                                        std::tuple{4, 5, 3, 3}, std::tuple{8, 7, 2, h}, std::tuple{4, 2, 1, 2}}) {
+            const ops::BlockedGroups b = ops::blocked_groups(cin, cout, group, vw);
+            for (int ib : {0, 8, 4}) {
+                for (int ci_block : {static_cast<int>(b.span), static_cast<int>(b.group_inputs)}) {
+                    const int cb = std::min(cout, nc * vw);
+                    if (np < 1 || np > rows * w || b.span % ci_block || (ib && cin % ib) || i++ % 3) continue;
+                    plan.groups[0].schedule = {{"template", "conv_cv"}, {"vector_width", vw}, {"tile_positions", np},
+                                               {"tile_c_vectors", nc},  {"block_rows", rows}, {"channel_block", cb},
+                                               {"ci_block", ci_block},  {"input_block", ib}};
+                    if (ran % 3 == 1 && ib) plan.groups[0].schedule["input_at"] = "task";
+                    SCOPED_TRACE(plan.groups[0].schedule.dump());
+                    expect_matches_reference(plan);
+                    ran++;
+                }
+            }
+        }
+    }
+    EXPECT_GE(ran, 14);
+}
+
+TEST(Composer, GroupedConvTakesChannelVectorsWhereGroupsAreWholeVectors) {
+    // 16 channels a group (RegNet's), AVX-512: conv_cv, a register tile of one group's vectors, its
+    // positions dividing the row (14 at 28 wide; 7 at 7x7). 8 a group under 16 lanes would reduce over
+    // two groups' inputs (half the FLOPs wasted): not conv_cv. Winograd is refused for grouped convs.
+    const Halide::Target avx512("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
+    for (auto [size, expect_np] : {std::pair{28, 14}, std::pair{7, 7}}) {
+        const Graph g = conv_model(64, size, size, 64, 3, 1, 1, 4);
+        const FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("x86")}), avx512);
+        const nlohmann::json &p = plan.groups[0].schedule;
+        EXPECT_EQ(p["template"], "conv_cv") << p.dump();
+        EXPECT_EQ(p["tile_c_vectors"], 1) << p.dump();
+        EXPECT_EQ(p["tile_positions"], expect_np) << p.dump();
+        EXPECT_EQ(p["ci_block"], 16) << p.dump();
+    }
+    // AVX2 (16 registers, broadcasts apart from the FMAs) keeps conv_xv.
+    EXPECT_EQ(fused_plan(conv_model(64, 28, 28, 64, 3, 1, 1, 4)).groups[0].schedule["template"], "conv_xv");
+    const Graph eight = conv_model(64, 28, 28, 64, 3, 1, 1, 8);
+    EXPECT_NE(with_default_schedules(plan_fusion(eight, {load_rules("x86")}), avx512).groups[0].schedule["template"],
+              "conv_cv");
+    nlohmann::json wino = {{"template", "conv_cv"}, {"algorithm", "winograd"}, {"winograd_tile", 2},
+                           {"vector_width", 8},     {"tile_positions", 2},     {"tile_c_vectors", 1},
+                           {"block_rows", 2},       {"channel_block", 8},      {"ci_block", 16}};
+    expect_conv_params_error(conv_model(32, 14, 14, 32, 3, 1, 1, 2), wino, "schedule.algorithm");
+}
+
 TEST(Composer, ChannelVectorConvWithDilationAndInOnePipeline) {
     // A dilated 3x3 reading another group's Func in a whole-model pipeline (not an ImageParam), and a
     // global pool after a 3x3 that puts the conv at root; the executor runs the same plans.
@@ -532,7 +596,8 @@ TEST(Composer, ChannelVectorConvPlanesOfAKilobyte) {
 TEST(Composer, ChannelVectorConvErrorsNameTheField) {
     nlohmann::json p = {{"template", "conv_cv"}, {"vector_width", 8},   {"tile_positions", 3}, {"tile_c_vectors", 2},
                         {"block_rows", 2},       {"channel_block", 16}, {"ci_block", 8}};
-    expect_conv_params_error(conv_model(8, 9, 10, 16, 3, 1, 1, 2), p, "schedule.template");  // grouped
+    // Grouped, 8 a group: a block of 8 lanes reduces over its group's 4 input channels.
+    expect_conv_params_error(conv_model(8, 9, 10, 16, 3, 1, 1, 2), p, "schedule.ci_block");
     const Graph g = conv_model(8, 9, 10, 16, 3, 1, 1, 1);
     p["ci_block"] = 3;  // does not divide 8
     expect_conv_params_error(g, p, "schedule.ci_block");
