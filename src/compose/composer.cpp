@@ -638,7 +638,7 @@ BlockedExchange blocked_exchange(const Graph &g, const FusedGroup &grp, const Ha
         return e;  // compose_group reports it, naming the field
     }
     const Analysis a = analyse(g, grp);
-    if (a.family != Family::Conv || a.conv.group != 1) return e;  // compose_group reports the misfit
+    if (a.family != Family::Conv) return e;  // compose_group reports the misfit
     const Node &conv = *a.master;
     const Shape &in = g.type_of(conv.inputs[0]).shape;
     ops::WindowGeometry geo;

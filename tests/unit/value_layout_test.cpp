@@ -202,6 +202,44 @@ TEST(ValueLayout, ChoosesBlockedWhereEveryReaderTakesIt) {
     expect_layouts_compute_the_same(g, plan, exec::choose_value_layouts(plan, kTarget).size());
 }
 
+TEST(ValueLayout, GroupedConvsReadAndWriteBlocks) {
+    // Grouped convs by conv_cv (RegNet-like, batch 2, odd sizes) read their input blocked in place and
+    // hand their output on blocked: a 3x3 in 2 groups, a stride-2 3x3 in 4, then a 1x1 over all.
+    const json p1 = {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}};
+    const json nodes = json::array(
+        {conv("c0", "x", "w0", p1), op("v0", "Relu", {"c0"}),
+         conv("c1", "v0", "w1", {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}, {"group", 2}}),
+         op("v1", "Relu", {"c1"}),
+         conv("c2", "v1", "w2", {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}, {"strides", {2, 2}}, {"group", 4}}),
+         op("v2", "Relu", {"c2"}), conv("c3", "v2", "w3", {{"kernel_shape", {1, 1}}})});
+    const json m = {{"format", "hfuse-model"},
+                    {"version", 1},
+                    {"name", "grouped"},
+                    {"inputs", {{{"name", "x"}, {"shape", {2, 16, 11, 13}}}}},
+                    {"weights",
+                     {{"w0", weight({32, 16, 3, 3}, 1)},
+                      {"w1", weight({32, 16, 3, 3}, 2)},
+                      {"w2", weight({32, 8, 3, 3}, 3)},
+                      {"w3", weight({16, 32, 1, 1}, 4)}}},
+                    {"nodes", nodes},
+                    {"outputs", {"c3"}}};
+    const Graph g = prepare(parse_model(m, ".", "grouped.json"));
+    FusedGraph plan = default_plan(g);
+    for (const auto &[node, span] : {std::pair{"c1", 16}, std::pair{"c2", 8}}) {
+        producer(plan, node).schedule = {{"template", "conv_cv"}, {"vector_width", 8}, {"tile_positions", 4},
+                                         {"tile_c_vectors", 1},   {"block_rows", 2},   {"channel_block", 8},
+                                         {"ci_block", span},      {"input_block", 8}};
+    }
+    const exec::ValueLayouts l = exec::choose_value_layouts(plan, kTarget);
+    // The plain 3x3 (c0) and the 1x1 over 7 columns (c3) take conv_cv by default.
+    ASSERT_EQ(producer(plan, "c0").schedule["template"], "conv_cv");
+    ASSERT_EQ(producer(plan, "c3").schedule["template"], "conv_cv");
+    EXPECT_EQ(l.at("v0"), (exec::ValueLayout{8, 1, 1}));
+    EXPECT_EQ(l.at("v1"), (exec::ValueLayout{8, 1, 1}));
+    EXPECT_EQ(l.at("v2").halo_x, 0);  // read by an unpadded 1x1
+    expect_layouts_compute_the_same(g, plan, l.size());
+}
+
 TEST(ValueLayout, NoBlocksWhereTheyDoNotFit) {
     // 12 channels: no multiple of 8 (the convs reading them copy their input planar); the 24-channel
     // values of the second stage blocked.
