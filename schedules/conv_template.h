@@ -44,6 +44,10 @@ struct ConvGroupShape {
     // conv_cv: the conv's input stored channel-blocked by this many channels (read in place, or its
     // padded copy made block for block); 0: planar.
     int input_stored_block = 0;
+    // For defaults: every group reading T would read it channel-blocked from a conv_cv group (a
+    // conv_cv conv's input, or its epilogue), so conv_cv would hand T on as its tiles hold it, with no
+    // transpose to NCHW (compose's with_default_schedules finds it).
+    bool output_read_blocked = false;
     // conv_dw: the input channels of a pointwise conv in the group (1x1, stride 1, no pads, one group)
     // whose output reaches the depthwise conv through inlined elementwise ops only (MobileNet-V2's
     // expand): computed per task, the channels the task's depthwise channels read. 0: none.

@@ -19,7 +19,10 @@ namespace hfuse {
 // {"template": "simple", ..., "why": "<the reason>"}.
 nlohmann::json default_schedule_params(const Graph &graph, const FusedGroup &group, const Halide::Target &target);
 
-// Fills every group's "schedule" that is still empty with the defaults.
+// Fills every group's "schedule" that is still empty with the defaults; then, its readers' schedules
+// known, a conv group whose readers would all take its output channel-blocked, one of them copying
+// it so otherwise, takes the defaults of a conv whose output is read blocked (conv_cv: its tiles
+// stored as they lie, the reader's copy gone; schedules/README.md).
 FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target);
 
 }  // namespace hfuse

@@ -668,6 +668,14 @@ BlockedExchange blocked_exchange(const Graph &g, const FusedGroup &grp, const Ha
     return e;
 }
 
+bool reads_blocked(const BlockedExchange &reader, const Node &node, const std::string &value) {
+    if (reader.epilogue.count(node.name)) return true;
+    const bool as_input = node.name == reader.conv && std::count(node.inputs.begin(), node.inputs.end(), value) == 1 &&
+                          node.inputs[0] == value;
+    const bool padded = reader.reach_x > 0 || reader.reach_y > 0;
+    return as_input && (reader.input_block > 0 || !padded);
+}
+
 RowBandSplit row_band_split(const Graph &g, const FusedGroup &grp, const Halide::Target &target) {
     if (!grp.backend.empty()) return {};
     const nlohmann::json params = group_params(g, grp, target);
@@ -789,8 +797,10 @@ namespace hfuse {
 
 namespace {
 
-nlohmann::json defaults_for_shapes(const Graph &g, const FusedGroup &grp, const Halide::Target &target) {
-    const compose::Analysis a = compose::analyse(g, grp);
+nlohmann::json defaults_for_shapes(const Graph &g, const FusedGroup &grp, const Halide::Target &target,
+                                   bool output_read_blocked = false) {
+    compose::Analysis a = compose::analyse(g, grp);
+    a.conv.output_read_blocked = output_read_blocked;
     nlohmann::json p;
     switch (a.family) {
     case compose::Family::Conv:
@@ -816,10 +826,10 @@ nlohmann::json defaults_for_shapes(const Graph &g, const FusedGroup &grp, const 
     return p;
 }
 
-}  // namespace
-
-nlohmann::json default_schedule_params(const Graph &g, const FusedGroup &grp, const Halide::Target &target) {
-    nlohmann::json p = defaults_for_shapes(g, grp, target);
+// The group's defaults, given whether every reader of its output would read it channel-blocked.
+nlohmann::json defaults_with_readers(const Graph &g, const FusedGroup &grp, const Halide::Target &target,
+                                     bool output_read_blocked) {
+    nlohmann::json p = defaults_for_shapes(g, grp, target, output_read_blocked);
     // A pointwise conv whose rows tile badly by (x, y) (conv_flat's): on its group's position view,
     // conv_xv's register tiles run along all positions and the epilogue is stored from the
     // accumulators, where conv_flat's go through its strip (compose/position_view.h). (Rows of whole
@@ -844,9 +854,61 @@ nlohmann::json default_schedule_params(const Graph &g, const FusedGroup &grp, co
     return p;
 }
 
+// Whether every group reading the value `producer` hands out (its only one) would read it
+// channel-blocked, as their schedules in `plan` place them, were the producer to store it so, and
+// one of them would otherwise copy it blocked (a conv naming an input_block): the copy then goes.
+// Not for a conv whose input is computed in its group (an inlined prologue: conv_cv evaluates it
+// per broadcast; DenseNet-121's BN + ReLU + 1x1s, 64-256 -> 128 at 56x56, ran 20-40% slower).
+bool output_read_blocked(const FusedGraph &plan, const FusedGroup &producer, const Halide::Target &target) {
+    const Graph &g = plan.graph;
+    const Node *master = g.find_node(producer.master);
+    if (!master || master->inputs.empty()) return false;
+    if (const Node *in = g.producer(master->inputs[0]);
+        in && std::find(producer.nodes.begin(), producer.nodes.end(), in->name) != producer.nodes.end())
+        return false;
+    const std::set<std::string> out = handed_out_values(plan, producer);
+    if (out.size() != 1) return false;
+    const std::string &v = *out.begin();
+    if (std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end() || g.type_of(v).shape.size() != 4)
+        return false;
+    bool copied = false;
+    for (const FusedGroup &grp : plan.groups) {
+        if (&grp == &producer) continue;
+        const compose::BlockedExchange reader = compose::blocked_exchange(g, grp, target);
+        for (const std::string &name : grp.nodes) {
+            const Node *n = g.find_node(name);
+            if (std::find(n->inputs.begin(), n->inputs.end(), v) == n->inputs.end()) continue;
+            if (!compose::reads_blocked(reader, *n, v)) return false;
+            copied = copied || (n->name == reader.conv && reader.input_block > 0);
+        }
+    }
+    return copied;
+}
+
+}  // namespace
+
+nlohmann::json default_schedule_params(const Graph &g, const FusedGroup &grp, const Halide::Target &target) {
+    return defaults_with_readers(g, grp, target, false);
+}
+
 FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target) {
-    for (FusedGroup &grp : plan.groups) {
-        if (grp.schedule.empty()) grp.schedule = default_schedule_params(plan.graph, grp, target);
+    std::vector<size_t> filled;
+    for (size_t i = 0; i < plan.groups.size(); i++) {
+        FusedGroup &grp = plan.groups[i];
+        if (!grp.schedule.empty()) continue;
+        grp.schedule = default_schedule_params(plan.graph, grp, target);
+        filled.push_back(i);
+    }
+    // Then, with its readers' schedules known: a conv group whose readers would all read its output
+    // channel-blocked, given the defaults for that (conv_cv, its tiles stored as they lie). The
+    // readers keep theirs, chosen from shapes alone (a producer comes before its readers).
+    for (size_t i : filled) {
+        FusedGroup &grp = plan.groups[i];
+        const std::string tmpl = grp.schedule.value("template", "");
+        if (tmpl != "conv_xv" && tmpl != "conv_flat") continue;
+        if (!output_read_blocked(plan, grp, target)) continue;
+        nlohmann::json p = defaults_with_readers(plan.graph, grp, target, true);
+        if (p.value("template", "") == "conv_cv") grp.schedule = p;
     }
     return plan;
 }

@@ -58,6 +58,11 @@ struct BlockedExchange {
 };
 BlockedExchange blocked_exchange(const Graph &graph, const FusedGroup &group, const Halide::Target &target);
 
+// Whether `reader` (a group's BlockedExchange) can read `value` channel-blocked where its node `node`
+// reads it: as its conv's input X (by the blocks it names, or unpadded, any block), or in its
+// epilogue.
+bool reads_blocked(const BlockedExchange &reader, const Node &node, const std::string &value);
+
 // A group whose parallel tasks split each image's rows of the value it hands out into two even bands
 // (conv_dw with "row_bands": 2): that value and the first row of the second band, where
 // exec::choose_value_layouts() starts a page in each plane. {"", 0} for any other group.

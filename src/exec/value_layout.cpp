@@ -49,10 +49,7 @@ ValueLayouts choose_value_layouts(const FusedGraph &plan, const Halide::Target &
         for (const auto &[c, node] : it->second) {
             const compose::BlockedExchange &reader = exchange[c];
             if (reader.epilogue.count(node->name)) continue;
-            const bool as_input = node->name == reader.conv &&
-                                  std::count(node->inputs.begin(), node->inputs.end(), v) == 1 && node->inputs[0] == v;
-            const bool padded = reader.reach_x > 0 || reader.reach_y > 0;
-            if (!as_input || (reader.input_block == 0 && padded) ||
+            if (!compose::reads_blocked(reader, *node, v) ||
                 (block && reader.input_block && reader.input_block != block)) {
                 return false;
             }

@@ -567,6 +567,58 @@ TEST(Composer, ChannelVectorConvWithDilationAndInOnePipeline) {
     std::remove(path.c_str());
 }
 
+TEST(Composer, PointwiseConvTakesChannelVectorsWhereItsReaderWouldCopyItBlocked) {
+    // A 1x1 (conv_xv or conv_flat by its shapes) whose only reader, a padded 3x3 by conv_cv, would copy
+    // its output channel-blocked: conv_cv, storing its tiles blocked, and the copy goes. With a second
+    // reader that cannot read blocks (a Sigmoid of its own), or with its input computed in its group
+    // (a prologue: BN + ReLU as DenseNet's), it keeps its template.
+    for (int variant = 0; variant < 3; variant++) {
+        const std::string pre = variant == 2 ? R"({"name": "pre", "op": "Relu", "inputs": ["x"]},)" : "";
+        const std::string other = variant == 1 ? R"(, {"name": "side", "op": "Sigmoid", "inputs": ["r1"]})" : "";
+        const std::string text = R"({"format": "hfuse-model", "version": 1, "name": "pw_reader",
+          "inputs": [{"name": "x", "shape": [1, 16, 20, 20]}],
+          "weights": {"w1": {"shape": [32, 16, 1, 1], "uniform": [-0.3, 0.3], "seed": 1},
+                      "w2": {"shape": [32, 32, 3, 3], "uniform": [-0.3, 0.3], "seed": 2}},
+          "nodes": [)" + pre + R"({"name": "pw", "op": "Conv", "inputs": [")" +
+                                 (variant == 2 ? "pre" : "x") + R"(", "w1"], "attrs": {"kernel_shape": [1, 1]}},
+                    {"name": "r1", "op": "Relu", "inputs": ["pw"]},
+                    {"name": "conv", "op": "Conv", "inputs": ["r1", "w2"], "attrs": {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}},
+                    {"name": "r2", "op": "Relu", "inputs": ["conv"]})" +
+                                 other + R"(],
+          "outputs": ["r2")" + std::string(variant == 1 ? R"(, "side")" : "") +
+                                 R"(]})";
+        const std::string path = testing::TempDir() + "/composer_pw_reader_" + std::to_string(getpid()) + ".json";
+        std::ofstream(path) << text;
+        const Graph g = load_model(path);
+        std::remove(path.c_str());
+        const FusedGraph plan = fused_plan(g);
+        std::string pw_template, reader_template;
+        int reader_block = -1;
+        for (const FusedGroup &grp : plan.groups) {
+            if (grp.master == "pw") pw_template = grp.schedule.value("template", "");
+            if (grp.master == "conv") {
+                reader_template = grp.schedule.value("template", "");
+                reader_block = grp.schedule.value("input_block", 0);
+            }
+        }
+        ASSERT_EQ(reader_template, "conv_cv");
+        ASSERT_GT(reader_block, 0);
+        if (variant == 0) {
+            EXPECT_EQ(pw_template, "conv_cv");
+        } else {
+            EXPECT_NE(pw_template, "conv_cv") << variant;
+        }
+        // Alone, its shapes give it another template.
+        FusedGroup alone;
+        for (const FusedGroup &grp : plan.groups) {
+            if (grp.master == "pw") alone = grp;
+        }
+        alone.schedule = nlohmann::json();
+        EXPECT_NE(default_schedule_params(g, alone, kTarget).value("template", ""), "conv_cv");
+        expect_pipeline_matches_reference(g, plan);
+    }
+}
+
 TEST(Composer, ChannelVectorConvPlanesOfAKilobyte) {
     // 16x16 padded planes get one more row (L1 sets), where the windows reach past the input's rows
     // (3x3, pads 1 at 14x14); with a 1x3 kernel padded only along x (16 rows read of 16) they may not:
