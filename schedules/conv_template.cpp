@@ -1087,11 +1087,11 @@ nlohmann::json conv_template_defaults(const ConvGroupShape &s, const TargetTrait
     // (Inception-V3's 1x1s, 2 threads, in the network: 256->64 at 35x35 conv_flat 0.46 ms, conv_cv
     // 0.34; 288->64 0.53 -> 0.28; 768->192 at 17x17 0.70 -> 0.59, its channels in one block).
     const bool deep = s.input[1] / s.group >= 256;
+    if (grouped_takes_cv(s, tt)) return conv_cv_defaults(s, tt);
     // Read blocked by conv_cv groups (s.output_read_blocked): conv_cv stores its tiles as they lie, no
     // transpose, and spares its reader the blocked copy of its input. RegNet-Y 800MF's first 1x1,
     // 32->64 at 112x112 before a grouped stride-2 3x3, AVX-512, 2 threads, in the network: conv_xv
-    // 0.56 ms, conv_cv 0.42.
-    if (grouped_takes_cv(s, tt)) return conv_cv_defaults(s, tt);
+    // 0.62 ms, conv_cv 0.50 (its reader 0.78 -> 0.41).
     if (s.group == 1 && s.constant_weights && cout >= tt.vector_width &&
         (spatial_kernel || strided || narrow || deep || s.output_read_blocked)) {
         // A pool whose windows neither overlap nor pad reads the task's conv rows in the tile (VGG-11's
