@@ -996,8 +996,9 @@ std::pair<nlohmann::json, double> conv_flat_defaults(const ConvGroupShape &s, in
         }
         return best;
     };
-    const double best_use = best_rows_of(1).second;
-    const int64_t best_rows = best_rows_of(by_rows ? std::min<int64_t>(8, hout) : 1).first;
+    const std::pair<int64_t, double> unconstrained = best_rows_of(1);
+    const double best_use = unconstrained.second;
+    const int64_t best_rows = by_rows ? best_rows_of(std::min<int64_t>(8, hout)).first : unconstrained.first;
     // At least 8 parallel tasks, so that no thread of a few waits long for the last (1x1 at 28x28: 7
     // blocks of 4 rows, with 2 channel blocks 0.317 -> 0.286 ms on 2 threads), in as few channel blocks
     // as that takes: a block that does not divide the channels shifts inwards and recomputes, and each

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <set>
 
 namespace hfuse::compose {
@@ -874,12 +875,13 @@ bool output_read_blocked(const FusedGraph &plan, const FusedGroup &producer, con
     bool copied = false;
     for (const FusedGroup &grp : plan.groups) {
         if (&grp == &producer) continue;
-        const compose::BlockedExchange reader = compose::blocked_exchange(g, grp, target);
+        std::optional<compose::BlockedExchange> reader;  // analysed only for a group that reads v
         for (const std::string &name : grp.nodes) {
             const Node *n = g.find_node(name);
             if (std::find(n->inputs.begin(), n->inputs.end(), v) == n->inputs.end()) continue;
-            if (!compose::reads_blocked(reader, *n, v)) return false;
-            copied = copied || (n->name == reader.conv && reader.input_block > 0);
+            if (!reader) reader = compose::blocked_exchange(g, grp, target);
+            if (!compose::reads_blocked(*reader, *n, v)) return false;
+            copied = copied || (n->name == reader->conv && reader->input_block > 0);
         }
     }
     return copied;
