@@ -52,9 +52,12 @@ ScheduleSource parse_schedule_source(const std::string &name);
 // fixed contiguous share of a loop's tasks, the same every run, so a core reads back from its own
 // cache what it wrote; 3x3 convs 3-9% faster on 2 Zen 5 cores) or Halide's own thread pool (tasks to
 // whichever thread asks next; the caller takes tasks itself, so a small loop costs little more than
-// run serially, where OpenMP's fork and join cost 3.5 us on that machine). Auto: OpenMP for a group
-// of at least exec::kOpenMPMinFlops (1 MFLOP), Halide's pool below (the MLP's 784->256 layer in 3
-// tasks: 12.8 us a run on OpenMP, 7.2 on Halide's pool). All use set_num_threads()'s count. Libraries from
+// run serially, where OpenMP's fork and join cost 3.5 us on that machine). Auto: every group on OpenMP
+// for a model of at least exec::kOpenMPMinFlops (1 MFLOP), on Halide's pool below (the MLP's 784->256
+// layer in 3 tasks: 12.8 us a run on OpenMP, 7.2 on Halide's pool). One runtime a model: each keeps
+// its idle threads waiting for work, and with both in use they take turns on the same cores
+// (MobileNet-V3's squeeze-excite Mul, 0.29 MFLOP on Halide's pool between OpenMP groups, 2 threads:
+// 0.08-0.11 ms a run, 0.05 with every group on OpenMP). All use set_num_threads()'s count. Libraries from
 // `hfuse compile` choose theirs by the model's FLOPs the same way (ModelPipelineOptions).
 enum class ParallelRuntime { Auto, OpenMP, Halide };
 

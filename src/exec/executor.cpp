@@ -341,10 +341,11 @@ exec::LoweredGroup lower(const Graph &g, const FusedGroup &grp, const std::set<s
     return exec::lower_backend_group(g, nodes, live_out, weights, *pattern);
 }
 
-// Schedules a lowered group (templates, or `autoscheduler` unless it is Templates) of `flops` FLOPs:
-// everything but compiling it (compile_pipeline), which may then run on another thread.
+// Schedules a lowered group (templates, or `autoscheduler` unless it is Templates) of a model of
+// `model_flops` FLOPs (they resolve ParallelRuntime::Auto): everything but compiling it
+// (compile_pipeline), which may then run on another thread.
 std::shared_ptr<CompiledPipeline> schedule_pipeline(const Graph &g, const FusedGroup &grp, exec::LoweredGroup &lowered,
-                                                    ScheduleSource autoscheduler, double flops,
+                                                    ScheduleSource autoscheduler, double model_flops,
                                                     const ExecutorOptions &options) {
     const auto start = std::chrono::steady_clock::now();
     auto cp = std::make_shared<CompiledPipeline>();
@@ -365,7 +366,7 @@ std::shared_ptr<CompiledPipeline> schedule_pipeline(const Graph &g, const FusedG
     cp->pipeline = Halide::Pipeline(lowered.output_funcs);
     cp->pipeline.jit_handlers().custom_malloc = exec::jit_malloc;
     cp->pipeline.jit_handlers().custom_free = exec::jit_free;
-    cp->parallel_runtime = exec::resolve_parallel_runtime(options.parallel_runtime, flops);
+    cp->parallel_runtime = exec::resolve_parallel_runtime(options.parallel_runtime, model_flops);
     exec::use_parallel_runtime(cp->pipeline, cp->parallel_runtime);
     if (!lowered.jit_externs.empty()) cp->pipeline.set_jit_externs(lowered.jit_externs);
     if (grp.backend.empty() && autoscheduler != ScheduleSource::Templates) {
@@ -409,6 +410,8 @@ std::string trimmed(std::string s) {
 
 void Executor::Impl::compile(const FusedGraph &plan) {
     const Graph &g = graph;
+    // Auto: one runtime for every group, by the model's FLOPs (include/hfuse/executor.h).
+    const double model_flops = graph_flops(g);
     if (options.blocked_layouts && options.schedule == ScheduleSource::Templates) {
         layouts = exec::choose_value_layouts(plan, options.target, options.blocked_io);
     }
@@ -525,7 +528,7 @@ void Executor::Impl::compile(const FusedGraph &plan) {
                 cp.schedule_template = meta.value("schedule_template", "");
                 cp.note = meta.value("note", "");
                 cp.cold_compile_ms = meta.value("compile_ms", 0.0);
-                cp.parallel_runtime = exec::resolve_parallel_runtime(options.parallel_runtime, flops);
+                cp.parallel_runtime = exec::resolve_parallel_runtime(options.parallel_runtime, model_flops);
                 record_views(cp, g, *job.lowered_on, job.lowered);
                 cp.compile_ms =
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -541,7 +544,7 @@ void Executor::Impl::compile(const FusedGraph &plan) {
             jit_runtime_ready = true;
         }
         try {
-            job.compiled = schedule_pipeline(*job.lowered_on, grp, job.lowered, options.schedule, flops, options);
+            job.compiled = schedule_pipeline(*job.lowered_on, grp, job.lowered, options.schedule, model_flops, options);
             record_views(*job.compiled, g, *job.lowered_on, job.lowered);
         } catch (Error &e) {
             throw fail_at(grp, e);
@@ -625,7 +628,7 @@ void Executor::Impl::compile(const FusedGraph &plan) {
                 exec::LoweredGroup again = lower(templates_on, grp, job.live_out, weights, ScheduleSource::Templates,
                                                  options.target, layouts, false);
                 job.compiled =
-                    schedule_pipeline(templates_on, grp, again, ScheduleSource::Templates, job.flops, options);
+                    schedule_pipeline(templates_on, grp, again, ScheduleSource::Templates, model_flops, options);
                 record_views(*job.compiled, g, templates_on, again);
                 compile_jit_job(job);
                 job.compiled->note = std::string(to_string(options.schedule)) + "'s schedule failed in Halide (" +

@@ -26,6 +26,7 @@
 namespace hfuse {
 namespace {
 
+using json = nlohmann::json;
 using Task = int (*)(Halide::JITUserContext *, int, uint8_t *);
 
 // The thread that ran each task of a loop over [min, min + extent), and how often each ran.
@@ -154,8 +155,9 @@ TEST(ParallelRuntime, ExecutorRunsOnTheRuntimeItIsGivenWithTheSameResults) {
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size_in_bytes())) << "the two runtimes' results differ";
 }
 
-// Auto: OpenMP for a group of at least kOpenMPMinFlops, Halide's pool below, each group as its work.
-TEST(ParallelRuntime, AutoChoosesByEachGroupsFlops) {
+// Auto: OpenMP for a model of at least kOpenMPMinFlops, Halide's pool below, every group of a model on
+// the same one (the two runtimes' threads would take turns on the same cores).
+TEST(ParallelRuntime, AutoChoosesOneRuntimeByTheModelsFlops) {
     EXPECT_EQ(exec::resolve_parallel_runtime(ParallelRuntime::Auto, exec::kOpenMPMinFlops), ParallelRuntime::OpenMP);
     EXPECT_EQ(exec::resolve_parallel_runtime(ParallelRuntime::Auto, exec::kOpenMPMinFlops / 2),
               ParallelRuntime::Halide);
@@ -164,23 +166,38 @@ TEST(ParallelRuntime, AutoChoosesByEachGroupsFlops) {
         EXPECT_EQ(exec::resolve_parallel_runtime(r, 1e12), r);
     }
     ThreadCount two(2);
-    // The MLP: a 784->256 layer (401 KFLOP) and a 256->10 one, both below the line; the MobileNet-V2
-    // block's groups (tens of MFLOP) above.
+    // The MLP: a 784->256 layer (401 KFLOP) and a 256->10 one, below the line together; the MobileNet-V2
+    // block (tens of MFLOP) above; a 3x3 conv (4.4 MFLOP) whose ReLU and global pool, each a group of
+    // its own (no fusion), alone would be below.
+    const json nodes = json::array({{{"name", "conv"},
+                                     {"op", "Conv"},
+                                     {"inputs", {"x", "w"}},
+                                     {"attrs", {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}}}},
+                                    {{"name", "relu"}, {"op", "Relu"}, {"inputs", {"conv"}}},
+                                    {{"name", "gap"}, {"op", "GlobalAveragePool"}, {"inputs", {"relu"}}}});
+    const json weights = {{"w", {{"shape", {16, 16, 3, 3}}, {"uniform", {-0.3, 0.3}}, {"seed", 1}}}};
     struct Case {
-        const char *model;
+        Graph g;
         ParallelRuntime expected;
     };
-    for (const Case &c : {Case{"/models/mlp_softmax.json", ParallelRuntime::Halide},
-                          Case{"/bench/models/mobilenet_v2_block.json", ParallelRuntime::OpenMP}}) {
-        Graph g = load_model(std::string(HFUSE_SOURCE_DIR) + c.model);
-        test::ModelInputs in = test::make_inputs(g);
+    std::vector<Case> cases;
+    cases.push_back({load_model(std::string(HFUSE_SOURCE_DIR) + "/models/mlp_softmax.json"), ParallelRuntime::Halide});
+    cases.push_back(
+        {load_model(std::string(HFUSE_SOURCE_DIR) + "/bench/models/mobilenet_v2_block.json"), ParallelRuntime::OpenMP});
+    cases.push_back(
+        {test::one_input_model("conv_gap", {1, 16, 31, 31}, nodes, {"gap"}, weights), ParallelRuntime::OpenMP});
+    for (const Case &c : cases) {
+        test::ModelInputs in = test::make_inputs(c.g);
+        const std::string rules = c.g.name == "conv_gap" ? "none" : "x86";
         Executor ex(
-            with_default_schedules(plan_fusion(g, {load_rules("x86")}), Halide::get_jit_target_from_environment()));
-        for (const GroupInfo &gi : ex.groups()) EXPECT_EQ(gi.parallel_runtime, c.expected) << c.model << " " << gi.name;
+            with_default_schedules(plan_fusion(c.g, {load_rules(rules)}), Halide::get_jit_target_from_environment()));
+        if (c.g.name == "conv_gap") EXPECT_EQ(ex.groups().size(), 3u);
+        for (const GroupInfo &gi : ex.groups())
+            EXPECT_EQ(gi.parallel_runtime, c.expected) << c.g.name << " " << gi.name;
         const uint64_t before = exec::openmp_loops_run();
         auto out = ex.run(in.buffers);
-        EXPECT_EQ(exec::openmp_loops_run() > before, c.expected == ParallelRuntime::OpenMP) << c.model;
-        test::expect_outputs_match_reference(g, in, out);
+        EXPECT_EQ(exec::openmp_loops_run() > before, c.expected == ParallelRuntime::OpenMP) << c.g.name;
+        test::expect_outputs_match_reference(c.g, in, out);
     }
 }
 

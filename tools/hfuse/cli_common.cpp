@@ -143,7 +143,7 @@ void PlanChoice::add_runtime_flag(CLI::App *cmd) {
     cmd->add_option("--parallel-runtime", parallel_runtime,
                     "who runs each group's parallel loops: openmp (each thread a fixed share of a loop's tasks, "
                     "the same every run), halide (Halide's thread pool, tasks to whichever thread asks next) or "
-                    "auto (default: openmp for groups of at least 1 MFLOP, halide below)")
+                    "auto (default: openmp for every group of a model of at least 1 MFLOP, halide below)")
         ->check(CLI::IsMember({"auto", "openmp", "halide"}));
     cmd->add_flag("--no-cache", no_cache,
                   "compile every group afresh, neither loading from nor storing in the kernel cache (`hfuse cache "
