@@ -1570,7 +1570,6 @@ TEST(Composer, PointwiseProducerStaysInsideTheParallelTasks) {
     FusedGroup &grp = plan.groups[0];
     const int block = grp.schedule["channel_block"].get<int>();
     ASSERT_LT(block, 24);
-    ASSERT_EQ(grp.schedule.value("row_bands", 1), 2);  // one image of 14 rows
     for (int bands : {1, 2}) {
         SCOPED_TRACE(std::to_string(bands) + " bands");
         grp.schedule["row_bands"] = bands;
@@ -1582,6 +1581,52 @@ TEST(Composer, PointwiseProducerStaysInsideTheParallelTasks) {
         const std::string positions = bands == 1 ? "196" : "126";
         EXPECT_NE(line.find("[float32 * " + positions + " * " + std::to_string(block) + " * 1]"), std::string::npos)
             << line;
+    }
+}
+
+TEST(Composer, DepthwiseRowBandsOnlyWhereEveryReaderTakesRows) {
+    // conv_dw's two bands of rows (each thread writing the rows it then reads) by default only where
+    // every reader of its output is a conv reading it as its input (tasks of rows): not for a
+    // squeeze-excite's global pool and Mul (tasks of channels) nor for a model output.
+    for (const std::string reader : {"conv", "squeeze_excite", "output"}) {
+        SCOPED_TRACE(reader);
+        json m = json::parse(R"({"format": "hfuse-model", "version": 1, "name": "pw_dw_reader",
+          "inputs": [{"name": "x", "shape": [1, 8, 14, 14]}],
+          "weights": {"we": {"shape": [24, 8, 1, 1], "uniform": [-0.5, 0.5], "seed": 1},
+                      "wd": {"shape": [24, 1, 3, 3], "uniform": [-0.4, 0.4], "seed": 2},
+                      "wp": {"shape": [8, 24, 1, 1], "uniform": [-0.4, 0.4], "seed": 3},
+                      "wf": {"shape": [24, 24, 1, 1], "uniform": [-0.4, 0.4], "seed": 4}},
+          "nodes": [{"name": "expand", "op": "Conv", "inputs": ["x", "we"], "attrs": {"kernel_shape": [1, 1]}},
+                    {"name": "relu6", "op": "Relu", "inputs": ["expand"]},
+                    {"name": "dw", "op": "Conv", "inputs": ["relu6", "wd"],
+                     "attrs": {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "group": 24}},
+                    {"name": "relu", "op": "Relu", "inputs": ["dw"]}],
+          "outputs": ["relu"]})");
+        json &nodes = m["nodes"];
+        if (reader == "conv") {
+            nodes.push_back({{"name", "project"},
+                             {"op", "Conv"},
+                             {"inputs", {"relu", "wp"}},
+                             {"attrs", {{"kernel_shape", {1, 1}}}}});
+            m["outputs"] = {"project"};
+        } else if (reader == "squeeze_excite") {
+            nodes.push_back({{"name", "gap"}, {"op", "GlobalAveragePool"}, {"inputs", {"relu"}}});
+            nodes.push_back(
+                {{"name", "fc"}, {"op", "Conv"}, {"inputs", {"gap", "wf"}}, {"attrs", {{"kernel_shape", {1, 1}}}}});
+            nodes.push_back({{"name", "gate"}, {"op", "Sigmoid"}, {"inputs", {"fc"}}});
+            nodes.push_back({{"name", "scaled"}, {"op", "Mul"}, {"inputs", {"relu", "gate"}}});
+            m["outputs"] = {"scaled"};
+        }
+        const Graph g = json_model(m);
+        const FusedGraph plan = fused_plan(g);
+        const FusedGroup *dw = nullptr;
+        for (const FusedGroup &grp : plan.groups) {
+            if (grp.master == "dw") dw = &grp;
+        }
+        ASSERT_NE(dw, nullptr);
+        ASSERT_EQ(dw->nodes.size(), 4u) << "the expand conv computed per task of the depthwise conv";
+        EXPECT_EQ(dw->schedule.value("row_bands", 1), reader == "conv" ? 2 : 1);
+        expect_pipeline_matches_reference(g, plan);
     }
 }
 
