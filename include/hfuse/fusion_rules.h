@@ -6,6 +6,7 @@
 //   const FusionRule *r = x86.find(PatternKind::ComplexOutFusable, PatternKind::Window);
 #pragma once
 
+#include "hfuse/fusion_cost.h"
 #include "hfuse/op_registry.h"
 
 #include <nlohmann/json.hpp>
@@ -51,9 +52,13 @@ struct RuleSet {
     bool recompute = false;                 // a cheap group read by several groups is recomputed in each of them
     bool sibling_products = false;          // Gemm/MatMul groups whose outputs meet in an elementwise op join
     bool pointwise_into_depthwise = false;  // a pointwise conv group joins the depthwise conv reading it
-    std::set<std::string> opaque_ops;       // op types never fused
-    std::set<std::string> opaque_nodes;     // node names never fused
-    std::set<std::string> stop_after;       // node names no consumer may fuse with
+    // A merge or a recompute copy the rules allow is made only where it pays under `machine`
+    // (hfuse/fusion_cost.h): what it keeps out of memory against what it recomputes.
+    bool cost_model = false;
+    MachineModel machine;
+    std::set<std::string> opaque_ops;    // op types never fused
+    std::set<std::string> opaque_nodes;  // node names never fused
+    std::set<std::string> stop_after;    // node names no consumer may fuse with
 
     const FusionRule *find(PatternKind producer, PatternKind consumer) const;
 };

@@ -342,6 +342,7 @@ json plan_to_json(const FusedGraph &f) {
         json j = {{"name", grp.name}, {"master", grp.master}, {"nodes", nodes}, {"placement", placement}};
         if (!grp.backend.empty()) j["backend"] = grp.backend;
         if (!grp.schedule.empty()) j["schedule"] = grp.schedule;
+        if (!grp.why.empty()) j["why"] = grp.why;
         groups.push_back(j);
     }
     return {{"format", "hfuse-plan"},   {"version", 1},    {"model", f.graph.name}, {"rules", f.rules},
@@ -377,8 +378,8 @@ FusedGraph plan_from_json(const json &plan, const Graph &graph, const std::strin
                 fail_field(field, "expected an object with a list of \"nodes\"");
             }
             for (const auto &kv : jg.items()) {
-                static const std::set<std::string> known = {"name",      "master",  "nodes",
-                                                            "placement", "backend", "schedule"};
+                static const std::set<std::string> known = {"name",    "master",   "nodes", "placement",
+                                                            "backend", "schedule", "why"};
                 if (!known.count(kv.key())) fail_field(field + "." + kv.key(), "unknown key in a plan group");
             }
             FusedGroup grp;
@@ -417,6 +418,10 @@ FusedGraph plan_from_json(const json &plan, const Graph &graph, const std::strin
             }
             if (jg.contains("backend")) grp.backend = jg["backend"].get<std::string>();
             if (jg.contains("schedule")) grp.schedule = jg["schedule"];
+            if (jg.contains("why")) {
+                if (!jg["why"].is_string()) fail_field(field + ".why", "expected a string");
+                grp.why = jg["why"].get<std::string>();
+            }
             f.groups.push_back(std::move(grp));
         }
     } catch (Error &e) {

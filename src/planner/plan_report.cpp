@@ -1,5 +1,7 @@
 #include "hfuse/plan_report.h"
 
+#include "hfuse/fusion_cost.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <iomanip>
@@ -8,18 +10,6 @@
 
 namespace hfuse {
 namespace {
-
-std::string human_bytes(int64_t b) {
-    char buf[32];
-    if (b >= (1 << 20)) {
-        std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
-    } else if (b >= 1024) {
-        std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
-    } else {
-        std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
-    }
-    return buf;
-}
 
 // Text inside a Graphviz quoted string: quotes and backslashes escaped (a bare backslash would start
 // one of dot's \n, \l, \r line breaks).
@@ -74,6 +64,7 @@ std::string plan_table(const FusedGraph &f) {
         }
         if (!grp.backend.empty()) members += "   [backend " + grp.backend + "]";
         os << row(grp.name, grp.master, saved ? human_bytes(saved) : "-") << members << "\n";
+        if (!grp.why.empty()) os << row("", "", "") << "why: " << grp.why << "\n";
     }
     os << "\nintermediates kept out of memory: " << human_bytes(total) << "\n";
     return os.str();

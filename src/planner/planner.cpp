@@ -164,11 +164,37 @@ private:
         // Tentatively merge and check the limits and acyclicity of the groups.
         std::set<int> roots = {g};
         for (int u : path) roots.insert(find(u));
+        std::vector<std::set<std::string>> parts;
+        for (int r : roots) parts.push_back(node_names(r));
+        const std::string with = "'" + in_.graph.nodes[master_[find(d)]].name + "'";  // for the notes
         std::vector<int> saved = parent_;
         for (int r : roots) parent_[r] = g;
         if (!within_limits(g) || has_cycle()) {
             parent_ = saved;
             return;
+        }
+        if (rules_.cost_model) {
+            // The merge must pay: what it keeps out of memory against what it recomputes (where the
+            // model cannot tell, the rules decide).
+            std::map<std::string, Placement> placement = placements();
+            placement[in_.graph.nodes[master_[g]].name] = edge_rule->placement;
+            const MergePrice whole = price_nodes(in_.graph, node_names(g), placement, rules_.machine);
+            MergePrice apart;
+            for (const std::set<std::string> &nodes : parts) {
+                const MergePrice p = price_nodes(in_.graph, nodes, placement, rules_.machine);
+                apart.kept_bytes += p.kept_bytes;
+                apart.saved_ns += p.saved_ns;
+                apart.recompute_flops += p.recompute_flops;
+                apart.recompute_ns += p.recompute_ns;
+            }
+            const MergePrice added = whole - apart;
+            if (!added.pays() && !added.close()) {
+                parent_ = saved;
+                notes_[v] = "not merged with " + with + ": " + added.why();
+                return;
+            }
+            if (!added.pays())
+                notes_[v] = "merged with " + with + " by the rules, the model cannot tell: " + added.why();
         }
         // The merged group is led by its highest-ranked master (the earliest on a tie).
         int best = master_[g];
@@ -183,6 +209,28 @@ private:
         // still needed outside the group).
         hints_[in_.graph.nodes[master_[g]].name] = edge_rule->placement;
         master_[g] = best;
+    }
+
+    // The node names of group `root` (a union-find root).
+    std::set<std::string> node_names(int root) {
+        std::set<std::string> names;
+        for (size_t v = 0; v < members_.size(); v++) {
+            if (find(static_cast<int>(v)) != root) continue;
+            for (int node : members_[v]) names.insert(in_.graph.nodes[node].name);
+        }
+        return names;
+    }
+
+    // Placements so far: the input groups' own (but "output"), then this round's hints.
+    std::map<std::string, Placement> placements() const {
+        std::map<std::string, Placement> p;
+        for (const FusedGroup &grp : in_.groups) {
+            for (const auto &[name, where] : grp.placement) {
+                if (where != Placement::Output && where != Placement::Folded) p[name] = where;
+            }
+        }
+        for (const auto &[name, where] : hints_) p[name] = where;
+        return p;
     }
 
     static bool is_product(const Node &n) { return n.op == "Gemm" || n.op == "MatMul"; }
@@ -353,6 +401,9 @@ private:
                     ++it;
                 }
             }
+            for (const auto &[v, note] : notes_) {
+                if (find(v) == kv.first) kv.second.why += (kv.second.why.empty() ? "" : "; ") + note;
+            }
             out.groups.push_back(std::move(kv.second));
         }
         return check_plan(std::move(out));
@@ -369,6 +420,7 @@ private:
     std::vector<int> parent_;
     std::vector<int> ipdom_;
     std::map<std::string, Placement> hints_;
+    std::map<int, std::string> notes_;  // vertex -> a merge the cost model declined or could not price, and why
 };
 
 // A round plans a partition: recompute copies of owned nodes are dropped, and a node every reader
@@ -426,6 +478,17 @@ bool try_recompute(FusedGraph &f, int i, const RuleSet &rules) {
         if (reads) readers.push_back(static_cast<int>(j));
     }
     if (readers.size() < 2) return false;  // one reader: the round itself decides whether they fuse
+    if (rules.cost_model) {
+        const std::set<std::string> copied(p.nodes.begin(), p.nodes.end());
+        const MergePrice price = price_recompute(g, copied, out, static_cast<int>(readers.size()), rules.machine);
+        if (!price.pays() && !price.close()) {
+            const std::string note =
+                "not recomputed in its " + std::to_string(readers.size()) + " readers: " + price.why();
+            std::string &why = f.groups[i].why;  // once: recompute_shared_groups asks again after each copy
+            if (why.find(note) == std::string::npos) why += (why.empty() ? "" : "; ") + note;
+            return false;
+        }
+    }
     const PatternKind kind = effective_kind(g, *g.find_node(p.master));
     for (int j : readers) {
         const FusedGroup &c = f.groups[j];
@@ -477,13 +540,27 @@ FusedGraph recompute_shared_groups(FusedGraph f, const RuleSet &rules) {
     return f;
 }
 
+// Under a cost model, each group of several ops says what it keeps out of memory and what it
+// recomputes, before the merges the round declined (which planning left in its "why").
+FusedGraph explained(FusedGraph f, const RuleSet &rules) {
+    if (!rules.cost_model) return f;
+    for (FusedGroup &grp : f.groups) {
+        if (grp.nodes.size() < 2) continue;
+        const std::set<std::string> nodes(grp.nodes.begin(), grp.nodes.end());
+        const std::string price = price_nodes(f.graph, nodes, grp.placement, rules.machine).why();
+        grp.why = price + (grp.why.empty() ? "" : "; " + grp.why);
+    }
+    return f;
+}
+
 }  // namespace
 
 FusedGraph plan_round(const FusedGraph &fused, const RuleSet &rules) {
     // check_plan orders the groups topologically and fills in masters: the planner relies on both.
-    const FusedGraph checked = check_plan(without_copies(fused));
+    FusedGraph checked = check_plan(without_copies(fused));
+    for (FusedGroup &grp : checked.groups) grp.why.clear();  // each round says why again
     FusedGraph planned = RoundPlanner(checked, rules).run();
-    return rules.recompute ? recompute_shared_groups(std::move(planned), rules) : planned;
+    return explained(rules.recompute ? recompute_shared_groups(std::move(planned), rules) : planned, rules);
 }
 
 FusedGraph plan_fusion(const Graph &graph, const std::vector<RuleSet> &rounds,

@@ -177,9 +177,11 @@ TEST(PlanFile, ResnetPlanIsTheReadmeExample) {
         R"({"format": "hfuse-plan", "version": 1, "model": "resnet_block", "rules": ["x86"], "rewritten": true,
      "groups": [
        {"name": "g0", "master": "conv1", "nodes": ["conv1", "bn1", "relu1"],
-        "placement": {"conv1": "compute_at", "bn1": "folded", "relu1": "output"}},
+        "placement": {"conv1": "compute_at", "bn1": "folded", "relu1": "output"},
+        "why": "keeps 784.0 KiB out of memory (~100 us); recomputes nothing"},
        {"name": "g1", "master": "conv2", "nodes": ["conv2", "bn2", "add", "relu2"],
-        "placement": {"conv2": "compute_at", "bn2": "folded", "add": "inline", "relu2": "output"}}]})");
+        "placement": {"conv2": "compute_at", "bn2": "folded", "add": "inline", "relu2": "output"},
+        "why": "keeps 1.5 MiB out of memory (~201 us); recomputes nothing"}]})");
     EXPECT_EQ(j, expected) << j.dump(2);
 }
 
@@ -450,6 +452,8 @@ TEST(PlanFile, OtherMalformedPlansAreRejected) {
         {"'pool' is not in the group"});
     expect_plan_error("unknown_key", g, plan_with({{{"nodes", {"conv", "relu", "pool"}}, {"fuse", true}}}),
                       {"groups[0].fuse", "unknown key"});
+    expect_plan_error("why_not_text", g, plan_with({{{"nodes", {"conv", "relu", "pool"}}, {"why", 5}}}),
+                      {"groups[0].why", "expected a string"});
     expect_plan_error("empty_group", g, plan_with({{{"nodes", {"conv", "relu", "pool"}}}, {{"nodes", json::array()}}}),
                       {"groups[1]"});
     expect_plan_error("duplicate_names", g,

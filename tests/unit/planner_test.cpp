@@ -1266,5 +1266,140 @@ TEST(PlannerRandom, RandomGraphsGiveLegalPlansUnderEveryRuleSet) {
     EXPECT_GT(executed, 0);
 }
 
+// ---- The cost model (hfuse/fusion_cost.h) ---------------------------------------------------------
+
+Graph conv_relu_pool_window(int k, int s) {
+    return ModelBuilder("crp_k" + std::to_string(k) + "s" + std::to_string(s))
+        .input("x", {1, 8, 32, 32})
+        .conv("conv", "x", 8, 8)
+        .node("relu", "Relu", {"conv"})
+        .node("pool", "MaxPool", {"relu"}, {{"kernel_shape", {k, k}}, {"strides", {s, s}}})
+        .output("pool")
+        .load();
+}
+
+TEST(FusionCost, PricesWhatAGroupKeepsAndRecomputes) {
+    const MachineModel m;
+    const std::map<std::string, Placement> placement = {{"conv", Placement::ComputeAt}, {"relu", Placement::Inline}};
+    const int64_t plane_bytes = 8 * 32 * 32 * 4;  // the conv's value and the ReLU's
+    // A 2x2 stride-2 pool: the conv per tile, its value and the ReLU's never stored, nothing twice.
+    const Graph two = simplify(conv_relu_pool_window(2, 2));
+    MergePrice p = price_nodes(two, {"conv", "relu", "pool"}, placement, m);
+    EXPECT_EQ(p.kept_bytes, 2 * plane_bytes);
+    EXPECT_EQ(p.recompute_flops, 0);
+    EXPECT_TRUE(p.pays());
+    EXPECT_NE(p.why().find("keeps 64.0 KiB out of memory"), std::string::npos) << p.why();
+    // A 3x3 stride-2 pool overlaps: the conv at root (its value stored), the ReLU inlined into the
+    // pool runs again on each tile of 4 pool rows' halo: 9 input rows for 8, 1/8 more of it.
+    const Graph three = simplify(conv_relu_pool_window(3, 2));
+    p = price_nodes(three, {"conv", "relu", "pool"}, placement, m);
+    EXPECT_EQ(p.kept_bytes, plane_bytes);
+    EXPECT_DOUBLE_EQ(p.recompute_flops, 8 * 32 * 32 / 8.0);
+    // A part alone keeps what only it reads; a merge adds the difference.
+    const MergePrice part = price_nodes(three, {"conv", "relu"}, placement, m);
+    EXPECT_EQ(part.kept_bytes, plane_bytes);
+    EXPECT_EQ((p - part).kept_bytes, 0);
+    EXPECT_FALSE((p - part).pays());
+    EXPECT_TRUE((p - part).close()) << "a few hundred FLOPs in a conv's group";
+
+    // Copies of a shared group: a ReLU of 64 KiB in 3 readers pays, a Sigmoid of it does not.
+    const Graph shared = ModelBuilder("shared_gate")
+                             .input("x", {1, 16, 32, 32})
+                             .node("relu", "Relu", {"x"})
+                             .node("sig", "Sigmoid", {"x"})
+                             .output("relu")
+                             .output("sig")
+                             .load();
+    const MergePrice relu = price_recompute(shared, {"relu"}, {"relu"}, 3, m);
+    const MergePrice sig = price_recompute(shared, {"sig"}, {"sig"}, 3, m);
+    EXPECT_EQ(relu.kept_bytes, 16 * 32 * 32 * 4);
+    EXPECT_DOUBLE_EQ(sig.recompute_flops, 2 * 16 * 32 * 32 * kTranscendentalFlops);
+    EXPECT_TRUE(relu.pays());
+    EXPECT_FALSE(sig.pays());
+    EXPECT_FALSE(sig.close());
+}
+
+// Three convs reading one gate, a Relu or a Sigmoid.
+Graph gate_into_three_convs(const std::string &gate) {
+    return ModelBuilder("gate_" + gate)
+        .input("x", {1, 16, 32, 32})
+        .node("gate", gate, {"x"})
+        .conv("conv_a", "gate", 16, 16)
+        .conv("conv_b", "gate", 16, 16, 1)
+        .conv("conv_c", "gate", 16, 16, 1)
+        .node("ab", "Add", {"conv_a", "conv_b"})
+        .node("abc", "Add", {"ab", "conv_c"})
+        .output("abc")
+        .load();
+}
+
+TEST(PlannerOptions, CostModelDeclinesRecomputeCopiesThatCostMoreThanTheySave) {
+    for (const std::string gate : {"Relu", "Sigmoid"}) {
+        SCOPED_TRACE(gate);
+        const Graph g = gate_into_three_convs(gate);
+        const Baseline base = unfused_baseline(g);
+        const FusedGraph costed = plan_fusion(g, {load_rules("x86")});
+        const FusedGraph free = plan_fusion(g, {custom_rules("x86_no_cost_" + gate, {{"cost_model", false}})});
+        auto copies = [](const FusedGraph &f) {
+            int n = 0;
+            for (const FusedGroup &grp : f.groups) n += is_recompute_copy(grp, "gate");
+            return n;
+        };
+        EXPECT_EQ(copies(free), 3) << plan_table(free);
+        EXPECT_EQ(copies(costed), gate == "Relu" ? 3 : 0) << plan_table(costed);
+        if (gate == "Sigmoid") {
+            const FusedGroup *own = nullptr;
+            for (const FusedGroup &grp : costed.groups) {
+                if (grp.nodes == std::vector<std::string>{"gate"}) own = &grp;
+            }
+            ASSERT_NE(own, nullptr) << plan_table(costed);
+            EXPECT_NE(own->why.find("not recomputed in its 3 readers: keeps 64.0 KiB out of memory"), std::string::npos)
+                << own->why;
+            EXPECT_EQ(own->why.find("not recomputed"), own->why.rfind("not recomputed")) << "said twice: " << own->why;
+            EXPECT_NE(plan_table(costed).find("why: not recomputed in its 3 readers"), std::string::npos)
+                << plan_table(costed);
+            // The reason is kept in the plan file, and read back as written.
+            const std::string path = tmp_path("cost_why.plan.json");
+            write_plan(path, costed);
+            const FusedGraph back = read_plan(path, costed.graph);
+            for (size_t i = 0; i < back.groups.size(); i++) EXPECT_EQ(back.groups[i].why, costed.groups[i].why);
+            std::remove(path.c_str());
+        }
+        expect_matches(costed, base, "cost model");
+        expect_matches(free, base, "no cost model");
+    }
+}
+
+TEST(FusionRules, CostModelErrorsNameTheField) {
+    auto error_of = [](const json &cost_model) {
+        try {
+            custom_rules("bad_cost", {{"cost_model", cost_model}});
+        } catch (const Error &e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    json m = to_json(MachineModel{});
+    EXPECT_NE(error_of(true).find("cost_model"), std::string::npos) << error_of(true);
+    json bad = m;
+    bad["flops_per_ns"] = -1;
+    EXPECT_NE(error_of(bad).find("cost_model.flops_per_ns"), std::string::npos) << error_of(bad);
+    bad = m;
+    bad.erase("memory_bytes_per_ns");
+    EXPECT_NE(error_of(bad).find("cost_model.memory_bytes_per_ns"), std::string::npos) << error_of(bad);
+    bad = m;
+    bad["l3"] = 1;
+    EXPECT_NE(error_of(bad).find("cost_model.l3"), std::string::npos) << error_of(bad);
+    bad = m;
+    bad["shared_cache_bytes"] = 1024;
+    EXPECT_NE(error_of(bad).find("cost_model.shared_cache_bytes"), std::string::npos) << error_of(bad);
+    EXPECT_EQ(error_of(m), "no error");
+    EXPECT_EQ(error_of(false), "no error");
+    // The built-in x86 set prices; its JSON form round-trips.
+    const RuleSet x86 = load_rules("x86");
+    EXPECT_TRUE(x86.cost_model);
+    EXPECT_TRUE(parse_rules(to_json(x86), "again").cost_model);
+}
+
 }  // namespace
 }  // namespace hfuse

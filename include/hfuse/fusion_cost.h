@@ -1,0 +1,87 @@
+// The fusion planner's cost model: what putting ops into one group saves and what it costs, priced
+// from shapes alone in nanoseconds of one core of a machine the rule set describes ("cost_model").
+//
+// Saved: every value produced and read only inside the group (not a model output, not at root) is
+// neither written to memory nor read back: its bytes twice, at the bandwidth of the level it would
+// live in (the core's cache if it fits in half of it, the shared cache likewise, else memory).
+// Cost: recomputation, as the composer places things. Ops inlined into a pool whose windows overlap
+// run again on each tile's halo rows: with tiles of kTileRows output rows, (rows - 1) x stride +
+// window input rows per rows x stride (a ReLU before a 3x3 stride-2 pool: 12.5% more ReLU). A conv or
+// gemm read by such a pool is computed at root by the composer (the pool after it): nothing runs
+// twice, and its value still goes through memory inside the group. A cheap group copied into each of
+// its k readers ("recompute") runs k times. Transcendental ops (Sigmoid, Tanh, Exp, Erf, Log, Pow,
+// Sqrt, Div, Softmax, HardSwish) count kTranscendentalFlops an element; recomputed work runs at
+// kRecomputeEfficiency of the FMA peak.
+//
+//   MergePrice p = price_nodes(graph, {"conv", "relu", "pool"}, placements, rules.machine);
+//   p.pays();    // recompute_ns <= saved_ns
+//   p.why();     // "keeps 3.1 MiB out of memory (~196 us); recomputes nothing"
+//
+// The numbers rank choices, they do not predict times. Where saved and cost are within
+// kCloseFactor of each other, or differ by less than kCloseShare of the group's own work, the model
+// cannot tell (close()); the planner then keeps what the rules allow, and the reason says so.
+#pragma once
+
+#include "hfuse/graph.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+
+namespace hfuse {
+
+enum class Placement;
+
+// One core of the target (the ratios between groups matter, not the thread count).
+struct MachineModel {
+    double flops_per_ns = 96;               // FMA peak: lanes x 2 FMA ports x 2 FLOPs x GHz (16 x 2 x 2 x 1.5)
+    int64_t cache_bytes = 1 << 20;          // the core's last private cache (L2)
+    double cache_bytes_per_ns = 32;         // its bandwidth
+    int64_t shared_cache_bytes = 8 << 20;   // the core's share of the shared cache (L3)
+    double shared_cache_bytes_per_ns = 16;  // its bandwidth
+    double memory_bytes_per_ns = 8;         // the core's share of memory bandwidth
+};
+
+constexpr int kTileRows = 4;                   // output rows of a window consumer's tile, as priced
+constexpr double kTranscendentalFlops = 20;    // a Sigmoid, Exp, ... element, in FLOPs
+constexpr double kRecomputeEfficiency = 0.25;  // of the FMA peak, for recomputed (elementwise, conv) work
+constexpr double kCloseFactor = 2;
+constexpr double kCloseShare = 0.05;  // or saved and cost differing by less than this share of the group's work //
+                                      // saved and cost within this factor: the model cannot tell
+
+struct MergePrice {
+    int64_t kept_bytes = 0;      // values kept out of memory
+    double saved_ns = 0;         // their write and read-back
+    double recompute_flops = 0;  // work done again
+    double recompute_ns = 0;
+    double work_ns = 0;  // the group's own work: its FLOPs at half the FMA peak (a merge: the merged group's)
+    bool pays() const { return recompute_ns <= saved_ns; }
+    bool close() const;
+    // "keeps 3.1 MiB out of memory (~196 us); recomputes 14.5 MFLOP (~19 us)".
+    std::string why() const;
+    MergePrice operator-(const MergePrice &parts) const;  // what a merge adds to its parts' prices
+};
+
+// The price of the nodes `nodes` of `g` as one group, their placements `placement` (a node absent
+// from it counts as computed in the group, not at root).
+MergePrice price_nodes(const Graph &g, const std::set<std::string> &nodes,
+                       const std::map<std::string, Placement> &placement, const MachineModel &m);
+
+// The price of copying `copied` (a cheap group handing out `handed_out`) into each of `readers`
+// groups instead of computing it once and reading its values from memory.
+MergePrice price_recompute(const Graph &g, const std::set<std::string> &copied, const std::set<std::string> &handed_out,
+                           int readers, const MachineModel &m);
+
+// The rule set's "cost_model" object: {"flops_per_ns", "cache_bytes", "cache_bytes_per_ns",
+// "shared_cache_bytes", "shared_cache_bytes_per_ns", "memory_bytes_per_ns"}, every field a positive
+// number (shared_cache_bytes at least cache_bytes); throws an Error naming the field.
+MachineModel parse_machine_model(const nlohmann::json &j, const std::string &field);
+nlohmann::json to_json(const MachineModel &m);
+
+// "3.1 MiB", "12.0 KiB", "96 B".
+std::string human_bytes(int64_t bytes);
+
+}  // namespace hfuse

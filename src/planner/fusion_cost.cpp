@@ -1,0 +1,252 @@
+#include "hfuse/fusion_cost.h"
+
+#include "hfuse/error.h"
+#include "hfuse/fusion_rules.h"
+#include "hfuse/op_registry.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+namespace hfuse {
+namespace {
+
+const std::set<std::string> kTranscendental = {"Sigmoid", "Tanh", "Exp", "Erf",     "Log",
+                                               "Pow",     "Sqrt", "Div", "Softmax", "HardSwish"};
+
+int64_t value_bytes(const Graph &g, const std::string &v) {
+    return 4 * num_elements(g.type_of(v).shape);
+}
+
+// FLOPs of a node as recomputation prices them.
+double work(const Graph &g, const Node &n) {
+    if (!kTranscendental.count(n.op)) return node_flops(g, n);
+    double elements = 0;
+    for (const std::string &v : n.outputs) elements += num_elements(g.type_of(v).shape);
+    return elements * kTranscendentalFlops;
+}
+
+// Writing or reading `bytes` once, at the level a value of that size lives in (half a level's
+// capacity: the value shares it with the group's inputs and outputs).
+double transfer_ns(int64_t bytes, const MachineModel &m) {
+    const double rate = bytes * 2 <= m.cache_bytes          ? m.cache_bytes_per_ns
+                        : bytes * 2 <= m.shared_cache_bytes ? m.shared_cache_bytes_per_ns
+                                                            : m.memory_bytes_per_ns;
+    return bytes / rate;
+}
+
+int64_t window_extent(const Node &w, int64_t *stride) {
+    const Attributes a(w.attrs);
+    const std::vector<int64_t> kernel = a.get_ints("kernel_shape", {});
+    const std::vector<int64_t> strides = a.get_ints("strides", {});
+    const std::vector<int64_t> dilations = a.get_ints("dilations", {});
+    *stride = strides.empty() ? 1 : strides[0];
+    if (kernel.empty()) return 1;
+    return (kernel[0] - 1) * (dilations.empty() ? 1 : dilations[0]) + 1;
+}
+
+// Input rows a tile of kTileRows output rows of window op `w` reads, over the rows it would read were
+// the tiles not to overlap (>= 1; 1 when windows do not overlap).
+double halo_factor(const Graph &g, const Node &w) {
+    int64_t s = 1;
+    const int64_t extent = window_extent(w, &s);
+    if (extent <= s) return 1;
+    const int64_t rows = std::min<int64_t>(
+        kTileRows, g.type_of(w.outputs[0]).shape.size() >= 3 ? g.type_of(w.outputs[0]).shape[2] : kTileRows);
+    return static_cast<double>((rows - 1) * s + extent) / static_cast<double>(rows * s);
+}
+
+std::string human_flops(double f) {
+    char buf[32];
+    if (f >= 1e9) {
+        std::snprintf(buf, sizeof buf, "%.1f GFLOP", f / 1e9);
+    } else if (f >= 1e6) {
+        std::snprintf(buf, sizeof buf, "%.1f MFLOP", f / 1e6);
+    } else {
+        std::snprintf(buf, sizeof buf, "%.1f KFLOP", f / 1e3);
+    }
+    return buf;
+}
+
+std::string human_ns(double ns) {
+    char buf[32];
+    if (ns >= 1e6) {
+        std::snprintf(buf, sizeof buf, "~%.1f ms", ns / 1e6);
+    } else {
+        std::snprintf(buf, sizeof buf, "~%.0f us", ns / 1e3);
+    }
+    return buf;
+}
+
+}  // namespace
+
+std::string human_bytes(int64_t b) {
+    char buf[32];
+    if (b >= (1 << 20)) {
+        std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
+    } else if (b >= 1024) {
+        std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+    } else {
+        std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+    }
+    return buf;
+}
+
+bool MergePrice::close() const {
+    const double hi = std::max(saved_ns, recompute_ns), lo = std::min(saved_ns, recompute_ns);
+    return (recompute_ns > 0 && hi < kCloseFactor * lo) || hi - lo < kCloseShare * work_ns;
+}
+
+std::string MergePrice::why() const {
+    std::string s = kept_bytes > 0 ? "keeps " + human_bytes(kept_bytes) + " out of memory (" + human_ns(saved_ns) + ")"
+                                   : "keeps nothing out of memory";
+    s += recompute_flops > 0 ? "; recomputes " + human_flops(recompute_flops) + " (" + human_ns(recompute_ns) + ")"
+                             : "; recomputes nothing";
+    return s;
+}
+
+MergePrice MergePrice::operator-(const MergePrice &parts) const {
+    MergePrice d;
+    d.kept_bytes = kept_bytes - parts.kept_bytes;
+    d.saved_ns = saved_ns - parts.saved_ns;
+    d.recompute_flops = recompute_flops - parts.recompute_flops;
+    d.recompute_ns = recompute_ns - parts.recompute_ns;
+    d.work_ns = work_ns;
+    return d;
+}
+
+MergePrice price_nodes(const Graph &g, const std::set<std::string> &nodes,
+                       const std::map<std::string, Placement> &placement, const MachineModel &m) {
+    MergePrice p;
+    const std::set<std::string> returned(g.outputs.begin(), g.outputs.end());
+    auto placed = [&](const std::string &n, Placement what) {
+        auto it = placement.find(n);
+        return it != placement.end() && it->second == what;
+    };
+    // Per value a node of the set writes: whether anything outside the set reads it.
+    std::map<std::string, bool> read_outside, read;
+    for (const Node &c : g.nodes) {
+        for (const std::string &v : c.inputs) {
+            const Node *q = v.empty() ? nullptr : g.producer(v);
+            if (!q || !nodes.count(q->name)) continue;
+            read[v] = true;
+            if (!nodes.count(c.name)) read_outside[v] = true;
+        }
+    }
+    // A conv (or gemm) read by a pool whose windows overlap is computed at root by the composer (a
+    // tile would read the overlap through gathers), the pool after it: its value goes through memory
+    // inside the group, and nothing runs twice.
+    std::set<std::string> at_root;
+    for (const std::string &name : nodes) {
+        const Node &w = *g.find_node(name);
+        if (find_op(w.op)->kind != PatternKind::Window || w.inputs.empty()) continue;
+        int64_t s = 1;
+        const int64_t extent = window_extent(w, &s);
+        for (const Node *p = g.producer(w.inputs[0]); p && nodes.count(p->name);) {
+            const PatternKind k = find_op(p->op)->kind;
+            if (k == PatternKind::ComplexOutFusable) {
+                if (extent > s) at_root.insert(p->name);
+                break;
+            }
+            if (k != PatternKind::Elementwise && k != PatternKind::Broadcast) break;
+            p = p->inputs.empty() ? nullptr : g.producer(p->inputs[0]);
+        }
+    }
+    auto is_root = [&](const std::string &n) { return placed(n, Placement::Root) || at_root.count(n); };
+    for (const std::string &name : nodes) {
+        if (is_root(name) || placed(name, Placement::Output)) continue;
+        for (const std::string &v : g.find_node(name)->outputs) {
+            if (returned.count(v) || !read.count(v) || read_outside.count(v)) continue;
+            p.kept_bytes += value_bytes(g, v);
+            p.saved_ns += 2 * transfer_ns(value_bytes(g, v), m);
+        }
+    }
+    // Window ops reading a value computed in the group: everything upstream of it in the group, up to
+    // what is at root, runs again on each tile's halo.
+    for (const std::string &name : nodes) {
+        const Node &w = *g.find_node(name);
+        if (find_op(w.op)->kind != PatternKind::Window || w.inputs.empty()) continue;
+        const Node *p0 = g.producer(w.inputs[0]);
+        if (!p0 || !nodes.count(p0->name) || is_root(p0->name)) continue;
+        const double extra = halo_factor(g, w) - 1;
+        if (extra <= 0) continue;
+        std::set<std::string> upstream;
+        std::vector<const Node *> stack = {p0};
+        while (!stack.empty()) {
+            const Node *u = stack.back();
+            stack.pop_back();
+            if (!upstream.insert(u->name).second) continue;
+            for (const std::string &v : u->inputs) {
+                const Node *q = v.empty() ? nullptr : g.producer(v);
+                if (q && nodes.count(q->name) && !is_root(q->name)) stack.push_back(q);
+            }
+        }
+        for (const std::string &u : upstream) p.recompute_flops += extra * work(g, *g.find_node(u));
+    }
+    p.recompute_ns = p.recompute_flops / (m.flops_per_ns * kRecomputeEfficiency);
+    for (const std::string &name : nodes) p.work_ns += node_flops(g, *g.find_node(name)) / (m.flops_per_ns / 2);
+    return p;
+}
+
+MergePrice price_recompute(const Graph &g, const std::set<std::string> &copied, const std::set<std::string> &handed_out,
+                           int readers, const MachineModel &m) {
+    MergePrice p;
+    for (const std::string &v : handed_out) {
+        p.kept_bytes += value_bytes(g, v);
+        p.saved_ns += (1 + readers) * transfer_ns(value_bytes(g, v), m);
+    }
+    for (const std::string &n : copied) p.recompute_flops += (readers - 1) * work(g, *g.find_node(n));
+    p.recompute_ns = p.recompute_flops / (m.flops_per_ns * kRecomputeEfficiency);
+    return p;
+}
+
+MachineModel parse_machine_model(const nlohmann::json &j, const std::string &field) {
+    if (!j.is_object()) {
+        throw Error(
+            "expected an object {\"flops_per_ns\", \"cache_bytes\", \"cache_bytes_per_ns\", "
+            "\"shared_cache_bytes\", \"shared_cache_bytes_per_ns\", \"memory_bytes_per_ns\"}, got " +
+            j.dump())
+            .at_field(field);
+    }
+    MachineModel m;
+    auto number = [&](const char *key, double &out) {
+        if (!j.contains(key)) throw Error("missing").at_field(field + "." + key);
+        const nlohmann::json &x = j[key];
+        if (!x.is_number() || x.get<double>() <= 0 || !std::isfinite(x.get<double>()))
+            throw Error("expected a positive number, got " + x.dump()).at_field(field + "." + key);
+        out = x.get<double>();
+    };
+    for (const auto &kv : j.items()) {
+        static const std::set<std::string> known = {"flops_per_ns",
+                                                    "cache_bytes",
+                                                    "cache_bytes_per_ns",
+                                                    "shared_cache_bytes",
+                                                    "shared_cache_bytes_per_ns",
+                                                    "memory_bytes_per_ns"};
+        if (!known.count(kv.key())) throw Error("unknown key in a machine model").at_field(field + "." + kv.key());
+    }
+    double cache = 0, shared = 0;
+    number("flops_per_ns", m.flops_per_ns);
+    number("cache_bytes", cache);
+    number("cache_bytes_per_ns", m.cache_bytes_per_ns);
+    number("shared_cache_bytes", shared);
+    number("shared_cache_bytes_per_ns", m.shared_cache_bytes_per_ns);
+    number("memory_bytes_per_ns", m.memory_bytes_per_ns);
+    m.cache_bytes = static_cast<int64_t>(cache);
+    m.shared_cache_bytes = static_cast<int64_t>(shared);
+    if (m.shared_cache_bytes < m.cache_bytes)
+        throw Error("smaller than cache_bytes").at_field(field + ".shared_cache_bytes");
+    return m;
+}
+
+nlohmann::json to_json(const MachineModel &m) {
+    return {{"flops_per_ns", m.flops_per_ns},
+            {"cache_bytes", m.cache_bytes},
+            {"cache_bytes_per_ns", m.cache_bytes_per_ns},
+            {"shared_cache_bytes", m.shared_cache_bytes},
+            {"shared_cache_bytes_per_ns", m.shared_cache_bytes_per_ns},
+            {"memory_bytes_per_ns", m.memory_bytes_per_ns}};
+}
+
+}  // namespace hfuse
