@@ -48,9 +48,10 @@ struct MachineModel {
 constexpr int kTileRows = 4;                   // output rows of a window consumer's tile, as priced
 constexpr double kTranscendentalFlops = 20;    // a Sigmoid, Exp, ... element, in FLOPs
 constexpr double kRecomputeEfficiency = 0.25;  // of the FMA peak, for recomputed (elementwise, conv) work
+// The model cannot tell saved from cost (close()) when they are within kCloseFactor of each other or
+// differ by less than kCloseShare of the group's own work.
 constexpr double kCloseFactor = 2;
-constexpr double kCloseShare = 0.05;  // or saved and cost differing by less than this share of the group's work //
-                                      // saved and cost within this factor: the model cannot tell
+constexpr double kCloseShare = 0.05;
 
 struct MergePrice {
     int64_t kept_bytes = 0;      // values kept out of memory

@@ -890,9 +890,10 @@ bool output_read_blocked(const FusedGraph &plan, const FusedGroup &producer, con
 // Whether every group reading the value `producer` hands out is a conv group whose conv reads it as its
 // input: their tasks are blocks of rows, so conv_dw's two bands of rows (each thread writes the rows its
 // own tasks of the reader read back) pay. A reader that splits the value by channels instead (the
-// squeeze-excite's global pool and Mul, on whichever thread) reads half of it from the other core's
-// cache: MobileNet-V3's expand + depthwise groups (120 channels at 28x28, 2 threads) took 0.148 ms in
-// bands and 0.146 without, and the Mul after them 0.08-0.11 ms against 0.04.
+// squeeze-excite's global pool and Mul) reads half of it from the other core's cache, and the bands
+// recompute the producer's halo rows for nothing: MobileNet-V3's expand + depthwise groups (120
+// channels at 28x28, 2 threads) took 0.13-0.15 ms in bands and 0.09-0.14 without, the global pool
+// after them 0.009 and 0.004-0.006; the whole network 5.57 and 4.80 ms (6 alternated rounds).
 bool readers_split_rows(const FusedGraph &plan, const FusedGroup &producer) {
     const Graph &g = plan.graph;
     const std::set<std::string> out = handed_out_values(plan, producer);
