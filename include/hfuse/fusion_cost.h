@@ -63,6 +63,7 @@ struct MergePrice {
     bool close() const;
     // "keeps 3.1 MiB out of memory (~196 us); recomputes 14.5 MFLOP (~19 us)".
     std::string why() const;
+    MergePrice &operator+=(const MergePrice &part);       // parts priced together (work_ns kept)
     MergePrice operator-(const MergePrice &parts) const;  // what a merge adds to its parts' prices
 };
 

@@ -31,11 +31,12 @@ int openmp_do_par_for_aot(void *user_context, int (*task)(void *, int, uint8_t *
                           uint8_t *closure);
 
 // ParallelRuntime::Auto's line: every group of a model of at least this many FLOPs runs its parallel
-// loops on OpenMP, every group of a smaller one on Halide's pool. On 2 Zen 5 cores (a VM) an empty OpenMP fork and join took
-// 3.5 us; the LSTM cell (262 KFLOP) in 2 tasks ran in 12.3 us a run on OpenMP against 9.1 on Halide's
-// pool (6.1 serial, as the gemm template now runs it), the MLP's 784->256 layer (401 KFLOP, 3 tasks)
-// 12.2 against 7.4; the depthwise conv (2.1 MFLOP), the 1x1 conv (51 MFLOP) and the MobileNet-V2
-// block's groups alike on both, the 3x3 convs (230 MFLOP and up) 3-9% faster on OpenMP.
+// loops on OpenMP, every group of a smaller one on Halide's pool. On 2 Zen 5 cores (a VM) an empty
+// OpenMP fork and join took 3.5 us; the LSTM cell (262 KFLOP) in 2 tasks ran in 12.3 us a run on
+// OpenMP against 9.1 on Halide's pool (6.1 serial, as the gemm template now runs it), the MLP's
+// 784->256 layer (401 KFLOP, 3 tasks) 12.2 against 7.4; the depthwise conv (2.1 MFLOP), the 1x1 conv
+// (51 MFLOP) and the MobileNet-V2 block's groups alike on both, the 3x3 convs (230 MFLOP and up) 3-9%
+// faster on OpenMP.
 constexpr double kOpenMPMinFlops = 1e6;
 
 // The runtime the groups of a model of `flops` run on: `requested`, Auto resolved by kOpenMPMinFlops.

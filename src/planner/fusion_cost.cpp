@@ -106,6 +106,14 @@ std::string MergePrice::why() const {
     return s;
 }
 
+MergePrice &MergePrice::operator+=(const MergePrice &part) {
+    kept_bytes += part.kept_bytes;
+    saved_ns += part.saved_ns;
+    recompute_flops += part.recompute_flops;
+    recompute_ns += part.recompute_ns;
+    return *this;
+}
+
 MergePrice MergePrice::operator-(const MergePrice &parts) const {
     MergePrice d;
     d.kept_bytes = kept_bytes - parts.kept_bytes;
@@ -124,14 +132,17 @@ MergePrice price_nodes(const Graph &g, const std::set<std::string> &nodes,
         auto it = placement.find(n);
         return it != placement.end() && it->second == what;
     };
-    // Per value a node of the set writes: whether anything outside the set reads it.
-    std::map<std::string, bool> read_outside, read;
+    // The values the set writes, those read at all and those read outside it (one pass over the
+    // graph's nodes: Graph::producer is a linear search, and the planner prices every merge it tries).
+    std::set<std::string> written, read, read_outside;
+    for (const std::string &name : nodes) {
+        for (const std::string &v : g.find_node(name)->outputs) written.insert(v);
+    }
     for (const Node &c : g.nodes) {
         for (const std::string &v : c.inputs) {
-            const Node *q = v.empty() ? nullptr : g.producer(v);
-            if (!q || !nodes.count(q->name)) continue;
-            read[v] = true;
-            if (!nodes.count(c.name)) read_outside[v] = true;
+            if (!written.count(v)) continue;
+            read.insert(v);
+            if (!nodes.count(c.name)) read_outside.insert(v);
         }
     }
     // A conv (or gemm) read by a pool whose windows overlap is computed at root by the composer (a

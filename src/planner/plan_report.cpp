@@ -3,7 +3,6 @@
 #include "hfuse/fusion_cost.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <iomanip>
 #include <set>
 #include <sstream>

@@ -180,13 +180,8 @@ private:
             placement[in_.graph.nodes[master_[g]].name] = edge_rule->placement;
             const MergePrice whole = price_nodes(in_.graph, node_names(g), placement, rules_.machine);
             MergePrice apart;
-            for (const std::set<std::string> &nodes : parts) {
-                const MergePrice p = price_nodes(in_.graph, nodes, placement, rules_.machine);
-                apart.kept_bytes += p.kept_bytes;
-                apart.saved_ns += p.saved_ns;
-                apart.recompute_flops += p.recompute_flops;
-                apart.recompute_ns += p.recompute_ns;
-            }
+            for (const std::set<std::string> &nodes : parts)
+                apart += price_nodes(in_.graph, nodes, placement, rules_.machine);
             const MergePrice added = whole - apart;
             if (!added.pays() && !added.close()) {
                 parent_ = saved;
