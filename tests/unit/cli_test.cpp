@@ -79,6 +79,42 @@ TEST(Cli, BenchJsonContract) {
     EXPECT_EQ(j["fused_groups"], 1);  // both products and the tanh in one kernel
 }
 
+// --against times another plan file interleaved; with --profile each group is set beside the other
+// plan's group computing the same nodes (the fused group has none: no group of the plan with every op
+// apart holds all its nodes).
+TEST(Cli, BenchAgainstAnotherPlan) {
+    Result r = hfuse_cli("plan " + kCbrm + " -o " + tmp("fused.json"));
+    ASSERT_EQ(r.code, 0) << r.out;
+    r = hfuse_cli("plan " + kCbrm + " --rules none -o " + tmp("apart.json"));
+    ASSERT_EQ(r.code, 0) << r.out;
+    r = hfuse_cli("bench " + kCbrm + " --plan " + tmp("fused.json") + " --against " + tmp("apart.json") +
+                  " --runs 5 --json --profile");
+    ASSERT_EQ(r.code, 0) << r.out;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["against"], tmp("apart.json"));
+    EXPECT_NEAR(j["speedup"].get<double>(), j["against_ms"].get<double>() / j["plan_ms"].get<double>(), 1e-9);
+    EXPECT_EQ(j["plan_groups"], 1);
+    EXPECT_GT(j["against_groups"].get<int>(), 1);
+    ASSERT_EQ(j["group_profile"].size(), 1u);
+    EXPECT_TRUE(j["group_profile"][0]["against"].is_null());  // no group of the other plan has its nodes
+    // A plan against itself: every group matched by its nodes.
+    r = hfuse_cli("bench " + kCbrm + " --plan " + tmp("apart.json") + " --against " + tmp("apart.json") +
+                  " --runs 5 --json --profile");
+    ASSERT_EQ(r.code, 0) << r.out;
+    j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["group_profile"].size(), j["plan_groups"].get<size_t>());
+    for (const auto &g : j["group_profile"]) {
+        EXPECT_EQ(g["against"], g["name"]) << g.dump();
+        EXPECT_GT(g["against_ms"].get<double>(), 0.0) << g.dump();
+    }
+    // --against and --compare exclude each other; a missing plan file is an error naming it.
+    r = hfuse_cli("bench " + kCbrm + " --against " + tmp("apart.json") + " --compare");
+    EXPECT_NE(r.code, 0) << r.out;
+    r = hfuse_cli("bench " + kCbrm + " --against " + tmp("missing.json"));
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("missing.json"), std::string::npos) << r.out;
+}
+
 TEST(Cli, Demo) {
     Result r = hfuse_cli("demo");
     ASSERT_EQ(r.code, 0) << r.out;

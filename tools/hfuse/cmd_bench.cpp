@@ -1,6 +1,7 @@
-// hfuse bench MODEL: time whole-model runs under a plan; --compare times the default plan against the
-// unfused model in the same process, interleaved, so both see the same machine conditions; --profile
-// then times each group of the plan and sets it against the machine's FMA peak.
+// hfuse bench MODEL: time whole-model runs under a plan; --compare times the plan against the
+// unfused model, --against against another plan file, in the same process, interleaved, so both see
+// the same machine conditions; --profile then times each group of the plan and sets it against the
+// machine's FMA peak (with --against, each group beside the other plan's group of the same nodes).
 #include "cli_common.h"
 #include "hfuse/model_io.h"
 
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <set>
 
 namespace hfuse::cli {
 namespace {
@@ -19,6 +21,7 @@ struct BenchOptions {
     PlanChoice plan;
     int runs = 20;
     bool json = false, compare = false, profile = false;
+    std::string against;  // --against PLAN: the baseline, instead of the unfused model
 };
 
 double median(std::vector<double> v) {
@@ -28,6 +31,7 @@ double median(std::vector<double> v) {
 }
 
 struct Timed {
+    FusedGraph plan;  // as the executor was built from it (groups matched by --against's profile)
     Executor executor;
     double compile_ms;
     std::vector<double> ms;
@@ -85,13 +89,109 @@ Timed build(const FusedGraph &plan, const ExecutorOptions &options) {
     auto t0 = std::chrono::steady_clock::now();
     Executor ex(plan, options);
     double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    return {std::move(ex), compile_ms, {}};
+    return {plan, std::move(ex), compile_ms, {}};
+}
+
+// --against: the two plans' medians, and with --profile each group of the plan beside the group of
+// the other plan computing the same nodes, both profiled in alternation (5 chunks of the runs each,
+// a group's time the median of its chunks' medians).
+int report_against(const BenchOptions &o, const Graph &g, Timed &plan, Timed &against,
+                   const std::map<std::string, TensorBuffer> &plan_inputs,
+                   const std::map<std::string, TensorBuffer> &against_inputs) {
+    const double p = median(plan.ms), a = median(against.ms);
+    struct Row {
+        std::string name, master, against_name;
+        std::vector<double> ms, against_ms;
+    };
+    std::vector<Row> rows;
+    if (o.profile) {
+        // Groups are matched by their members (recomputed copies included): the same nodes, the same work.
+        std::map<std::set<std::string>, std::string> against_by_nodes;
+        for (const FusedGroup &grp : against.plan.groups)
+            against_by_nodes[{grp.nodes.begin(), grp.nodes.end()}] = grp.name;
+        std::map<std::string, std::string> match;  // plan group -> against group
+        for (const FusedGroup &grp : plan.plan.groups) {
+            const auto it = against_by_nodes.find({grp.nodes.begin(), grp.nodes.end()});
+            if (it != against_by_nodes.end()) match[grp.name] = it->second;
+        }
+        const int chunk = std::max(1, o.runs / 5);
+        std::map<std::string, size_t> row_of;
+        std::map<std::string, std::vector<double>> against_group_ms;
+        for (int done = 0; done < o.runs; done += chunk) {
+            const int n = std::min(chunk, o.runs - done);
+            for (const GroupProfile &gp : plan.executor.profile(plan_inputs, n).groups) {
+                auto [it, added] = row_of.emplace(gp.name, rows.size());
+                if (added) {
+                    const auto m = match.find(gp.name);
+                    rows.push_back({gp.name, gp.master, m == match.end() ? "" : m->second, {}, {}});
+                }
+                rows[it->second].ms.push_back(gp.ms);
+            }
+            for (const GroupProfile &gp : against.executor.profile(against_inputs, n).groups)
+                against_group_ms[gp.name].push_back(gp.ms);
+        }
+        for (Row &r : rows) {
+            if (!r.against_name.empty()) r.against_ms = against_group_ms[r.against_name];
+        }
+    }
+    if (o.json) {
+        nlohmann::json j = {{"model", g.name},
+                            {"plan", o.plan.describe()},
+                            {"against", o.against},
+                            {"plan_ms", p},
+                            {"against_ms", a},
+                            {"speedup", a / p},
+                            {"plan_groups", plan.executor.num_groups()},
+                            {"against_groups", against.executor.num_groups()},
+                            {"runs", o.runs},
+                            {"plan_compile_ms", plan.compile_ms},
+                            {"against_compile_ms", against.compile_ms}};
+        if (o.profile) {
+            nlohmann::json groups = nlohmann::json::array();
+            for (const Row &r : rows) {
+                groups.push_back(
+                    {{"name", r.name},
+                     {"master", r.master},
+                     {"ms", median(r.ms)},
+                     {"against", r.against_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.against_name)},
+                     {"against_ms",
+                      r.against_ms.empty() ? nlohmann::json(nullptr) : nlohmann::json(median(r.against_ms))}});
+            }
+            j["group_profile"] = groups;
+        }
+        std::printf("%s\n", j.dump().c_str());
+        return 0;
+    }
+    std::printf("%s: %s (%d groups) %.4f ms, %s (%d groups) %.4f ms: speedup %.2fx (medians of %d runs, interleaved)\n",
+                g.name.c_str(), o.plan.describe().c_str(), plan.executor.num_groups(), p, o.against.c_str(),
+                against.executor.num_groups(), a, a / p, o.runs);
+    if (o.profile) {
+        std::printf("  %-6s %-48s %10s %10s %7s\n", "group", "master", "ms", "against", "speedup");
+        double same = 0, same_against = 0, other = 0;
+        for (const Row &r : rows) {
+            const double ms = median(r.ms);
+            if (r.against_ms.empty()) {
+                other += ms;
+                std::printf("  %-6s %-48s %10.4f %10s %7s\n", r.name.c_str(), r.master.substr(0, 48).c_str(), ms, "-",
+                            "");
+                continue;
+            }
+            const double am = median(r.against_ms);
+            same += ms;
+            same_against += am;
+            std::printf("  %-6s %-48s %10.4f %10.4f %6.2fx\n", r.name.c_str(), r.master.substr(0, 48).c_str(), ms, am,
+                        am / ms);
+        }
+        std::printf("  groups of the same nodes in both: %.4f against %.4f ms; groups with no match: %.4f ms\n", same,
+                    same_against, other);
+    }
+    return 0;
 }
 
 int bench(const BenchOptions &o) {
     Graph g = o.model.load();
     auto inputs = load_inputs(g, {}, true);
-    if (!o.compare) {
+    if (!o.compare && o.against.empty()) {
         Timed t = build(o.plan.make(g), o.plan.options());
         std::vector<std::string> fallbacks = report_fallbacks(t.executor);
         const auto packed = pack_inputs(t.executor, inputs);
@@ -144,22 +244,31 @@ int bench(const BenchOptions &o) {
         }
         return 0;
     }
-    PlanChoice unfused;
-    unfused.unfused = true;
-    unfused.parallel_runtime = o.plan.parallel_runtime;
-    Timed fused = build(o.plan.make(g), o.plan.options()), base = build(unfused.make(g), unfused.options());
+    // The baseline: the unfused model (--compare), or another plan under the same options (--against).
+    PlanChoice baseline;
+    if (o.against.empty()) {
+        baseline.unfused = true;
+    } else {
+        baseline = o.plan;
+        baseline.plan_file = o.against;
+        baseline.rules.clear();
+        baseline.unfused = baseline.whole = false;
+    }
+    baseline.parallel_runtime = o.plan.parallel_runtime;
+    Timed fused = build(o.plan.make(g), o.plan.options()), base = build(baseline.make(g), baseline.options());
     std::vector<std::string> fallbacks = report_fallbacks(fused.executor);
-    const auto fused_inputs = pack_inputs(fused.executor, inputs);
+    const auto fused_inputs = pack_inputs(fused.executor, inputs), base_inputs = pack_inputs(base.executor, inputs);
     // Interleave in chunks so slow drifts of the machine affect both alike.
     const int chunk = std::max(1, o.runs / 5);
     for (int done = 0; done < o.runs; done += chunk) {
         int n = std::min(chunk, o.runs - done);
         for (Timed *t : {&fused, &base}) {
-            std::vector<double> ms = time_runs(t->executor, t == &fused ? fused_inputs : inputs, n);
+            std::vector<double> ms = time_runs(t->executor, t == &fused ? fused_inputs : base_inputs, n);
             t->ms.insert(t->ms.end(), ms.begin(), ms.end());
         }
     }
     double f = median(fused.ms), u = median(base.ms);
+    if (!o.against.empty()) return report_against(o, g, fused, base, fused_inputs, base_inputs);
     std::optional<GroupProfiling> profiled;
     if (o.profile) profiled = profile_groups(fused.executor, fused_inputs, o.runs);
     if (o.json) {
@@ -204,7 +313,12 @@ Command add_bench(CLI::App &app) {
     o->plan.add_runtime_flag(cmd);
     cmd->add_option("--runs", o->runs, "timed runs after one warm-up run")->check(CLI::Range(1, 100000));
     cmd->add_flag("--json", o->json, "print one JSON object");
-    cmd->add_flag("--compare", o->compare, "also time the unfused model, interleaved, and print the speedup");
+    auto *compare =
+        cmd->add_flag("--compare", o->compare, "also time the unfused model, interleaved, and print the speedup");
+    cmd->add_option("--against", o->against,
+                    "also time this plan file under the same options, interleaved, and print the speedup; with "
+                    "--profile, each group beside the group of the other plan computing the same nodes")
+        ->excludes(compare);
     cmd->add_flag(
         "--profile", o->profile,
         "after the timed runs, time each group of the plan as `run --profile` does (--runs more runs) "
