@@ -855,6 +855,21 @@ ChannelTile grouped_channel_tile(const ConvGroupShape &s, const TargetTraits &tt
     return {row_divisor >= 4 ? row_divisor : most, nc};
 }
 
+// conv_cv's rows a task of `height` rows, with `channel_tasks` blocks of channels each: enough for 8
+// tasks; better, the most rows that divide the height (a block that does not recomputes rows it
+// shares) into at least 8 tasks, an even number of them (two threads end together). Zen 5, 2 threads,
+// blocked I/O: conv_bias_relu_maxpool's 28 pooled rows by 4 (7 tasks) 0.67 ms, by 3 (10, the last
+// recomputing) 0.63, by 2 (14) 0.58; 128->128 at 28x28 by 7 (x 2 channel tasks) 0.585, by 3 0.63.
+int64_t rows_for_tasks(int64_t height, int64_t channel_tasks) {
+    const int64_t row_blocks = std::min<int64_t>(height, (8 + channel_tasks - 1) / channel_tasks);
+    int64_t rows = (height + row_blocks - 1) / row_blocks;
+    for (int64_t r = rows; r >= 1; r--) {
+        const int64_t tasks = height / r * channel_tasks;
+        if (height % r == 0 && tasks >= 8 && tasks % 2 == 0) return r;
+    }
+    return rows;
+}
+
 // conv_cv's defaults: register tiles of positions x 4 vectors of channels: AVX2, 3 positions (12
 // accumulators, 3 broadcasts and a weight vector fill the 16 registers); AVX-512, 5 (20 + 5 + 4 of
 // the 32; Zen 5, 2 threads, relu epilogue, blocked I/O: 128->128 at 28x28 3 x 8 0.87 ms, 4 x 4 0.62,
@@ -906,19 +921,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // ms; 3x3 384->384 at 8x8 0.36 -> 0.41) the blocks stay.
     if (!winograd_wins(s) && !grouped && weights_smaller_than_positions(s)) channel_block = cout;
     const int64_t channel_tasks = (cout + channel_block - 1) / channel_block;
-    const int64_t row_blocks = std::min<int64_t>(hout, (8 + channel_tasks - 1) / channel_tasks);
-    int64_t rows = (hout + row_blocks - 1) / row_blocks;
-    // Better, the most rows that divide the height (a block that does not recomputes rows it shares)
-    // into at least 8 tasks, an even number of them (two threads end together). Zen 5, 2 threads,
-    // blocked I/O: conv_bias_relu_maxpool's 28 pooled rows by 4 (7 tasks) 0.67 ms, by 3 (10, the last
-    // recomputing) 0.63, by 2 (14) 0.58; 128->128 at 28x28 by 7 (x 2 channel tasks) 0.585, by 3 0.63.
-    for (int64_t r = rows; r >= 1; r--) {
-        const int64_t tasks = hout / r * channel_tasks;
-        if (hout % r == 0 && tasks >= 8 && tasks % 2 == 0) {
-            rows = r;
-            break;
-        }
-    }
+    const int64_t rows = rows_for_tasks(hout, channel_tasks);
     // A padded input is copied anyway: channel-blocked, by 8 (3x3 convs of ResNet-18, 2 threads:
     // 64->64 at 56x56 1.34 -> 1.28 ms, 128->128 at 28x28 1.36 -> 1.28, 256->256 at 14x14 1.35 ->
     // 1.29, stride 2 64->128 0.75 -> 0.70; AVX-512, Zen 5: 128->128 at 28x28 blocks of 4, 8 and 16
@@ -960,6 +963,43 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     if (input_block > 0 && channel_tasks * in_rows <= 3 * conv_rows * s.stride_y) p["input_at"] = "task";
     if (winograd_wins(s)) winograd_defaults(p, s, tt);
     return p;
+}
+
+// Whether a depthwise conv is computed by conv_cv, channels in the vector lanes (each lane its own
+// channel: ops::BlockedGroups::own_channel), where its input arrives channel-blocked
+// (ConvGroupShape::input_read_blocked): every tap is then a dense vector load at any stride and row
+// width, where conv_dw vectorizes along x (a 7-wide row fills 7 of 16 lanes; at stride 2 each tap
+// gathers every other column): where conv_dw wastes lanes (a stride, or rows not whole vectors;
+// MobileNet-V2's 3x3 on 32 channels at 112x112 ran alike either way). Whole vectors of channels (the
+// lanes read their own channels in place), constant weights (packed), no pool after it, no producer
+// computed per task (conv_dw's).
+// EfficientNet-B0's 5x5 stride-2 on 672 channels at 14x14 -> 7x7 (its expand conv_cv storing it
+// blocked), Sapphire Rapids, AVX-512, 2 threads, in the network, interleaved: conv_dw (4 lanes) 0.106-
+// 0.109 ms, conv_cv 0.048-0.060 (ONNX Runtime's NCHWc kernel 0.059 in its profile). Read from a
+// planar input instead, the padded blocked copy cost 5x the conv (144 channels at 56x56, stride 2:
+// 0.30 against conv_dw's 0.05 ms).
+bool depthwise_takes_cv(const ConvGroupShape &s, const TargetTraits &tt) {
+    const bool dw_wastes = s.stride_x > 1 || s.output[3] % tt.vector_width != 0;
+    return dw_wastes && s.constant_weights && !s.pooled && s.producer_input_channels == 0 &&
+           s.output[1] % tt.vector_width == 0 && s.weight[1] == 1;
+}
+
+// conv_cv's defaults for a depthwise conv: register tiles of positions within a row (their addresses
+// the tile's plus constants; the largest divisor of the row up to 8, else 8) x 2 vectors of channels
+// where they divide (np x nc accumulators + nc weight vectors; each tap's input an FMA's memory
+// operand), a task per block of rows x channels as conv_cv's (at least 8, an even number), input
+// blocks of one vector (a lane's channel at one load).
+nlohmann::json conv_cv_depthwise_defaults(const ConvGroupShape &s, const TargetTraits &tt) {
+    const int vw = tt.vector_width;
+    const int64_t cout = s.output[1], hout = s.tile_output[2], wout = s.tile_output[3];
+    const int nc = (cout / vw) % 2 == 0 ? 2 : 1;
+    const int64_t row_divisor = largest_divisor_at_most(wout, 8);
+    const int64_t np = std::min<int64_t>(row_divisor >= 4 ? row_divisor : 8, tt.vector_registers / nc - 2);
+    const int64_t channel_block = int64_t{nc} * vw;
+    const int64_t rows = rows_for_tasks(hout, (cout + channel_block - 1) / channel_block);
+    return {{"template", "conv_cv"}, {"vector_width", vw}, {"tile_positions", std::min<int64_t>(np, rows * wout)},
+            {"tile_c_vectors", nc},  {"block_rows", rows}, {"channel_block", channel_block},
+            {"ci_block", 1},         {"input_block", vw}};
 }
 
 // conv_flat's defaults: 2 vectors x 6 channels (x 8 with AVX-512's 32 registers), as conv_xv's 1x1
@@ -1119,6 +1159,7 @@ nlohmann::json conv_template_defaults(const ConvGroupShape &s, const TargetTrait
         if (flat_use > 1.05 * xv_use) return flat;
     }
     const bool depthwise = s.group > 1 && s.group == s.input[1] && s.group == cout;
+    if (depthwise && s.input_read_blocked && depthwise_takes_cv(s, tt)) return conv_cv_depthwise_defaults(s, tt);
     if (wout < vw) return {{"template", "simple"}, {"why", "output narrower than one vector"}};
     if (depthwise) {
         if (s.pooled) return {{"template", "simple"}, {"why", "depthwise + window"}};

@@ -52,6 +52,10 @@ struct ConvGroupShape {
     // whose output reaches the depthwise conv through inlined elementwise ops only (MobileNet-V2's
     // expand): computed per task, the channels the task's depthwise channels read. 0: none.
     int64_t producer_input_channels = 0;
+    // For defaults: the conv's input would be stored channel-blocked by its producer's group (a
+    // conv_cv group whose only reader this is), so a depthwise conv_cv reads it in place (compose's
+    // with_default_schedules finds it).
+    bool input_read_blocked = false;
 };
 
 // `shape` with the conv computed alone, at root over its whole output (T = the conv's output, no

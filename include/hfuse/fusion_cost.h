@@ -11,7 +11,16 @@
 // twice, and its value still goes through memory inside the group. A cheap group copied into each of
 // its k readers ("recompute") runs k times. Transcendental ops (Sigmoid, Tanh, Exp, Erf, Log, Pow,
 // Sqrt, Div, Softmax, HardSwish) count kTranscendentalFlops an element; recomputed work runs at
-// kRecomputeEfficiency of the FMA peak.
+// kRecomputeEfficiency of the FMA peak. A pointwise conv computed per task of the depthwise conv it
+// feeds (conv_dw's producer) has the plane's work (the depthwise taps, the epilogues between and after)
+// vectorized along the rows, as conv_dw does: vectors narrowed to the row (down to 4 lanes), with 16
+// lanes halved (down to 8) until they divide it; of 16 lanes, rows of 7, 14 and 28 fill 22%, 44% and
+// 44%, of AVX2's 8 lanes 44%, 88% and 88%. Apart,
+// conv_cv puts whole vectors of channels in the lanes; the lanes left idle price that work again
+// (MergePrice::idle_ns) at the FMA peak. EfficientNet-B0's blocks, Sapphire Rapids, AVX-512, 2 threads,
+// interleaved, the expand + depthwise group against the two apart: 7x7 with 1152 channels 5x5
+// 0.48 -> 0.24 ms, 14x14 with 672 5x5 0.53 -> 0.36, 14x14 with 480 3x3 0.24 -> 0.21, 28x28 with 240
+// 5x5 0.44 -> 0.38-0.44, 56x56 with 144 3x3 0.53 -> 0.55.
 //
 //   MergePrice p = price_nodes(graph, {"conv", "relu", "pool"}, placements, rules.machine);
 //   p.pays();    // recompute_ns <= saved_ns
@@ -30,6 +39,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace hfuse {
 
@@ -43,6 +53,9 @@ struct MachineModel {
     int64_t shared_cache_bytes = 8 << 20;   // the core's share of the shared cache (L3)
     double shared_cache_bytes_per_ns = 16;  // its bandwidth
     double memory_bytes_per_ns = 8;         // the core's share of memory bandwidth
+    // Float lanes a vector; 0 (a rule set without "vector_lanes"): the planning target's, which the
+    // CLI sets (set_target_lanes in hfuse/fusion_rules.h), 16 (AVX-512's) where nothing does.
+    int vector_lanes = 0;
 };
 
 constexpr int kTileRows = 4;                   // output rows of a window consumer's tile, as priced
@@ -59,7 +72,13 @@ struct MergePrice {
     double recompute_flops = 0;  // work done again
     double recompute_ns = 0;
     double work_ns = 0;  // the group's own work: its FLOPs at half the FMA peak (a merge: the merged group's)
-    bool pays() const { return recompute_ns <= saved_ns; }
+    // Work a template does with vector lanes idle that it would fill apart: a depthwise conv computed
+    // with its pointwise producer (conv_dw, vectors along rows) over rows narrower than its vectors,
+    // against channels in the lanes apart (conv_cv); see price_nodes.
+    double idle_lane_fraction = 0;  // of the depthwise conv's lanes
+    double idle_ns = 0;
+    double cost_ns() const { return recompute_ns + idle_ns; }
+    bool pays() const { return cost_ns() <= saved_ns; }
     bool close() const;
     // "keeps 3.1 MiB out of memory (~196 us); recomputes 14.5 MFLOP (~19 us)".
     std::string why() const;
@@ -79,7 +98,8 @@ MergePrice price_recompute(const Graph &g, const std::set<std::string> &copied, 
 
 // The rule set's "cost_model" object: {"flops_per_ns", "cache_bytes", "cache_bytes_per_ns",
 // "shared_cache_bytes", "shared_cache_bytes_per_ns", "memory_bytes_per_ns"}, every field a positive
-// number (shared_cache_bytes at least cache_bytes); throws an Error naming the field.
+// number (shared_cache_bytes at least cache_bytes), and optionally "vector_lanes" (a power of two from
+// 1 to 64; absent: the planning target's); throws an Error naming the field.
 MachineModel parse_machine_model(const nlohmann::json &j, const std::string &field);
 nlohmann::json to_json(const MachineModel &m);
 

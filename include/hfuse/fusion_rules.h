@@ -63,6 +63,10 @@ struct RuleSet {
     const FusionRule *find(PatternKind producer, PatternKind consumer) const;
 };
 
+// Sets the lanes of the target's float vectors (`natural_vector_lanes`: 16 with AVX-512, 8 with AVX2)
+// in the machine model of every rule set in `rounds` that leaves them open (MachineModel::vector_lanes).
+void set_target_lanes(std::vector<RuleSet> &rounds, int natural_vector_lanes);
+
 // A built-in name ("tvm", "x86", "none") or the path of a rule-set file.
 RuleSet load_rules(const std::string &name_or_path);
 RuleSet parse_rules(const nlohmann::json &j, const std::string &source);

@@ -374,7 +374,9 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
         c.baselines = {label};
         baselines.push_back(std::move(c));
     };
-    const FusedGraph default_plan = with_default_schedules(plan_fusion(s.model, {load_rules("x86")}), s.target);
+    std::vector<RuleSet> x86 = {load_rules("x86")};
+    set_target_lanes(x86, s.target.natural_vector_size<float>());  // as `hfuse plan` for the target
+    const FusedGraph default_plan = with_default_schedules(plan_fusion(s.model, x86), s.target);
     add_baseline(s.candidate(default_plan, "templates", false, "baseline"), "default");
     FusedGraph unfused = singleton_groups(s.model);
     unfused.rules = {"unfused"};

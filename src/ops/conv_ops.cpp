@@ -66,6 +66,11 @@ BlockedGroups blocked_groups(int64_t input_channels, int64_t output_channels, in
     b.group_inputs = input_channels / group;
     b.group_outputs = output_channels / group;
     b.groups_per_block = 1;
+    if (group > 1 && b.group_inputs == 1 && b.group_outputs == 1) {
+        b.own_channel = true;
+        b.span = 1;
+        return b;
+    }
     for (int64_t first = 0; first < output_channels; first += lanes) {
         const int64_t last = std::min(first + lanes, output_channels) - 1;
         b.groups_per_block = std::max(b.groups_per_block, last / b.group_outputs - first / b.group_outputs + 1);
@@ -75,11 +80,13 @@ BlockedGroups blocked_groups(int64_t input_channels, int64_t output_channels, in
 }
 
 int64_t BlockedGroups::first_input(int64_t b, int lanes) const {
+    if (own_channel) return b * lanes;  // lane i: channel first + i
     return std::min(b * lanes / group_outputs, groups - groups_per_block) * group_inputs;
 }
 
 Halide::Expr BlockedGroups::first_input(const Halide::Expr &b, int lanes) const {
     if (groups == 1) return 0;
+    if (own_channel) return b * lanes;
     const Halide::Expr g =
         Halide::min(b * lanes / static_cast<int>(group_outputs), static_cast<int>(groups - groups_per_block));
     return g * static_cast<int>(group_inputs);
@@ -287,7 +294,19 @@ Lowered lower_flat_conv(const LowerContext &ctx, const ConvShape &c) {
 // blocks another group stored with a zero halo that covers them; else through `copy`, the padded
 // copy (block for block from stored blocks, planar or channel-blocked by the lowering's input_block
 // from a planar input), undefined where the planar input needs no padding.
-using ConvInputReader = std::function<Expr(Expr ci, Expr x, Expr y, Expr n)>;
+// Reads input channel ci at (x, y, n); where ci is block * lanes + lane with the storage's blocks
+// `lanes` wide (a depthwise conv's lane reading its own channel), `block` and `lane` index the storage
+// directly: a vector of lanes is then one dense load, not a gather through ci % lanes and ci / lanes.
+struct ConvInputReader {
+    std::function<Expr(Expr ci, Expr x, Expr y, Expr n)> at;
+    int block = 0;  // the storage's channels a block (0: planar)
+    Func storage;   // channel-blocked storage (bi, x, y, cb, n), where block > 0
+    Expr operator()(Expr ci, Expr x, Expr y, Expr n) const { return at(ci, x, y, n); }
+    Expr lane(const Expr &lane, const Expr &cb, int lanes, const Expr &x, const Expr &y, const Expr &n) const {
+        if (block == lanes) return storage(lane, x, y, cb, n);
+        return at(cb * lanes + lane, x, y, n);
+    }
+};
 ConvInputReader conv_input_reader(const LowerContext &ctx, const ConvShape &c, int extra_x, int extra_y, Func &copy) {
     const int cin = to_int(c.c_in, "input 0 (X)");
     const int ib = ctx.conv_lowering.input_block;
@@ -306,7 +325,7 @@ ConvInputReader conv_input_reader(const LowerContext &ctx, const ConvShape &c, i
         // Stored channel-blocked with a zero halo its windows stay in: read in place, no copy.
         const Func f = stored->func;
         const int b = stored->block;
-        return [f, b](Expr ci, Expr x, Expr y, Expr n) { return f(ci % b, x, y, ci / b, n); };
+        return {[f, b](Expr ci, Expr x, Expr y, Expr n) { return f(ci % b, x, y, ci / b, n); }, b, f};
     }
     if (stored) {
         // Stored blocked without the halo its windows reach (values inside one whole-model pipeline,
@@ -316,7 +335,7 @@ ConvInputReader conv_input_reader(const LowerContext &ctx, const ConvShape &c, i
             stored->func, 0.0f,
             {Halide::Range(), plane[0], plane[1], Halide::Range(), Halide::Range()});  // an undefined Range: unbounded
         const Func f = copy;
-        return [f, b](Expr ci, Expr x, Expr y, Expr n) { return f(ci % b, x, y, ci / b, n); };
+        return {[f, b](Expr ci, Expr x, Expr y, Expr n) { return f(ci % b, x, y, ci / b, n); }, b, f};
     }
     // Zero outside the input: where the conv's windows reach, and past it where a rounded-up
     // Winograd tile reads further.
@@ -329,10 +348,10 @@ ConvInputReader conv_input_reader(const LowerContext &ctx, const ConvShape &c, i
         copy = Func(func_name(ctx, "blocked_input"));
         copy(bi, bx, by, icb, bn) = x(bx, by, icb * ib + bi, bn);
         const Func f = copy;
-        return [f, ib](Expr ci, Expr x, Expr y, Expr n) { return f(ci % ib, x, y, ci / ib, n); };
+        return {[f, ib](Expr ci, Expr x, Expr y, Expr n) { return f(ci % ib, x, y, ci / ib, n); }, ib, f};
     }
     if (x.name() != ctx.inputs[0].name()) copy = x;
-    return [x](Expr ci, Expr ix, Expr iy, Expr n) { return x(ix, iy, ci, n); };
+    return {[x](Expr ci, Expr ix, Expr iy, Expr n) { return x(ix, iy, ci, n); }, 0, Func()};
 }
 
 // conv_cv's form: blocked(cv, p, cb, n) is output channel cb * lanes + cv at the flattened output
@@ -360,6 +379,13 @@ Lowered lower_blocked_conv(const LowerContext &ctx, const ConvShape &c) {
     const float *w = weights->f32.data();  // OIHW, group_in input channels a row
     for (int co = 0; co < cout; co++) {
         const int b = co / lanes;
+        if (groups.own_channel) {  // its one input channel: the lane's own
+            for (int ky = 0; ky < kh; ky++) {
+                for (int kx = 0; kx < kw; kx++)
+                    packed(co % lanes, b % tile, 0, kx, ky, b / tile) = w[(int64_t(co) * kh + ky) * kw + kx];
+            }
+            continue;
+        }
         // The block's input channel i is channel first + i of the input: weighted where it is in
         // co's group, zero elsewhere.
         const int first = static_cast<int>(groups.first_input(b, lanes));
@@ -399,7 +425,10 @@ Lowered lower_blocked_conv(const LowerContext &ctx, const ConvShape &c) {
     const Expr ix = ox * sx - pad_x + r[1] * dx, iy = oy * sy - pad_y + r[2] * dy;
     Func input_copy;
     const ConvInputReader read = conv_input_reader(ctx, c, 0, 0, input_copy);
-    const Expr input = read(groups.first_input(cb, lanes) + r[0], ix, iy, n);
+    // A depthwise conv's lane reads its own channel (past the last, the last: its weights are zero).
+    const Expr input = !groups.own_channel ? read(groups.first_input(cb, lanes) + r[0], ix, iy, n)
+                       : cout % lanes == 0 ? read.lane(cv, cb, lanes, ix, iy, n)
+                                           : read(Halide::min(cb * lanes + cv, cout - 1), ix, iy, n);
     Func blocked(func_name(ctx, "blocked"));
     blocked(cv, p, cb, n) = 0.0f;
     blocked(cv, p, cb, n) += wq(cv, cb % tile, r[0], r[1], r[2], cb / tile) * input;

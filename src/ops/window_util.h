@@ -50,6 +50,9 @@ int64_t winograd_overreach(int64_t output, int m);
 struct BlockedGroups {
     int64_t group_inputs = 0, group_outputs = 0;  // input / output channels a group
     int64_t groups = 1, groups_per_block = 1;
+    // A depthwise conv (one input and one output channel a group): each lane reads its own channel
+    // alone (output channel c reads input channel c), span 1, no channel weighted zero.
+    bool own_channel = false;
     int64_t span = 0;  // input channels a block reduces over: groups_per_block * group_inputs
     // The first input channel block `b` reads.
     int64_t first_input(int64_t b, int lanes) const;

@@ -1,5 +1,6 @@
 #include "hfuse/fusion_cost.h"
 
+#include "hfuse/attributes.h"
 #include "hfuse/error.h"
 #include "hfuse/fusion_rules.h"
 #include "hfuse/op_registry.h"
@@ -79,6 +80,54 @@ std::string human_ns(double ns) {
     return buf;
 }
 
+bool is_conv(const Node &n, bool depthwise) {
+    if (n.op != "Conv" || n.inputs.size() < 2) return false;
+    const Attributes a(n.attrs);
+    const int64_t group = a.get_int("group", 1);
+    if (!depthwise) return group == 1;
+    return group > 1;
+}
+
+// The plane work of a depthwise conv in `nodes` computed with its pointwise producer (also in
+// `nodes`, reached through elementwise ops), done with lanes idle (see MergePrice::idle_ns): the
+// depthwise conv's FLOPs and the work of the group's other non-conv ops, at the FMA peak, times
+// 1 / lanes used - 1 / lanes used apart. Sets `fraction` to the idle share of the lanes.
+double depthwise_idle_ns(const Graph &g, const std::set<std::string> &nodes, const MachineModel &m, double *fraction) {
+    double idle = 0;
+    for (const std::string &name : nodes) {
+        const Node &dw = *g.find_node(name);
+        if (!is_conv(dw, true)) continue;
+        const Shape &in = g.type_of(dw.inputs[0]).shape, &out = g.type_of(dw.outputs[0]).shape;
+        if (in.size() != 4 || out.size() != 4 || in[1] != out[1] || Attributes(dw.attrs).get_int("group", 1) != in[1])
+            continue;
+        // Its producer, through elementwise ops in the group: a pointwise conv in the group?
+        const Node *p = g.producer(dw.inputs[0]);
+        while (p && nodes.count(p->name) && find_op(p->op)->kind != PatternKind::ComplexOutFusable)
+            p = p->inputs.empty() ? nullptr : g.producer(p->inputs[0]);
+        if (!p || !nodes.count(p->name) || !is_conv(*p, false)) continue;
+        const Shape &w = g.type_of(p->inputs[1]).shape;
+        if (w.size() != 4 || w[2] != 1 || w[3] != 1) continue;
+        const int64_t lanes = m.vector_lanes > 0 ? m.vector_lanes : 16, width = out[3], channels = out[1];
+        // conv_dw's vectors: narrowed (down to 4 lanes) to the row, then with 16 lanes or more
+        // halved (down to 8) until they divide it.
+        int64_t v = lanes;
+        while (v > 4 && width < v) v /= 2;
+        while (lanes >= 16 && v > 8 && width % v != 0) v /= 2;
+        const double used = static_cast<double>(width) / static_cast<double>((width + v - 1) / v * v) *
+                            static_cast<double>(v) / static_cast<double>(lanes);
+        const double used_apart = channels % lanes == 0 ? 1.0 : used;
+        if (used_apart <= used) continue;
+        double plane = node_flops(g, dw);
+        for (const std::string &other : nodes) {
+            const Node &o = *g.find_node(other);
+            if (find_op(o.op)->kind != PatternKind::ComplexOutFusable) plane += work(g, o);
+        }
+        idle += plane / m.flops_per_ns * (1 / used - 1 / used_apart);
+        *fraction = std::max(*fraction, 1 - used);
+    }
+    return idle;
+}
+
 }  // namespace
 
 std::string human_bytes(int64_t b) {
@@ -94,8 +143,8 @@ std::string human_bytes(int64_t b) {
 }
 
 bool MergePrice::close() const {
-    const double hi = std::max(saved_ns, recompute_ns), lo = std::min(saved_ns, recompute_ns);
-    return (recompute_ns > 0 && hi < kCloseFactor * lo) || hi - lo < kCloseShare * work_ns;
+    const double cost = cost_ns(), hi = std::max(saved_ns, cost), lo = std::min(saved_ns, cost);
+    return (cost > 0 && hi < kCloseFactor * lo) || hi - lo < kCloseShare * work_ns;
 }
 
 std::string MergePrice::why() const {
@@ -103,6 +152,12 @@ std::string MergePrice::why() const {
                                    : "keeps nothing out of memory";
     s += recompute_flops > 0 ? "; recomputes " + human_flops(recompute_flops) + " (" + human_ns(recompute_ns) + ")"
                              : "; recomputes nothing";
+    if (idle_ns > 0) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "; leaves %.0f%% of the depthwise conv's vector lanes idle (%s)",
+                      100 * idle_lane_fraction, human_ns(idle_ns).c_str());
+        s += buf;
+    }
     return s;
 }
 
@@ -111,6 +166,8 @@ MergePrice &MergePrice::operator+=(const MergePrice &part) {
     saved_ns += part.saved_ns;
     recompute_flops += part.recompute_flops;
     recompute_ns += part.recompute_ns;
+    idle_ns += part.idle_ns;
+    idle_lane_fraction = std::max(idle_lane_fraction, part.idle_lane_fraction);
     return *this;
 }
 
@@ -120,6 +177,8 @@ MergePrice MergePrice::operator-(const MergePrice &parts) const {
     d.saved_ns = saved_ns - parts.saved_ns;
     d.recompute_flops = recompute_flops - parts.recompute_flops;
     d.recompute_ns = recompute_ns - parts.recompute_ns;
+    d.idle_ns = idle_ns - parts.idle_ns;
+    d.idle_lane_fraction = idle_lane_fraction;
     d.work_ns = work_ns;
     return d;
 }
@@ -197,6 +256,7 @@ MergePrice price_nodes(const Graph &g, const std::set<std::string> &nodes,
     }
     p.recompute_ns = p.recompute_flops / (m.flops_per_ns * kRecomputeEfficiency);
     for (const std::string &name : nodes) p.work_ns += node_flops(g, *g.find_node(name)) / (m.flops_per_ns / 2);
+    p.idle_ns = depthwise_idle_ns(g, nodes, m, &p.idle_lane_fraction);
     return p;
 }
 
@@ -234,7 +294,8 @@ MachineModel parse_machine_model(const nlohmann::json &j, const std::string &fie
                                                     "cache_bytes_per_ns",
                                                     "shared_cache_bytes",
                                                     "shared_cache_bytes_per_ns",
-                                                    "memory_bytes_per_ns"};
+                                                    "memory_bytes_per_ns",
+                                                    "vector_lanes"};
         if (!known.count(kv.key())) throw Error("unknown key in a machine model").at_field(field + "." + kv.key());
     }
     double cache = 0, shared = 0;
@@ -244,6 +305,13 @@ MachineModel parse_machine_model(const nlohmann::json &j, const std::string &fie
     number("shared_cache_bytes", shared);
     number("shared_cache_bytes_per_ns", m.shared_cache_bytes_per_ns);
     number("memory_bytes_per_ns", m.memory_bytes_per_ns);
+    if (j.contains("vector_lanes")) {
+        const nlohmann::json &x = j["vector_lanes"];
+        if (!x.is_number_integer() || x.get<int64_t>() < 1 || x.get<int64_t>() > 64 ||
+            (x.get<int64_t>() & (x.get<int64_t>() - 1)) != 0)
+            throw Error("expected a power of two from 1 to 64, got " + x.dump()).at_field(field + ".vector_lanes");
+        m.vector_lanes = x.get<int>();
+    }
     m.cache_bytes = static_cast<int64_t>(cache);
     m.shared_cache_bytes = static_cast<int64_t>(shared);
     if (m.shared_cache_bytes < m.cache_bytes)
@@ -252,12 +320,20 @@ MachineModel parse_machine_model(const nlohmann::json &j, const std::string &fie
 }
 
 nlohmann::json to_json(const MachineModel &m) {
-    return {{"flops_per_ns", m.flops_per_ns},
-            {"cache_bytes", m.cache_bytes},
-            {"cache_bytes_per_ns", m.cache_bytes_per_ns},
-            {"shared_cache_bytes", m.shared_cache_bytes},
-            {"shared_cache_bytes_per_ns", m.shared_cache_bytes_per_ns},
-            {"memory_bytes_per_ns", m.memory_bytes_per_ns}};
+    nlohmann::json j = {{"flops_per_ns", m.flops_per_ns},
+                        {"cache_bytes", m.cache_bytes},
+                        {"cache_bytes_per_ns", m.cache_bytes_per_ns},
+                        {"shared_cache_bytes", m.shared_cache_bytes},
+                        {"shared_cache_bytes_per_ns", m.shared_cache_bytes_per_ns},
+                        {"memory_bytes_per_ns", m.memory_bytes_per_ns}};
+    if (m.vector_lanes > 0) j["vector_lanes"] = m.vector_lanes;
+    return j;
+}
+
+void set_target_lanes(std::vector<RuleSet> &rounds, int natural_vector_lanes) {
+    for (RuleSet &r : rounds) {
+        if (r.machine.vector_lanes == 0) r.machine.vector_lanes = natural_vector_lanes;
+    }
 }
 
 }  // namespace hfuse

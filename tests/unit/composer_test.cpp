@@ -1217,6 +1217,74 @@ TEST(Composer, PointwiseProducerComputedPerDepthwiseTask) {
     EXPECT_EQ(ran, 36);
 }
 
+// An expand (1x1, C -> E) + ReLU feeding a k x k depthwise conv of stride s, + ReLU.
+Graph expand_then_depthwise(int N, int C, int E, int H, int W, int k, int s) {
+    const std::string p = std::to_string(k / 2), ks = std::to_string(k), st = std::to_string(s);
+    const std::string text = R"({"format": "hfuse-model", "version": 1, "name": "expand_dw",
+      "inputs": [{"name": "x", "shape": [)" +
+                             std::to_string(N) + ", " + std::to_string(C) + ", " + std::to_string(H) + ", " +
+                             std::to_string(W) + R"(]}],
+      "weights": {"we": {"shape": [)" +
+                             std::to_string(E) + ", " + std::to_string(C) +
+                             R"(, 1, 1], "uniform": [-0.5, 0.5], "seed": 1},
+                  "wd": {"shape": [)" +
+                             std::to_string(E) + ", 1, " + ks + ", " + ks +
+                             R"(], "uniform": [-0.4, 0.4], "seed": 2},
+                  "bd": {"shape": [)" +
+                             std::to_string(E) + R"(], "uniform": [-0.4, 0.4], "seed": 3}},
+      "nodes": [{"name": "expand", "op": "Conv", "inputs": ["x", "we"], "attrs": {"kernel_shape": [1, 1]}},
+                {"name": "relu6", "op": "Relu", "inputs": ["expand"]},
+                {"name": "dw", "op": "Conv", "inputs": ["relu6", "wd", "bd"],
+                 "attrs": {"kernel_shape": [)" +
+                             ks + ", " + ks + R"(], "strides": [)" + st + ", " + st + R"(], "pads": [)" + p + ", " + p +
+                             ", " + p + ", " + p + R"(], "group": )" + std::to_string(E) + R"(}},
+                {"name": "relu", "op": "Relu", "inputs": ["dw"]}],
+      "outputs": ["relu"]})";
+    return json_model(json::parse(text));
+}
+
+// A depthwise conv whose input a conv_cv group stores channel-blocked for it alone runs on conv_cv,
+// each lane its own channel (ops::BlockedGroups::own_channel), reading the blocks in place: narrow
+// rows and strides, odd sizes, 5x5, batches. Given conv_cv by hand, a depthwise conv reads a planar
+// input through its padded copy, blocked or planar, over channels no vector divides.
+TEST(Composer, DepthwiseOnConvCvReadsItsChannelsInTheLanes) {
+    const int vw = kTarget.natural_vector_size<float>();
+    struct Case {
+        int N, C, E, H, W, k, s;
+    };
+    for (const Case &c : {Case{1, 8, 2 * vw, 7, 7, 3, 1}, Case{2, 5, 3 * vw, 13, 7, 5, 2},
+                          Case{1, 256, 2 * vw, 14, 14, 5, 2}, Case{1, 12, 2 * vw, 5, 6, 3, 1}}) {
+        SCOPED_TRACE(std::to_string(c.N) + "x" + std::to_string(c.C) + "->" + std::to_string(c.E) + " at " +
+                     std::to_string(c.H) + "x" + std::to_string(c.W) + ", " + std::to_string(c.k) + "x" +
+                     std::to_string(c.k) + " stride " + std::to_string(c.s));
+        const FusedGraph plan = fused_plan(expand_then_depthwise(c.N, c.C, c.E, c.H, c.W, c.k, c.s));
+        ASSERT_EQ(plan.groups.size(), 2u);
+        EXPECT_EQ(plan.groups[0].schedule["template"], "conv_cv") << plan.groups[0].schedule.dump();
+        const json &dw = plan.groups[1].schedule;
+        EXPECT_EQ(dw["template"], "conv_cv") << dw.dump();
+        EXPECT_EQ(dw["ci_block"], 1) << dw.dump();
+        EXPECT_EQ(dw["input_block"], vw) << dw.dump();
+        test::expect_plan_matches_reference(plan, 1e-4);
+        // Other register tiles and blocks (a block of rows not dividing the height shifts inwards).
+        FusedGraph edited = plan;
+        edited.groups[1].schedule.update(
+            {{"tile_positions", 3}, {"tile_c_vectors", 1}, {"block_rows", 2}, {"channel_block", vw}});
+        test::expect_plan_matches_reference(edited, 1e-4);
+    }
+    // A conv_dw producer-less depthwise conv behind a conv_xv producer (wide rows) stays conv_dw.
+    const FusedGraph wide = fused_plan(conv_model(2 * vw, 64, 64, 2 * vw, 3, 1, 1, 2 * vw));
+    EXPECT_EQ(wide.groups[0].schedule["template"], "conv_dw");
+    // Given by hand, from a planar model input: 20 channels (the last vector's lanes past them read
+    // the last channel, weighted zero), stride 2, copied in blocks of 4 or planar.
+    FusedGraph planar = fused_plan(conv_model(20, 9, 11, 20, 3, 2, 1, 20));
+    for (int input_block : {4, 0}) {
+        planar.groups[0].schedule = {{"template", "conv_cv"}, {"vector_width", vw},        {"tile_positions", 4},
+                                     {"tile_c_vectors", 1},   {"block_rows", 2},           {"channel_block", vw},
+                                     {"ci_block", 1},         {"input_block", input_block}};
+        expect_matches_reference(planar);
+    }
+}
+
 // An inverted-residual head with SiLU (x * sigmoid(x)) or HardSwish as exported at opset 13
 // (x * hardsigmoid(x)) after both convs: a diamond of two ops, not a chain, on each side; a k x k
 // depthwise conv. `side_input`: the expand's activation multiplies by a model input too (a feed

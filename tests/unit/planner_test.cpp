@@ -1370,6 +1370,54 @@ TEST(PlannerOptions, CostModelDeclinesRecomputeCopiesThatCostMoreThanTheySave) {
     }
 }
 
+// An expand (1x1) + ReLU + 3x3 depthwise block of E channels at H x W.
+Graph expand_depthwise(int E, int H, int W) {
+    ModelBuilder b("expand_dw_" + std::to_string(E) + "_" + std::to_string(W));
+    b.input("x", {1, 16, H, W}).conv("expand", "x", 16, E, 1).node("relu", "Relu", {"expand"});
+    b.weight("dw.w", {E, 1, 3, 3});
+    return b.node("dw", "Conv", {"relu", "dw.w"}, {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}, {"group", E}})
+        .output("dw")
+        .load();
+}
+
+// A depthwise conv computed with its pointwise producer (conv_dw) vectorizes the plane along rows; rows
+// narrower than the vectors leave lanes idle that conv_cv would fill apart with channels.
+TEST(FusionCost, DepthwiseWithItsProducerPricesTheLanesItLeavesIdle) {
+    const std::map<std::string, Placement> placement = {{"expand", Placement::ComputeAt}, {"relu", Placement::Inline}};
+    const std::set<std::string> group = {"expand", "relu", "dw"};
+    MachineModel m;  // vector_lanes 0: 16
+    // 7 wide: vectors narrowed to 4 lanes, two a row (8 for 7): 7/32 of 16-lane vectors used.
+    const Graph narrow = simplify(expand_depthwise(64, 7, 7));
+    MergePrice p = price_nodes(narrow, group, placement, m);
+    EXPECT_NEAR(p.idle_lane_fraction, 1 - 7.0 / 32, 1e-9);
+    const double plane_flops = 2.0 * 9 * 64 * 49 + 64 * 49;  // the taps, the ReLU
+    EXPECT_NEAR(p.idle_ns, plane_flops / m.flops_per_ns * (32.0 / 7 - 1), 1e-6);
+    EXPECT_NE(p.why().find("leaves 78% of the depthwise conv's vector lanes idle"), std::string::npos) << p.why();
+    EXPECT_EQ(price_nodes(narrow, {"dw"}, placement, m).idle_ns, 0) << "apart: nothing idle";
+    // AVX2's 8 lanes: 4 of them, two a row: 7/16 used.
+    m.vector_lanes = 8;
+    EXPECT_NEAR(price_nodes(narrow, group, placement, m).idle_lane_fraction, 1 - 7.0 / 16, 1e-9);
+    m.vector_lanes = 0;
+    // Rows of whole vectors, or channels that would not fill whole vectors apart either: nothing idle.
+    EXPECT_EQ(price_nodes(simplify(expand_depthwise(64, 4, 112)), group, placement, m).idle_ns, 0);
+    EXPECT_EQ(price_nodes(simplify(expand_depthwise(24, 7, 7)), group, placement, m).idle_ns, 0);
+    // The planner: at 7x7 the pointwise conv stays apart (the lanes cost more than the 12 KiB kept in
+    // cache), and says why; on wide planes (3.1 MiB kept) and channels no vector divides, it joins.
+    const RuleSet x86 = load_rules("x86");
+    const FusedGraph apart = plan_fusion(expand_depthwise(64, 7, 7), {x86});
+    ASSERT_EQ(apart.groups.size(), 2u);
+    EXPECT_NE(apart.groups[0].why.find("not merged with 'dw'"), std::string::npos) << apart.groups[0].why;
+    EXPECT_NE(apart.groups[0].why.find("lanes idle"), std::string::npos) << apart.groups[0].why;
+    EXPECT_EQ(plan_fusion(expand_depthwise(64, 112, 112), {x86}).groups.size(), 1u);
+    EXPECT_EQ(plan_fusion(expand_depthwise(24, 7, 7), {x86}).groups.size(), 1u);
+    // A target's lanes fill a rule set's open ones, and leave a rule set's own alone.
+    std::vector<RuleSet> rounds = {x86, x86};
+    rounds[1].machine.vector_lanes = 4;
+    set_target_lanes(rounds, 8);
+    EXPECT_EQ(rounds[0].machine.vector_lanes, 8);
+    EXPECT_EQ(rounds[1].machine.vector_lanes, 4);
+}
+
 TEST(FusionRules, CostModelErrorsNameTheField) {
     auto error_of = [](const json &cost_model) {
         try {
@@ -1393,6 +1441,15 @@ TEST(FusionRules, CostModelErrorsNameTheField) {
     bad = m;
     bad["shared_cache_bytes"] = 1024;
     EXPECT_NE(error_of(bad).find("cost_model.shared_cache_bytes"), std::string::npos) << error_of(bad);
+    for (const json &lanes : {json(12), json(0), json(128), json(8.5), json("16")}) {
+        bad = m;
+        bad["vector_lanes"] = lanes;
+        EXPECT_NE(error_of(bad).find("cost_model.vector_lanes"), std::string::npos) << error_of(bad);
+    }
+    bad = m;
+    bad["vector_lanes"] = 8;
+    EXPECT_EQ(error_of(bad), "no error");
+    EXPECT_EQ(to_json(custom_rules("lanes", {{"cost_model", bad}}).machine)["vector_lanes"], 8);
     EXPECT_EQ(error_of(m), "no error");
     EXPECT_EQ(error_of(false), "no error");
     // The built-in x86 set prices; its JSON form round-trips.

@@ -3,6 +3,7 @@
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
 #include "hfuse/fma_peak.h"
+#include "hfuse/fusion_cost.h"
 #include "hfuse/model_io.h"
 #include "hfuse/passes.h"
 #include "hfuse/planner.h"
@@ -168,6 +169,7 @@ FusedGraph PlanChoice::make(const Graph &g, const Halide::Target &target) const 
         for (const std::string &r : rules.empty() ? std::vector<std::string>{"x86"} : rules) {
             rounds.push_back(load_rules(r));
         }
+        set_target_lanes(rounds, target.natural_vector_size<float>());
         f = plan_fusion(g, rounds);
     }
     // Record the schedule parameters (a plan file's own are kept), so `plan -o` pins them.
