@@ -914,33 +914,36 @@ bool readers_split_rows(const FusedGraph &plan, const FusedGroup &producer) {
     return true;
 }
 
-// The group computing the input of `grp`'s master conv, where that group is led by a conv (its
-// template conv_cv, conv_xv or conv_flat, computed per tile), hands out that value alone, and `grp`
-// is its only reader: a producer that could store the value channel-blocked for it.
-std::optional<size_t> sole_conv_producer(const FusedGraph &plan, const FusedGroup &grp) {
+// Whether the input of `grp`'s master conv comes from a conv_cv group that stores it channel-blocked
+// for `grp` alone: that group computes it per tile (not at root, not on its position view, which
+// hands out rows), hands out that value alone, and `grp` is its only reader.
+bool input_stored_blocked_for(const FusedGraph &plan, const FusedGroup &grp) {
     const Graph &g = plan.graph;
     const Node *master = g.find_node(grp.master);
-    if (!master || master->inputs.empty()) return std::nullopt;
+    if (!master || master->inputs.empty()) return false;
     const std::string &v = master->inputs[0];
     const Node *in = g.producer(v);
-    if (!in || std::find(grp.nodes.begin(), grp.nodes.end(), in->name) != grp.nodes.end()) return std::nullopt;
-    for (size_t p = 0; p < plan.groups.size(); p++) {
-        const FusedGroup &producer = plan.groups[p];
+    if (!in || std::find(grp.nodes.begin(), grp.nodes.end(), in->name) != grp.nodes.end()) return false;
+    for (const FusedGroup &producer : plan.groups) {
         if (std::find(producer.nodes.begin(), producer.nodes.end(), in->name) == producer.nodes.end()) continue;
-        const std::string tmpl = producer.schedule.value("template", "");
-        if (tmpl != "conv_cv" && tmpl != "conv_xv" && tmpl != "conv_flat") return std::nullopt;
-        if (producer.schedule.contains("compute") || handed_out_values(plan, producer) != std::set<std::string>{v})
-            return std::nullopt;
+        const nlohmann::json &p = producer.schedule;
+        try {
+            if (!p.is_object() || p.value("template", "") != "conv_cv" || p.contains("compute") ||
+                compose::flattens_positions(p) || handed_out_values(plan, producer) != std::set<std::string>{v})
+                return false;
+        } catch (const Error &) {
+            return false;  // compose_group reports it, naming the field
+        }
         for (const FusedGroup &other : plan.groups) {
             if (&other == &grp || &other == &producer) continue;
             for (const std::string &name : other.nodes) {
                 const Node *n = g.find_node(name);
-                if (std::find(n->inputs.begin(), n->inputs.end(), v) != n->inputs.end()) return std::nullopt;
+                if (std::find(n->inputs.begin(), n->inputs.end(), v) != n->inputs.end()) return false;
             }
         }
-        return p;
+        return true;
     }
-    return std::nullopt;
+    return false;
 }
 
 }  // namespace
@@ -957,9 +960,6 @@ FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target)
         grp.schedule = default_schedule_params(plan.graph, grp, target);
         filled.push_back(i);
     }
-    // Then, with its readers' schedules known: a conv group whose readers would all read its output
-    // channel-blocked, given the defaults for that (conv_cv, its tiles stored as they lie). The
-    // readers keep theirs, chosen from shapes alone (a producer comes before its readers).
     // A depthwise conv on conv_dw whose input a conv_cv group stores for it alone: conv_cv's, reading
     // it channel-blocked in place (schedules::depthwise_takes_cv). Not where the producer would have to
     // turn conv_cv for it: the expand convs before the stride-2 depthwise convs of MobileNet-V2 and
@@ -969,19 +969,17 @@ FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target)
     // where behind a conv_cv producer each depthwise gained (MobileNet-V3's 5x5 on 672 channels at
     // 14x14 0.109 -> 0.032 ms, MnasNet's 0.081 -> 0.029, EfficientNet-B0's 0.155 -> 0.067,
     // MobileNet-V2's 3x3 stride 2 on 576 0.034 -> 0.018).
-    std::map<size_t, std::pair<size_t, nlohmann::json>> depthwise_on_cv;  // group -> (producer, conv_dw's)
     for (size_t i : filled) {
         FusedGroup &grp = plan.groups[i];
         if (grp.schedule.value("template", "") != "conv_dw" || grp.schedule.contains("producer_tile_c") ||
-            grp.schedule.contains("compute"))
+            grp.schedule.contains("compute") || !input_stored_blocked_for(plan, grp))
             continue;
-        const std::optional<size_t> producer = sole_conv_producer(plan, grp);
-        if (!producer || plan.groups[*producer].schedule.value("template", "") != "conv_cv") continue;
         nlohmann::json p = defaults_for_shapes(plan.graph, grp, target, false, true);
-        if (p.value("template", "") != "conv_cv") continue;
-        depthwise_on_cv[i] = {*producer, grp.schedule};
-        grp.schedule = p;
+        if (p.value("template", "") == "conv_cv") grp.schedule = p;
     }
+    // Then, with its readers' schedules known: a conv group whose readers would all read its output
+    // channel-blocked, given the defaults for that (conv_cv, its tiles stored as they lie). The
+    // readers keep theirs, chosen from shapes alone (a producer comes before its readers).
     for (size_t i : filled) {
         FusedGroup &grp = plan.groups[i];
         const std::string tmpl = grp.schedule.value("template", "");
@@ -989,12 +987,6 @@ FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target)
         if (!output_read_blocked(plan, grp, target)) continue;
         nlohmann::json p = defaults_with_readers(plan.graph, grp, target, true);
         if (p.value("template", "") == "conv_cv") grp.schedule = p;
-    }
-    for (const auto &[i, kept] : depthwise_on_cv) {
-        const nlohmann::json &producer = plan.groups[kept.first].schedule;
-        if (producer.value("template", "") != "conv_cv" || producer.contains("compute") ||
-            producer.value("flatten_positions", false))
-            plan.groups[i].schedule = kept.second;
     }
     for (size_t i : filled) {
         FusedGroup &grp = plan.groups[i];
