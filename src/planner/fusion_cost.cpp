@@ -2,6 +2,7 @@
 
 #include "hfuse/attributes.h"
 #include "hfuse/error.h"
+#include "hfuse/fused_graph.h"
 #include "hfuse/fusion_rules.h"
 #include "hfuse/op_registry.h"
 
@@ -121,6 +122,24 @@ double depthwise_idle_ns(const Graph &g, const std::set<std::string> &nodes, con
         for (const std::string &other : nodes) {
             const Node &o = *g.find_node(other);
             if (find_op(o.op)->kind != PatternKind::ComplexOutFusable) plane += work(g, o);
+        }
+        // The depthwise conv's elementwise epilogue, in its group or not yet: the rules put it there
+        // (a conv and the elementwise ops after it), and which merge comes first must not change the
+        // price (a SiLU or HardSwish after it costs as much as the taps).
+        std::set<std::string> epilogue, frontier = {dw.outputs[0]};
+        while (!frontier.empty()) {
+            std::set<std::string> next;
+            for (const Node &c : g.nodes) {
+                if (nodes.count(c.name) || epilogue.count(c.name) || effective_kind(g, c) != PatternKind::Elementwise)
+                    continue;
+                if (std::none_of(c.inputs.begin(), c.inputs.end(),
+                                 [&](const std::string &v) { return frontier.count(v); }))
+                    continue;
+                epilogue.insert(c.name);
+                plane += work(g, c);
+                next.insert(c.outputs.begin(), c.outputs.end());
+            }
+            frontier = std::move(next);
         }
         idle += plane / m.flops_per_ns * (1 / used - 1 / used_apart);
         *fraction = std::max(*fraction, 1 - used);

@@ -1371,13 +1371,14 @@ TEST(PlannerOptions, CostModelDeclinesRecomputeCopiesThatCostMoreThanTheySave) {
 }
 
 // An expand (1x1) + ReLU + 3x3 depthwise block of E channels at H x W.
-Graph expand_depthwise(int E, int H, int W) {
+// With `gate`, a Sigmoid after the depthwise conv.
+Graph expand_depthwise(int E, int H, int W, bool gate = false) {
     ModelBuilder b("expand_dw_" + std::to_string(E) + "_" + std::to_string(W));
     b.input("x", {1, 16, H, W}).conv("expand", "x", 16, E, 1).node("relu", "Relu", {"expand"});
     b.weight("dw.w", {E, 1, 3, 3});
-    return b.node("dw", "Conv", {"relu", "dw.w"}, {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}, {"group", E}})
-        .output("dw")
-        .load();
+    b.node("dw", "Conv", {"relu", "dw.w"}, {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}, {"group", E}});
+    if (gate) b.node("gate", "Sigmoid", {"dw"});
+    return b.output(gate ? "gate" : "dw").load();
 }
 
 // A depthwise conv computed with its pointwise producer (conv_dw) vectorizes the plane along rows; rows
@@ -1394,6 +1395,12 @@ TEST(FusionCost, DepthwiseWithItsProducerPricesTheLanesItLeavesIdle) {
     EXPECT_NEAR(p.idle_ns, plane_flops / m.flops_per_ns * (32.0 / 7 - 1), 1e-6);
     EXPECT_NE(p.why().find("leaves 78% of the depthwise conv's vector lanes idle"), std::string::npos) << p.why();
     EXPECT_EQ(price_nodes(narrow, {"dw"}, placement, m).idle_ns, 0) << "apart: nothing idle";
+    // The depthwise conv's elementwise epilogue counts whether or not it is in the group yet.
+    const double gated = plane_flops + 64 * 49 * kTranscendentalFlops;
+    const Graph with_gate = simplify(expand_depthwise(64, 7, 7, true));
+    EXPECT_NEAR(price_nodes(with_gate, group, placement, m).idle_ns, gated / m.flops_per_ns * (32.0 / 7 - 1), 1e-6);
+    EXPECT_NEAR(price_nodes(with_gate, {"expand", "relu", "dw", "gate"}, placement, m).idle_ns,
+                gated / m.flops_per_ns * (32.0 / 7 - 1), 1e-6);
     // AVX2's 8 lanes: 4 of them, two a row: 7/16 used.
     m.vector_lanes = 8;
     EXPECT_NEAR(price_nodes(narrow, group, placement, m).idle_lane_fraction, 1 - 7.0 / 16, 1e-9);
