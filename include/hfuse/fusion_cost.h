@@ -12,18 +12,18 @@
 // its k readers ("recompute") runs k times. Transcendental ops (Sigmoid, Tanh, Exp, Erf, Log, Pow,
 // Sqrt, Div, Softmax, HardSwish) count kTranscendentalFlops an element; recomputed work runs at
 // kRecomputeEfficiency of the FMA peak. A pointwise conv computed per task of the depthwise conv it
-// feeds (conv_dw's producer) has the plane's work (the depthwise taps, the epilogues between and after)
-// vectorized along the rows, as conv_dw does: vectors narrowed to the row (down to 4 lanes), with 16
-// lanes halved (down to 8) until they divide it; of 16 lanes, rows of 7, 14 and 28 fill 22%, 44% and
-// 44%, of AVX2's 8 lanes 44%, 88% and 88%. Apart,
-// conv_cv puts whole vectors of channels in the lanes; the lanes left idle price that work again
-// (MergePrice::idle_ns) at the FMA peak. EfficientNet-B0's blocks, Sapphire Rapids, AVX-512, 2 threads,
-// interleaved, the expand + depthwise group against the two apart: 7x7 with 1152 channels 5x5
-// 0.48 -> 0.24 ms, 14x14 with 672 5x5 0.53 -> 0.36, 14x14 with 480 3x3 0.24 -> 0.21, 28x28 with 240
-// 5x5 0.44 -> 0.38-0.44, 56x56 with 144 3x3 0.53 -> 0.55.
+// feeds (conv_dw's producer) has the plane's work (the depthwise taps, the epilogues between and
+// after, the one after counted before it joins: the rules put it there) vectorized along the rows, as
+// conv_dw does: vectors narrowed to the row (down to 4 lanes), with 16 lanes halved (down to 8) until
+// they divide it; of 16 lanes, rows of 7, 14 and 28 fill 22%, 44% and 44%, of AVX2's 8 lanes 44%, 88%
+// and 88%. Apart, conv_cv puts whole vectors of channels in the lanes; the lanes left idle price that
+// work again (MergePrice::idle_ns) at the FMA peak. EfficientNet-B0's blocks, Sapphire Rapids,
+// AVX-512, 2 threads, interleaved, the expand + depthwise group against the two apart: 7x7 with 1152
+// channels 5x5 0.48 -> 0.24 ms, 14x14 with 672 5x5 0.53 -> 0.36, 14x14 with 480 3x3 0.24 -> 0.21,
+// 28x28 with 240 5x5 0.44 -> 0.38-0.44, 56x56 with 144 3x3 0.53 -> 0.55.
 //
 //   MergePrice p = price_nodes(graph, {"conv", "relu", "pool"}, placements, rules.machine);
-//   p.pays();    // recompute_ns <= saved_ns
+//   p.pays();    // recompute_ns + idle_ns <= saved_ns
 //   p.why();     // "keeps 3.1 MiB out of memory (~196 us); recomputes nothing"
 //
 // The numbers rank choices, they do not predict times. Where saved and cost are within
@@ -39,7 +39,6 @@
 #include <map>
 #include <set>
 #include <string>
-#include <vector>
 
 namespace hfuse {
 

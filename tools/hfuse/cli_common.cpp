@@ -3,7 +3,7 @@
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
 #include "hfuse/fma_peak.h"
-#include "hfuse/fusion_cost.h"
+#include "hfuse/fusion_rules.h"
 #include "hfuse/model_io.h"
 #include "hfuse/passes.h"
 #include "hfuse/planner.h"
