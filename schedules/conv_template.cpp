@@ -965,14 +965,13 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     return p;
 }
 
-// Whether a depthwise conv is computed by conv_cv, channels in the vector lanes (each lane its own
-// channel: ops::BlockedGroups::own_channel), where its input arrives channel-blocked
-// (ConvGroupShape::input_read_blocked): every tap is then a dense vector load at any stride and row
-// width, where conv_dw vectorizes along x (a 7-wide row fills 7 of 16 lanes; at stride 2 each tap
-// gathers every other column): where conv_dw wastes lanes (a stride, or rows not whole vectors;
-// MobileNet-V2's 3x3 on 32 channels at 112x112 ran alike either way). Whole vectors of channels (the
-// lanes read their own channels in place), constant weights (packed), no pool after it, no producer
-// computed per task (conv_dw's).
+// Whether a depthwise conv whose input arrives channel-blocked (ConvGroupShape::input_read_blocked)
+// is computed by conv_cv, each lane its own channel (ops::BlockedGroups::own_channel): every tap is
+// then a dense vector load at any stride and row width. conv_dw vectorizes along x instead (a 7-wide
+// row fills 7 of 16 lanes; at stride 2 each tap gathers every other column), so only where it wastes
+// lanes: a stride, or rows not whole vectors (MobileNet-V2's 3x3 on 32 channels at 112x112 ran alike
+// either way). Whole vectors of channels (the lanes read their own channels in place), constant
+// weights (packed), no pool after it, no producer computed per task (conv_dw's).
 // EfficientNet-B0's 5x5 stride-2 on 672 channels at 14x14 -> 7x7 (its expand conv_cv storing it
 // blocked), Sapphire Rapids, AVX-512, 2 threads, in the network, interleaved: conv_dw (4 lanes) 0.106-
 // 0.109 ms, conv_cv 0.048-0.060 (ONNX Runtime's NCHWc kernel 0.059 in its profile). Read from a
