@@ -1,10 +1,10 @@
 #include "hfuse/fusion_cost.h"
 
-#include "hfuse/attributes.h"
 #include "hfuse/error.h"
 #include "hfuse/fused_graph.h"
 #include "hfuse/fusion_rules.h"
 #include "hfuse/op_registry.h"
+#include "planner/graph_util.h"
 
 #include <algorithm>
 #include <cmath>
@@ -81,14 +81,6 @@ std::string human_ns(double ns) {
     return buf;
 }
 
-bool is_conv(const Node &n, bool depthwise) {
-    if (n.op != "Conv" || n.inputs.size() < 2) return false;
-    const Attributes a(n.attrs);
-    const int64_t group = a.get_int("group", 1);
-    if (!depthwise) return group == 1;
-    return group > 1;
-}
-
 // The plane work of a depthwise conv in `nodes` computed with its pointwise producer (also in
 // `nodes`, reached through elementwise ops), done with lanes idle (see MergePrice::idle_ns): the
 // depthwise conv's FLOPs and the work of the group's other non-conv ops, at the FMA peak, times
@@ -97,17 +89,13 @@ double depthwise_idle_ns(const Graph &g, const std::set<std::string> &nodes, con
     double idle = 0;
     for (const std::string &name : nodes) {
         const Node &dw = *g.find_node(name);
-        if (!is_conv(dw, true)) continue;
-        const Shape &in = g.type_of(dw.inputs[0]).shape, &out = g.type_of(dw.outputs[0]).shape;
-        if (in.size() != 4 || out.size() != 4 || in[1] != out[1] || Attributes(dw.attrs).get_int("group", 1) != in[1])
-            continue;
+        if (!planner::is_padded_depthwise_conv(g, dw)) continue;  // the depthwise convs conv_dw computes a feed for
         // Its producer, through elementwise ops in the group: a pointwise conv in the group?
         const Node *p = g.producer(dw.inputs[0]);
         while (p && nodes.count(p->name) && find_op(p->op)->kind != PatternKind::ComplexOutFusable)
             p = p->inputs.empty() ? nullptr : g.producer(p->inputs[0]);
-        if (!p || !nodes.count(p->name) || !is_conv(*p, false)) continue;
-        const Shape &w = g.type_of(p->inputs[1]).shape;
-        if (w.size() != 4 || w[2] != 1 || w[3] != 1) continue;
+        if (!p || !nodes.count(p->name) || !planner::is_pointwise_conv(g, *p)) continue;
+        const Shape &out = g.type_of(dw.outputs[0]).shape;
         const int64_t lanes = m.vector_lanes > 0 ? m.vector_lanes : 16, width = out[3], channels = out[1];
         // conv_dw's vectors: narrowed (down to 4 lanes) to the row, then with 16 lanes or more
         // halved (down to 8) until they divide it.
@@ -130,10 +118,11 @@ double depthwise_idle_ns(const Graph &g, const std::set<std::string> &nodes, con
         while (!frontier.empty()) {
             std::set<std::string> next;
             for (const Node &c : g.nodes) {
-                if (nodes.count(c.name) || epilogue.count(c.name) || effective_kind(g, c) != PatternKind::Elementwise)
-                    continue;
+                // (The cheap test first: this scans the graph for each depthwise conv priced.)
                 if (std::none_of(c.inputs.begin(), c.inputs.end(),
                                  [&](const std::string &v) { return frontier.count(v); }))
+                    continue;
+                if (nodes.count(c.name) || epilogue.count(c.name) || effective_kind(g, c) != PatternKind::Elementwise)
                     continue;
                 epilogue.insert(c.name);
                 plane += work(g, c);

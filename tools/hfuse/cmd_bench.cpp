@@ -31,7 +31,6 @@ double median(std::vector<double> v) {
 }
 
 struct Timed {
-    FusedGraph plan;  // as the executor was built from it (groups matched by --against's profile)
     Executor executor;
     double compile_ms;
     std::vector<double> ms;
@@ -89,13 +88,14 @@ Timed build(const FusedGraph &plan, const ExecutorOptions &options) {
     auto t0 = std::chrono::steady_clock::now();
     Executor ex(plan, options);
     double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    return {plan, std::move(ex), compile_ms, {}};
+    return {std::move(ex), compile_ms, {}};
 }
 
 // --against: the two plans' medians, and with --profile each group of the plan beside the group of
-// the other plan computing the same nodes, both profiled in alternation (5 chunks of the runs each,
-// a group's time the median of its chunks' medians).
+// the other plan (`against_groups`) computing the same nodes, both profiled in alternation (5 chunks of
+// the runs each, a group's time the median of its chunks' medians).
 int report_against(const BenchOptions &o, const Graph &g, Timed &plan, Timed &against,
+                   const std::vector<FusedGroup> &plan_groups, const std::vector<FusedGroup> &against_groups,
                    const std::map<std::string, TensorBuffer> &plan_inputs,
                    const std::map<std::string, TensorBuffer> &against_inputs) {
     const double p = median(plan.ms), a = median(against.ms);
@@ -107,10 +107,9 @@ int report_against(const BenchOptions &o, const Graph &g, Timed &plan, Timed &ag
     if (o.profile) {
         // Groups are matched by their members (recomputed copies included): the same nodes, the same work.
         std::map<std::set<std::string>, std::string> against_by_nodes;
-        for (const FusedGroup &grp : against.plan.groups)
-            against_by_nodes[{grp.nodes.begin(), grp.nodes.end()}] = grp.name;
+        for (const FusedGroup &grp : against_groups) against_by_nodes[{grp.nodes.begin(), grp.nodes.end()}] = grp.name;
         std::map<std::string, std::string> match;  // plan group -> against group
-        for (const FusedGroup &grp : plan.plan.groups) {
+        for (const FusedGroup &grp : plan_groups) {
             const auto it = against_by_nodes.find({grp.nodes.begin(), grp.nodes.end()});
             if (it != against_by_nodes.end()) match[grp.name] = it->second;
         }
@@ -255,7 +254,8 @@ int bench(const BenchOptions &o) {
         baseline.unfused = baseline.whole = false;
     }
     baseline.parallel_runtime = o.plan.parallel_runtime;
-    Timed fused = build(o.plan.make(g), o.plan.options()), base = build(baseline.make(g), baseline.options());
+    const FusedGraph fused_plan = o.plan.make(g), base_plan = baseline.make(g);
+    Timed fused = build(fused_plan, o.plan.options()), base = build(base_plan, baseline.options());
     std::vector<std::string> fallbacks = report_fallbacks(fused.executor);
     const auto fused_inputs = pack_inputs(fused.executor, inputs), base_inputs = pack_inputs(base.executor, inputs);
     // Interleave in chunks so slow drifts of the machine affect both alike.
@@ -268,7 +268,8 @@ int bench(const BenchOptions &o) {
         }
     }
     double f = median(fused.ms), u = median(base.ms);
-    if (!o.against.empty()) return report_against(o, g, fused, base, fused_inputs, base_inputs);
+    if (!o.against.empty())
+        return report_against(o, g, fused, base, fused_plan.groups, base_plan.groups, fused_inputs, base_inputs);
     std::optional<GroupProfiling> profiled;
     if (o.profile) profiled = profile_groups(fused.executor, fused_inputs, o.runs);
     if (o.json) {
