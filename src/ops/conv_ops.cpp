@@ -170,7 +170,7 @@ Func pad_spatial(const Func &x, const Shape &x_shape, const WindowGeometry &g, c
         bounds[halide_arg(2 + i, rank)] = Halide::Range(0, to_int(x_shape[2 + i], "input 0 (X)"));
         any = true;
     }
-    return any ? Halide::BoundaryConditions::constant_exterior(x, value, bounds) : x;
+    return any ? constant_exterior_by_dim(x, value, bounds) : x;
 }
 
 RDom window_rdom(const WindowGeometry &g, Halide::Region leading, const std::string &name) {
@@ -271,7 +271,7 @@ Lowered lower_flat_conv(const LowerContext &ctx, const ConvShape &c) {
         Halide::Region bounds(4);
         bounds[0] = Halide::Range(0, to_int(in[3], "input 0 (X)"));
         bounds[1] = Halide::Range(0, to_int(in[2], "input 0 (X)"));
-        x = Halide::BoundaryConditions::constant_exterior(ctx.inputs[0], 0.0f, bounds);
+        x = constant_exterior_by_dim(ctx.inputs[0], 0.0f, bounds);
     }
     std::vector<Var> v = make_vars(4);  // x, y, co, n
     Var q("q");
@@ -331,7 +331,7 @@ ConvInputReader conv_input_reader(const LowerContext &ctx, const ConvShape &c, i
         // Stored blocked without the halo its windows reach (values inside one whole-model pipeline,
         // see exec::lower_model): the padded copy, block for block, dense loads and stores.
         const int b = stored->block;
-        copy = Halide::BoundaryConditions::constant_exterior(
+        copy = constant_exterior_by_dim(
             stored->func, 0.0f,
             {Halide::Range(), plane[0], plane[1], Halide::Range(), Halide::Range()});  // an undefined Range: unbounded
         const Func f = copy;
@@ -339,7 +339,7 @@ ConvInputReader conv_input_reader(const LowerContext &ctx, const ConvShape &c, i
     }
     // Zero outside the input: where the conv's windows reach, and past it where a rounded-up
     // Winograd tile reads further.
-    const Func x = extra_x || extra_y ? Halide::BoundaryConditions::constant_exterior(ctx.inputs[0], 0.0f, plane)
+    const Func x = extra_x || extra_y ? constant_exterior_by_dim(ctx.inputs[0], 0.0f, plane)
                                       : pad_spatial(ctx.inputs[0], xs, c.g, 0.0f);
     if (ib) {
         // Consecutive input channels adjacent: the inner loop's broadcasts walk one block of lines

@@ -17,6 +17,28 @@ std::vector<Halide::Expr> as_exprs(const std::vector<Halide::Var> &vars) {
     return std::vector<Halide::Expr>(vars.begin(), vars.end());
 }
 
+Halide::Func constant_exterior_by_dim(const Halide::Func &source, const Halide::Expr &value,
+                                      const Halide::Region &bounds) {
+    const std::vector<Halide::Var> args = source.args();
+    if (bounds.size() > args.size()) {
+        throw Error("internal: constant_exterior_by_dim: " + std::to_string(bounds.size()) + " bounds for " +
+                    source.name() + "'s " + std::to_string(args.size()) + " dims");
+    }
+    // Reads clamped into bounds through Halide's repeat_edge (a Func of its own, inlined unless an
+    // autoscheduler schedules it: Adams2019 schedules the two as it did Halide's constant_exterior).
+    const Halide::Func edge = Halide::BoundaryConditions::repeat_edge(source, bounds);
+    Halide::Expr e = edge(args);
+    // Innermost dim's test innermost; each false (in bounds) `likely`, as Halide's is.
+    for (size_t i = 0; i < bounds.size(); i++) {
+        const Halide::Range &b = bounds[i];
+        if (!b.min.defined() && !b.extent.defined()) continue;
+        e = Halide::select(args[i] < b.min || args[i] >= b.min + b.extent, value, Halide::likely(e));
+    }
+    Halide::Func bounded("constant_exterior");
+    bounded(args) = e;
+    return bounded;
+}
+
 Shape broadcast_shapes(const Shape &a, const Shape &b, const std::string &field) {
     size_t rank = std::max(a.size(), b.size());
     Shape out(rank);
