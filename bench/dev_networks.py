@@ -26,7 +26,7 @@ nets with seeded random weights, as ONNX, with an input and PyTorch's eager outp
     tools/install_deps.sh --peers                     # PyTorch, onnx, Node.js and onnxruntime-node
     /usr/bin/python3 tools/make_dev_networks.py       # build/dev_networks/
     /usr/bin/python3 bench/dev_networks.py [--threads 2] [--rounds 3] [--nets resnet18,vgg16_bn]
-        [--md out.md] [--json out.json] [--svg out.svg] [--plan-args '--rules FILE']
+        [--md out.md] [--json out.json] [--svg out.svg] [--plan-args '--rules FILE'] [--measure-undecided]
 
 Exit status: 0 when every network ran in hfuse and matched PyTorch (and ONNX Runtime and PyTorch
 frozen matched too); 1 otherwise (every network is still reported).
@@ -159,13 +159,13 @@ def versions(a):
 
 def hfuse_check(a, net, out_file):
     run_cmd([a.hfuse, "run", net["onnx"], "--input", net["input"], "--output", out_file, "--threads",
-             str(a.threads)] + a.plan)
+             str(a.threads)] + net["plan"])
     return rel_error(read_f32(out_file), net["want"])
 
 
 def hfuse_bench(a, net, runs):
     return last_json(run_cmd([a.hfuse, "bench", net["onnx"], "--runs", str(runs), "--json", "--threads",
-                              str(a.threads)] + a.plan))
+                              str(a.threads)] + net["plan"]))
 
 
 def ort_run(a, net, runs, warmup, out_file=None):
@@ -349,6 +349,9 @@ def main():
     ap.add_argument("--budget", type=float, default=1.5, help="seconds per measurement for the automatic --runs")
     ap.add_argument("--warmup", type=int, default=3, help="ORT and PyTorch runs before timing (hfuse bench: one)")
     ap.add_argument("--plan-args", default="", help="plan flags for hfuse run and bench, e.g. '--rules FILE'")
+    ap.add_argument("--measure-undecided", action="store_true",
+                    help="plan each network once with hfuse plan --measure-undecided (and --plan-args), then run "
+                         "and time that plan file")
     ap.add_argument("--work", default=None, help="directory for output files (default: a temporary one)")
     ap.add_argument("--md", help="write the Markdown table here")
     ap.add_argument("--json", help="write every figure (per round too) here")
@@ -391,6 +394,24 @@ def main():
              "hfuse_ms_rounds": [], "hfuse_min_ms_rounds": [], "ort_ms_rounds": [], "ort_min_ms_rounds": [],
              "torch_ms_rounds": [], "torch_min_ms_rounds": [], "load_average_rounds": []}
         rows.append(r)
+        net["plan"] = a.plan
+        if a.measure_undecided:
+            # Once per network: run and bench then take the plan file, measured decisions and all.
+            plan_file = os.path.join(work, name + ".plan.json")
+            t0 = time.time()
+            try:
+                run_cmd([a.hfuse, "plan", net["onnx"], "--measure-undecided", "-o", plan_file, "--threads",
+                         str(a.threads)] + a.plan)
+                net["plan"] = ["--plan", plan_file]
+                with open(plan_file) as f:
+                    whys = [g.get("why", "") for g in json.load(f)["groups"]]
+                r["undecided_split"] = sum("split from" in w for w in whys) // 2
+                r["undecided_kept"] = sum("kept as one" in w for w in whys)
+                log("%s: measured undecided merges in %.1f s: %d split, %d kept as one" % (
+                    name, time.time() - t0, r["undecided_split"], r["undecided_kept"]))
+            except Failed as e:
+                r["measure_error"], ok = e.line, False
+                log("%s: hfuse plan --measure-undecided failed: %s" % (name, e.text.strip()))
         t0 = time.time()
         try:
             r["hfuse_rel_err"] = hfuse_check(a, net, os.path.join(work, name + ".hfuse.f32"))
@@ -484,7 +505,7 @@ def main():
 
     # 3. Report.
     load_end = os.getloadavg()
-    meta = {"threads": a.threads, "rounds": a.rounds, "plan_args": a.plan, "tolerance": TOLERANCE,
+    meta = {"threads": a.threads, "rounds": a.rounds, "plan_args": a.plan + (["--measure-undecided"] if a.measure_undecided else []), "tolerance": TOLERANCE,
             "cpu": cpu_info(), "load_average_start": load_start, "load_average_end": load_end,
             "versions": ver, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "hfuse": os.path.abspath(a.hfuse),
             "dir": os.path.abspath(a.dir), "budget_s": a.budget, "warmup": a.warmup,

@@ -37,6 +37,11 @@ struct FusedGroup {
     // Why the planner made the group so (its cost model's price, the merges it declined); kept
     // verbatim, never read back as a decision.
     std::string why;
+    // Merges the cost model could not price (MergePrice::close()) and the rules made: per merge, the
+    // nodes it joined to the rest (the side that reached out). measure_undecided_merges() times the
+    // group against each part apart and keeps the faster. Not written to plan files: a plan file's
+    // groups are decisions.
+    std::vector<std::vector<std::string>> undecided;
 };
 
 struct FusedGraph {

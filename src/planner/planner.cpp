@@ -166,6 +166,7 @@ private:
         for (int u : path) roots.insert(find(u));
         std::vector<std::set<std::string>> parts;
         for (int r : roots) parts.push_back(node_names(r));
+        const std::set<std::string> own = node_names(g);  // v's group, the side reaching out
         const std::string with = "'" + in_.graph.nodes[master_[find(d)]].name + "'";  // for the notes
         std::vector<int> saved = parent_;
         for (int r : roots) parent_[r] = g;
@@ -188,8 +189,10 @@ private:
                 notes_[v] = "not merged with " + with + ": " + added.why();
                 return;
             }
-            if (!added.pays())
+            if (!added.pays()) {
                 notes_[v] = "merged with " + with + " by the rules, the model cannot tell: " + added.why();
+                undecided_[v] = own;
+            }
         }
         // The merged group is led by its highest-ranked master (the earliest on a tie).
         int best = master_[g];
@@ -373,6 +376,7 @@ private:
             grp.master = in_.graph.nodes[master_[r]].name;
             if (grp.backend.empty()) grp.backend = old.backend;
             if (grp.schedule.empty()) grp.schedule = old.schedule;
+            grp.undecided.insert(grp.undecided.end(), old.undecided.begin(), old.undecided.end());
             for (const std::string &name : old.nodes) {
                 grp.nodes.push_back(name);
                 // Earlier placements carry over, except "output", which merging may have made internal.
@@ -399,6 +403,9 @@ private:
             for (const auto &[v, note] : notes_) {
                 if (find(v) == kv.first) kv.second.why += (kv.second.why.empty() ? "" : "; ") + note;
             }
+            for (const auto &[v, part] : undecided_) {
+                if (find(v) == kv.first) kv.second.undecided.emplace_back(part.begin(), part.end());
+            }
             out.groups.push_back(std::move(kv.second));
         }
         return check_plan(std::move(out));
@@ -416,6 +423,8 @@ private:
     std::vector<int> ipdom_;
     std::map<std::string, Placement> hints_;
     std::map<int, std::string> notes_;  // vertex -> a merge the cost model declined or could not price, and why
+    // vertex -> its group's nodes before a merge the model could not price (FusedGroup::undecided)
+    std::map<int, std::set<std::string>> undecided_;
 };
 
 // A round plans a partition: recompute copies of owned nodes are dropped, and a node every reader

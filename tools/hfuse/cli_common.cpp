@@ -9,6 +9,7 @@
 #include "hfuse/planner.h"
 #include "hfuse/random.h"
 #include "hfuse/reference.h"
+#include "hfuse/undecided_merges.h"
 
 #include <algorithm>
 #include <chrono>
@@ -113,9 +114,14 @@ void PlanChoice::add_flags(CLI::App *cmd) {
     auto *u = cmd->add_flag("--unfused", unfused, "every op its own stage, no graph rewrites (the baseline)");
     auto *w = cmd->add_flag("--whole", whole,
                             "the whole (rewritten) model as one pipeline, no fusion decisions: for an autoscheduler");
+    auto *m = cmd->add_flag("--measure-undecided", measure_undecided,
+                            "time each merge the planner's cost model cannot price against its parts apart "
+                            "(both compiled and profiled here, alternated) and keep the faster; the plan's "
+                            "\"why\" gives both times");
     p->excludes(r)->excludes(u)->excludes(w);
     r->excludes(u)->excludes(w);
     u->excludes(w);
+    m->excludes(p)->excludes(u)->excludes(w);
 }
 
 void PlanChoice::add_schedule_flags(CLI::App *cmd, const std::string &what) {
@@ -151,6 +157,30 @@ void PlanChoice::add_runtime_flag(CLI::App *cmd) {
                   "info`)");
 }
 
+FusedGraph PlanChoice::measured(FusedGraph planned, const Halide::Target &target) const {
+    const Halide::Target host = Halide::get_jit_target_from_environment();
+    // The schedules follow the vectors and ISA; features such as no_runtime do not matter here.
+    const bool same = target.arch == host.arch && target.bits == host.bits && target.os == host.os &&
+                      target.natural_vector_size<float>() == host.natural_vector_size<float>() &&
+                      target.has_feature(Halide::Target::FMA) == host.has_feature(Halide::Target::FMA);
+    if (!same) {
+        throw UsageError("--measure-undecided measures on this machine's target (" + host.to_string() + "), not " +
+                         target.to_string());
+    }
+    if (!autoschedule.empty()) throw UsageError("--measure-undecided measures hfuse's templates, not --autoschedule");
+    UndecidedMeasureOptions mo;
+    mo.executor = options();
+    const auto start = std::chrono::steady_clock::now();
+    MeasuredMerges m = measure_undecided_merges(planned, mo);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    int split = 0;
+    for (const UndecidedMeasurement &u : m.measured) split += u.split;
+    std::fprintf(stderr, "measured %zu undecided merges in %.1f s: %d split, %zu kept as one\n", m.measured.size(), s,
+                 split, m.measured.size() - split);
+    for (const std::string &n : m.notes) std::fprintf(stderr, "  %s\n", n.c_str());
+    return std::move(m.plan);
+}
+
 FusedGraph PlanChoice::make(const Graph &g) const {
     return make(g, Halide::get_jit_target_from_environment());
 }
@@ -171,6 +201,7 @@ FusedGraph PlanChoice::make(const Graph &g, const Halide::Target &target) const 
         }
         set_target_lanes(rounds, target.natural_vector_size<float>());
         f = plan_fusion(g, rounds);
+        if (measure_undecided) f = measured(std::move(f), target);
     }
     // Record the schedule parameters (a plan file's own are kept), so `plan -o` pins them.
     return with_default_schedules(std::move(f), target);

@@ -82,6 +82,7 @@ struct PlanChoice {
     bool copy_concats = false;       // --copy-concats: no Concat in place (ExecutorOptions::concat_in_place)
     std::string parallel_runtime = "auto";  // --parallel-runtime (ExecutorOptions::parallel_runtime)
     bool no_cache = false;                  // --no-cache (ExecutorOptions::kernel_cache)
+    bool measure_undecided = false;         // --measure-undecided (measure_undecided_merges)
 
     void add_flags(CLI::App *cmd);  // --plan, --rules, --unfused, --whole
     // --autoschedule; `what` says what the autoscheduler schedules (each group, or the whole pipeline).
@@ -92,6 +93,9 @@ struct PlanChoice {
     FusedGraph make(const Graph &g) const;
     FusedGraph make(const Graph &g, const Halide::Target &target) const;
     ExecutorOptions options() const;
+    // `planned` with its undecided merges measured (--measure-undecided), said on stderr; `target`
+    // must be the JIT target.
+    FusedGraph measured(FusedGraph planned, const Halide::Target &target) const;
     std::string describe() const;  // "x86", "tvm+x86", "plan.json", "unfused", "whole"
     std::string schedule() const;  // "templates" or the autoscheduler's name
 };
