@@ -14,34 +14,72 @@ namespace hfuse {
 
 namespace {
 
-// `grp` of `g` as two groups: the nodes of `part` it owns, and the rest (its recompute copies stay
-// there). Placements carry over but "output" and "folded", and those of nodes the other side (or the
-// model) now reads, which check_plan derives again; schedules and names are chosen again. Empty when
-// either side would be empty.
+// `grp` of `g` as two groups: the nodes of `part` it owns, and the rest; each recompute copy goes to
+// the sides that read it (both, or the one). Placements carry over but "output" and "folded", and
+// those of nodes the other side (or the model) now reads, which check_plan derives again; schedules
+// and names are chosen again. Empty when either side would own nothing.
 std::vector<FusedGroup> split_group(const Graph &g, const FusedGroup &grp, const std::vector<std::string> &part) {
     const std::set<std::string> in_part(part.begin(), part.end());
-    FusedGroup joined, rest;
-    for (const std::string &n : grp.nodes)
-        (in_part.count(n) && !is_recompute_copy(grp, n) ? joined : rest).nodes.push_back(n);
-    if (joined.nodes.empty() || rest.nodes.empty()) return {};
-    for (FusedGroup *side : {&joined, &rest}) {
-        const std::set<std::string> mine(side->nodes.begin(), side->nodes.end());
+    std::set<std::string> sides[2];  // joined, rest: owned nodes, then the copies they read
+    for (const std::string &n : grp.nodes) {
+        if (!is_recompute_copy(grp, n)) sides[in_part.count(n) ? 0 : 1].insert(n);
+    }
+    // The part is the producer side of its merge: what joined the group since and feeds it (a Slice
+    // before a pointwise conv) goes with it, or the rest would not be convex.
+    auto reads_from = [&](const std::string &reader, const std::string &producer) {
+        const std::vector<std::string> &in = g.find_node(reader)->inputs, &outs = g.find_node(producer)->outputs;
+        return std::any_of(in.begin(), in.end(),
+                           [&](const std::string &v) { return std::find(outs.begin(), outs.end(), v) != outs.end(); });
+    };
+    for (bool grew = true; grew;) {
+        grew = false;
+        for (auto it = sides[1].begin(); it != sides[1].end();) {
+            const std::string n = *it;
+            const bool feeds =
+                std::any_of(sides[0].begin(), sides[0].end(), [&](const std::string &j) { return reads_from(j, n); });
+            if (!feeds) {
+                ++it;
+                continue;
+            }
+            it = sides[1].erase(it);
+            grew = sides[0].insert(n).second;
+        }
+    }
+    if (sides[0].empty() || sides[1].empty()) return {};
+    for (std::set<std::string> &side : sides) {
+        for (bool grew = true; grew;) {  // copies feed copies: until no side node reads one more
+            grew = false;
+            for (const std::string &c : grp.nodes) {
+                if (!is_recompute_copy(grp, c) || side.count(c)) continue;
+                const bool read =
+                    std::any_of(side.begin(), side.end(), [&](const std::string &n) { return reads_from(n, c); });
+                if (read) grew = side.insert(c).second;
+            }
+        }
+    }
+    std::vector<FusedGroup> out(2);
+    for (int s = 0; s < 2; s++) {
+        FusedGroup &side = out[s];
+        for (const std::string &n : grp.nodes) {
+            if (sides[s].count(n)) side.nodes.push_back(n);
+        }
         std::set<std::string> read_elsewhere(g.outputs.begin(), g.outputs.end());
         for (const Node &n : g.nodes) {
-            if (!mine.count(n.name)) read_elsewhere.insert(n.inputs.begin(), n.inputs.end());
+            if (!sides[s].count(n.name)) read_elsewhere.insert(n.inputs.begin(), n.inputs.end());
         }
-        for (const std::string &name : side->nodes) {
+        for (const std::string &name : side.nodes) {
             const Node &n = *g.find_node(name);
-            const bool live_out = std::any_of(n.outputs.begin(), n.outputs.end(),
+            const bool live_out = !is_recompute_copy(grp, name) &&
+                                  std::any_of(n.outputs.begin(), n.outputs.end(),
                                               [&](const std::string &v) { return read_elsewhere.count(v) > 0; });
             auto p = grp.placement.find(name);
             if (!live_out && p != grp.placement.end() && p->second != Placement::Output &&
                 p->second != Placement::Folded)
-                side->placement[name] = p->second;
+                side.placement[name] = p->second;
         }
-        side->backend = grp.backend;
+        side.backend = grp.backend;
     }
-    return {joined, rest};
+    return out;
 }
 
 // `plan` with group `i` replaced by `parts`, checked; nullopt where check_plan refuses it.

@@ -19,13 +19,13 @@ using nlohmann::json;
 // computes the conv at root inside the group and the merge keeps nothing out of memory while its
 // ReLU runs again on each tile's halo: a few hundred FLOPs either way, which the model cannot tell.
 Graph conv_relu_overlapping_pool() {
-    const json nodes = json::array(
-        {{{"name", "conv"}, {"op", "Conv"}, {"inputs", {"x", "w"}}, {"attrs", {{"pads", {1, 1, 1, 1}}}}},
-         {{"name", "relu"}, {"op", "Relu"}, {"inputs", {"conv"}}},
-         {{"name", "pool"},
-          {"op", "MaxPool"},
-          {"inputs", {"relu"}},
-          {"attrs", {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}}}}});
+    const json nodes =
+        json::array({{{"name", "conv"}, {"op", "Conv"}, {"inputs", {"x", "w"}}, {"attrs", {{"pads", {1, 1, 1, 1}}}}},
+                     {{"name", "relu"}, {"op", "Relu"}, {"inputs", {"conv"}}},
+                     {{"name", "pool"},
+                      {"op", "MaxPool"},
+                      {"inputs", {"relu"}},
+                      {"attrs", {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}}}}});
     const json weights = {{"w", {{"shape", {12, 5, 3, 3}}, {"uniform", {-0.3, 0.3}}, {"seed", 4}}}};
     return test::one_input_model("crp_undecided", {1, 5, 23, 19}, nodes, {"pool"}, weights);
 }
@@ -75,6 +75,52 @@ TEST(UndecidedMerges, EitherOutcomeComputesTheSame) {
         if (split) EXPECT_EQ(group_with(m.plan, "conv").nodes, (std::vector<std::string>{"conv", "relu"}));
         test::expect_plan_matches_reference(m.plan, 1e-5);
     }
+}
+
+// x -> a = Relu (returned: a group of its own, and a recompute copy in the block) -> Slice of 8 of its
+// 16 channels -> 1x1 conv -> Relu -> 3x3 depthwise conv: the block as one group, undecided about its
+// pointwise side {pw, pw_relu} (as ShuffleNet's branches are planned).
+FusedGraph sliced_block_plan() {
+    const json nodes = json::array({{{"name", "a"}, {"op", "Relu"}, {"inputs", {"x"}}},
+                                    {{"name", "s"}, {"op", "Slice"}, {"inputs", {"a", "starts", "ends", "axes"}}},
+                                    {{"name", "pw"}, {"op", "Conv"}, {"inputs", {"s", "w1"}}},
+                                    {{"name", "pw_relu"}, {"op", "Relu"}, {"inputs", {"pw"}}},
+                                    {{"name", "dw"},
+                                     {"op", "Conv"},
+                                     {"inputs", {"pw_relu", "w2"}},
+                                     {"attrs", {{"group", 12}, {"pads", {1, 1, 1, 1}}}}}});
+    const json weights = {{"starts", {{"shape", {1}}, {"values", {0}}, {"dtype", "int64"}}},
+                          {"ends", {{"shape", {1}}, {"values", {8}}, {"dtype", "int64"}}},
+                          {"axes", {{"shape", {1}}, {"values", {1}}, {"dtype", "int64"}}},
+                          {"w1", {{"shape", {12, 8, 1, 1}}, {"uniform", {-0.4, 0.4}}, {"seed", 5}}},
+                          {"w2", {{"shape", {12, 1, 3, 3}}, {"uniform", {-0.4, 0.4}}, {"seed", 6}}}};
+    FusedGraph f;
+    f.graph = test::one_input_model("sliced_block", {1, 16, 13, 11}, nodes, {"dw", "a"}, weights);
+    FusedGroup own_a, block;
+    own_a.nodes = {"a"};
+    block.nodes = {"a", "s", "pw", "pw_relu", "dw"};
+    block.placement = {{"a", Placement::Recompute}};
+    block.undecided = {{"pw", "pw_relu"}};
+    f.groups = {own_a, block};
+    return check_plan(f);
+}
+
+TEST(UndecidedMerges, ASplitKeepsWhatFeedsThePartAndTheCopiesEachSideReads) {
+    UndecidedMeasureOptions o;
+    o.chunks = 1;
+    o.runs = 1;
+    o.margin = -100;  // split
+    const MeasuredMerges m = measure_undecided_merges(sliced_block_plan(), o);
+    ASSERT_TRUE(m.notes.empty()) << m.notes[0];
+    ASSERT_EQ(m.measured.size(), 1u);
+    ASSERT_TRUE(m.measured[0].split);
+    // The Slice feeds the pointwise side and goes with it, with a copy of the Relu it reads; the
+    // depthwise conv reads neither.
+    const FusedGroup &pw = group_with(m.plan, "pw");
+    EXPECT_EQ(pw.nodes, (std::vector<std::string>{"a", "s", "pw", "pw_relu"}));
+    EXPECT_TRUE(is_recompute_copy(pw, "a"));
+    EXPECT_EQ(group_with(m.plan, "dw").nodes, (std::vector<std::string>{"dw"}));
+    test::expect_plan_matches_reference(m.plan, 1e-5);
 }
 
 TEST(UndecidedMerges, APlanWithoutThemIsReturnedAsIs) {
