@@ -19,7 +19,7 @@
 namespace hfuse {
 
 struct UndecidedMeasureOptions {
-    ExecutorOptions executor;  // how both plans run (layouts, kernel cache); its schedule must be the templates'
+    ExecutorOptions executor;  // how both plans run (templates or an autoscheduler, layouts, kernel cache)
     int chunks = 5;            // alternations of the two plans
     int runs = 4;              // profiled runs of each plan per chunk
     // Apart must be faster by this share of the merged group's time to undo the rules' merge: times of

@@ -167,7 +167,6 @@ FusedGraph PlanChoice::measured(FusedGraph planned, const Halide::Target &target
         throw UsageError("--measure-undecided measures on this machine's target (" + host.to_string() + "), not " +
                          target.to_string());
     }
-    if (!autoschedule.empty()) throw UsageError("--measure-undecided measures hfuse's templates, not --autoschedule");
     UndecidedMeasureOptions mo;
     mo.executor = options();
     const auto start = std::chrono::steady_clock::now();
