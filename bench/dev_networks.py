@@ -505,7 +505,8 @@ def main():
 
     # 3. Report.
     load_end = os.getloadavg()
-    meta = {"threads": a.threads, "rounds": a.rounds, "plan_args": a.plan + (["--measure-undecided"] if a.measure_undecided else []), "tolerance": TOLERANCE,
+    plan_args = a.plan + (["--measure-undecided"] if a.measure_undecided else [])
+    meta = {"threads": a.threads, "rounds": a.rounds, "plan_args": plan_args, "tolerance": TOLERANCE,
             "cpu": cpu_info(), "load_average_start": load_start, "load_average_end": load_end,
             "versions": ver, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "hfuse": os.path.abspath(a.hfuse),
             "dir": os.path.abspath(a.dir), "budget_s": a.budget, "warmup": a.warmup,

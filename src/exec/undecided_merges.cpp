@@ -77,7 +77,6 @@ std::vector<FusedGroup> split_group(const Graph &g, const FusedGroup &grp, const
                 p->second != Placement::Folded)
                 side.placement[name] = p->second;
         }
-        side.backend = grp.backend;
     }
     return out;
 }
@@ -137,6 +136,10 @@ MeasuredMerges measure_undecided_merges(const FusedGraph &planned, const Undecid
     FusedGraph apart = merged;
     for (const FusedGroup &grp : merged.groups) {
         if (grp.undecided.empty()) continue;
+        if (!grp.backend.empty()) {  // a backend lowers the group whole, as its pattern matched
+            out.notes.push_back(grp.name + ": kept merged, unmeasured: claimed by backend " + grp.backend);
+            continue;
+        }
         const std::vector<FusedGroup> parts = split_group(merged.graph, grp, grp.undecided.front());
         auto at = std::find_if(apart.groups.begin(), apart.groups.end(),
                                [&](const FusedGroup &a) { return node_set(a) == node_set(grp); });
