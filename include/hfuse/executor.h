@@ -37,6 +37,10 @@ TensorBuffer make_tensor_buffer(const Shape &shape);
 Shape shape_of(const TensorBuffer &buffer);
 // Copies a row-major array of num_elements(shape) floats into a new buffer.
 TensorBuffer tensor_from_data(const Shape &shape, const float *data);
+// The seed of the data hfuse generates for the i-th model input when none is given (`hfuse run`
+// without --input, measure_undecided_merges), and that input: uniform in [-1, 1], shaped as `input`.
+uint64_t default_input_seed(size_t index);
+TensorBuffer generated_input(const GraphInput &input, size_t index);
 
 // Who schedules each group's pipeline: hfuse's templates (the schedule composer, honouring the plan's
 // placements and "schedule" parameters) or one of Halide 14's autoschedulers, which sees the group's

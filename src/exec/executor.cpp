@@ -11,9 +11,11 @@
 #include "exec/jit_runtime.h"
 #include "exec/kernel_cache.h"
 #include "exec/parallel_runtime.h"
+#include "exec/statistics.h"
 #include "exec/value_layout.h"
 #include "hfuse/error.h"
 #include "hfuse/op_registry.h"
+#include "hfuse/random.h"
 #include "ops/halide_util.h"
 
 #include <algorithm>
@@ -47,6 +49,15 @@ TensorBuffer tensor_from_data(const Shape &shape, const float *data) {
     TensorBuffer b = make_tensor_buffer(shape);
     std::memcpy(b.data(), data, sizeof(float) * num_elements(shape));
     return b;
+}
+
+uint64_t default_input_seed(size_t index) {
+    return 1000 + index;
+}
+
+TensorBuffer generated_input(const GraphInput &input, size_t index) {
+    const std::vector<float> data = uniform_values(num_elements(input.shape), -1.0, 1.0, default_input_seed(index));
+    return tensor_from_data(input.shape, data.data());
 }
 
 int num_threads() {
@@ -230,13 +241,6 @@ std::string nonzero_halo(const TensorBuffer &b, const Shape &shape, const exec::
         }
     }
     return "";
-}
-
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace
@@ -975,10 +979,10 @@ Profile Executor::profile(const std::map<std::string, TensorBuffer> &inputs, int
     }
     Profile p;
     p.runs = runs;
-    p.total_ms = median(totals);
+    p.total_ms = exec::median(totals);
     for (size_t i = 0; i < impl_->groups.size(); i++) {
         const GroupRun &gr = impl_->groups[i];
-        p.groups.push_back({gr.name, gr.master, gr.members, median(per_group[i])});
+        p.groups.push_back({gr.name, gr.master, gr.members, exec::median(per_group[i])});
     }
     return p;
 }

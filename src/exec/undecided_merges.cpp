@@ -1,8 +1,8 @@
 #include "hfuse/undecided_merges.h"
 
+#include "exec/statistics.h"
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
-#include "hfuse/random.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -97,25 +97,10 @@ std::set<std::string> node_set(const FusedGroup &grp) {
     return {grp.nodes.begin(), grp.nodes.end()};
 }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2);
-}
-
 std::string ms_text(double ms) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.3f ms", ms);
     return buf;
-}
-
-// Model inputs as `hfuse run` generates them: uniform in [-1, 1], seed 1000 + i.
-std::map<std::string, TensorBuffer> generated_inputs(const Graph &g) {
-    std::map<std::string, TensorBuffer> inputs;
-    for (size_t i = 0; i < g.inputs.size(); i++) {
-        const std::vector<float> data = uniform_values(num_elements(g.inputs[i].shape), -1.0, 1.0, 1000 + i);
-        inputs[g.inputs[i].name] = tensor_from_data(g.inputs[i].shape, data.data());
-    }
-    return inputs;
 }
 
 }  // namespace
@@ -162,7 +147,9 @@ MeasuredMerges measure_undecided_merges(const FusedGraph &planned, const Undecid
     const Halide::Target target = Halide::get_jit_target_from_environment();
     const FusedGraph a_plan = with_default_schedules(merged, target), b_plan = with_default_schedules(apart, target);
     Executor a(a_plan, options.executor), b(b_plan, options.executor);
-    const std::map<std::string, TensorBuffer> inputs = generated_inputs(merged.graph);
+    std::map<std::string, TensorBuffer> inputs;  // as `hfuse run` generates them
+    for (size_t i = 0; i < merged.graph.inputs.size(); i++)
+        inputs[merged.graph.inputs[i].name] = generated_input(merged.graph.inputs[i], i);
     auto names = [](const FusedGraph &f) {
         std::map<std::set<std::string>, std::string> by_nodes;
         for (const FusedGroup &grp : f.groups) by_nodes[node_set(grp)] = grp.name;
@@ -183,11 +170,11 @@ MeasuredMerges measure_undecided_merges(const FusedGraph &planned, const Undecid
         const std::vector<double> &j = b_ms[b_names.at(cand.joined)], &r = b_ms[b_names.at(cand.rest)];
         std::vector<double> sum;
         for (size_t k = 0; k < std::min(j.size(), r.size()); k++) sum.push_back(j[k] + r[k]);
-        UndecidedMeasurement meas{cand.name, cand.part, median(m), median(sum), false};
+        UndecidedMeasurement meas{cand.name, cand.part, exec::median(m), exec::median(sum), false};
         meas.split = meas.apart_ms < meas.merged_ms * (1 - options.margin);
         const std::string why = "measured: as one group " + ms_text(meas.merged_ms) + ", apart " +
-                                ms_text(meas.apart_ms) + " (" + ms_text(median(j)) + " + " + ms_text(median(r)) +
-                                "): " + (meas.split ? "split" : "kept as one");
+                                ms_text(meas.apart_ms) + " (" + ms_text(exec::median(j)) + " + " +
+                                ms_text(exec::median(r)) + "): " + (meas.split ? "split" : "kept as one");
         auto at = std::find_if(decided.groups.begin(), decided.groups.end(),
                                [&](const FusedGroup &g) { return node_set(g) == cand.nodes; });
         if (at == decided.groups.end()) throw Error("internal: measure_undecided_merges lost group " + cand.name);

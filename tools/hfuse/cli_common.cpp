@@ -54,18 +54,17 @@ std::map<std::string, TensorBuffer> load_inputs(const Graph &g, const std::vecto
     std::map<std::string, TensorBuffer> inputs;
     for (size_t i = 0; i < g.inputs.size(); i++) {
         const GraphInput &in = g.inputs[i];
-        std::vector<float> data;
         if (auto it = files.find(in.name); it != files.end()) {
-            data = read_f32_file(it->second, num_elements(in.shape),
-                                 "input '" + in.name + "' [" + to_string(in.shape) + "]");
-        } else {
-            data = uniform_values(num_elements(in.shape), -1.0, 1.0, default_input_seed(i));
-            if (!quiet) {
-                std::printf("input '%s' [%s]: generated, uniform [-1, 1] seed %" PRIu64 "\n", in.name.c_str(),
-                            to_string(in.shape).c_str(), default_input_seed(i));
-            }
+            const std::vector<float> data = read_f32_file(it->second, num_elements(in.shape),
+                                                          "input '" + in.name + "' [" + to_string(in.shape) + "]");
+            inputs[in.name] = tensor_from_data(in.shape, data.data());
+            continue;
         }
-        inputs[in.name] = tensor_from_data(in.shape, data.data());
+        inputs[in.name] = generated_input(in, i);
+        if (!quiet) {
+            std::printf("input '%s' [%s]: generated, uniform [-1, 1] seed %" PRIu64 "\n", in.name.c_str(),
+                        to_string(in.shape).c_str(), default_input_seed(i));
+        }
     }
     return inputs;
 }

@@ -48,11 +48,6 @@ struct ModelArg {
     Graph load() const { return load_model(path, options()); }
 };
 
-// Seed of the generated data for the i-th model input when no --input is given (documented in README).
-inline uint64_t default_input_seed(size_t index) {
-    return 1000 + index;
-}
-
 // "NAME=FILE" binds a file to a named tensor; a bare "FILE" is allowed when there is exactly one.
 std::map<std::string, std::string> bind_files(const std::vector<std::string> &args,
                                               const std::vector<std::string> &names, const std::string &flag);
