@@ -839,6 +839,16 @@ bool grouped_takes_cv(const ConvGroupShape &s, const TargetTraits &tt) {
            tt.vector_registers >= 32 && s.constant_weights && !s.pooled;
 }
 
+// The most positions a register tile of nc channel vectors holds (the accumulators, a broadcast per
+// position and a weight vector in the registers, at most 16) that divide a row of `width` outputs,
+// where that is at least 4; else 0. Such a tile lies within a row, so its positions' input addresses
+// are the tile's plus constants (see lower_blocked_conv); across rows each is computed per tap.
+int row_tile_positions(int64_t width, int nc, const TargetTraits &tt) {
+    const int most = std::min(16, (tt.vector_registers - 1) / (nc + 1));
+    const int divisor = static_cast<int>(largest_divisor_at_most(width, most));
+    return divisor >= 4 ? divisor : 0;
+}
+
 // conv_cv's register tile for a grouped conv: up to 4 vectors of one group's channels (tiles across
 // groups share no broadcasts), and positions that divide the output's row where it has such a
 // divisor of at least 4 within the register budget (the accumulators, a broadcast per position and
@@ -851,8 +861,8 @@ bool grouped_takes_cv(const ConvGroupShape &s, const TargetTraits &tt) {
 ChannelTile grouped_channel_tile(const ConvGroupShape &s, const TargetTraits &tt) {
     const int nc = static_cast<int>(largest_divisor_at_most(s.output[1] / s.group / tt.vector_width, 4));
     const int most = std::min(16, (tt.vector_registers - 1) / (nc + 1));
-    const int row_divisor = static_cast<int>(largest_divisor_at_most(s.output[3], most));
-    return {row_divisor >= 4 ? row_divisor : most, nc};
+    const int in_row = row_tile_positions(s.output[3], nc, tt);
+    return {in_row > 0 ? in_row : most, nc};
 }
 
 // conv_cv's rows a task of `height` rows, with `channel_tasks` blocks of channels each: enough for 8
@@ -891,7 +901,20 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     const ops::BlockedGroups groups = ops::blocked_groups(s.input[1], cout, s.group, vw);
     const int64_t cin = groups.span;
     const bool grouped = s.group > 1;  // grouped_takes_cv: a task's channels read their groups' inputs alone
-    const ChannelTile ct = grouped ? grouped_channel_tile(s, tt) : conv_cv_channel_tile(cout, tt);
+    ChannelTile ct = grouped ? grouped_channel_tile(s, tt) : conv_cv_channel_tile(cout, tt);
+    // Whether the positions read the input in its own order (a 1x1 stride-1 conv): a tile's input
+    // addresses are then the first position's plus constants wherever the tile lies.
+    const bool input_order = s.weight[2] == 1 && s.weight[3] == 1 && s.stride_x == 1 && s.stride_y == 1;
+    // A short reduction (fewer input channels than a block of 8, a stem's 3) does few FMAs per tap for
+    // the address work of each position: tiles within a row, as for grouped convs. Sapphire Rapids,
+    // AVX-512, 2 threads, in the networks (bench --against --profile, 2-4 alternations): stride-2 3x3
+    // stems to 112x112, 3->16 in 5-position tiles 0.19-0.21 ms, 14 positions 0.16-0.19; 3->32, 5
+    // positions 0.27-0.29, 8 positions 0.24-0.25; ResNet-18's 7x7 3->64, 5 positions 1.29-1.71 ms, 4
+    // positions 1.14-1.46.
+    if (!grouped && !input_order && !winograd_wins(s) && cin < 8) {
+        const int in_row = row_tile_positions(s.output[3], ct.vectors, tt);
+        if (in_row > 0) ct.positions = in_row;
+    }
     const int np = ct.positions, nc = ct.vectors;
     int64_t channel_block = std::min<int64_t>(int64_t{nc} * vw, cout);
     // Winograd: at least 64 channels a task, whole register tiles of them, as AVX-512's 4 vectors: a
@@ -935,7 +958,6 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // 1024->2048 at 14x14 (1024) 1.60 -> 1.06; Inception-V3's 3x3 stride 2 288->384 (1728) 4.31 ->
     // 3.65. (Not for Winograd, whose input transform reads the input: Inception-V3's unpadded 3x3
     // 32->32 at 149x149 0.99 -> 1.18 ms in the network.)
-    const bool input_order = s.weight[2] == 1 && s.weight[3] == 1 && s.stride_x == 1 && s.stride_y == 1;
     const double flops_per_input =
         2.0 * static_cast<double>(cout * s.weight[2] * s.weight[3]) / static_cast<double>(s.stride_x * s.stride_y);
     const bool copy_pays = s.padded || (!input_order && !winograd_wins(s) && flops_per_input >= 400);

@@ -1365,6 +1365,33 @@ TEST(Composer, ChannelVectorConvUnrollsInputBlocksWhereTheTileFitsTheRegisters) 
     }
 }
 
+TEST(Composer, ChannelVectorConvOfAShortReductionTilesWithinARow) {
+    // A stem (3 input channels, stride 2): few FMAs a tap for each position's address, so the register
+    // tile's positions divide the output's row (the tile's addresses its first position's plus
+    // constants) where the register budget holds such a divisor of at least 4: 28 wide with 2 vectors
+    // of 16 channels, 7 (of at most 10); 29 wide has none, and 64 input channels do not ask for it.
+    const Halide::Target avx512("x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41");
+    struct Case {
+        int cin, size, expect_np;
+    };
+    for (const Case &c : {Case{3, 56, 7}, Case{3, 58, 5}, Case{64, 56, 5}}) {
+        SCOPED_TRACE("cin " + std::to_string(c.cin) + ", input " + std::to_string(c.size));
+        const Graph g = conv_model(c.cin, c.size, c.size, 32, 3, 2, 1, 1);
+        FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("x86")}), avx512);
+        const nlohmann::json &p = plan.groups[0].schedule;
+        ASSERT_EQ(p["template"], "conv_cv") << p.dump();
+        EXPECT_EQ(p["tile_c_vectors"], 2) << p.dump();
+        EXPECT_EQ(p["tile_positions"], c.expect_np) << p.dump();
+    }
+    // AVX2: 16 channels are 2 vectors of 8, at most 5 positions: 4 of a row of 28 (29 rows); the
+    // tiles within rows compute the reference.
+    const FusedGraph plan = fused_plan(conv_model(3, 58, 56, 16, 3, 2, 1, 1));
+    const nlohmann::json &p = plan.groups[0].schedule;
+    ASSERT_EQ(p["template"], "conv_cv") << p.dump();
+    EXPECT_EQ(p["tile_positions"], 4) << p.dump();
+    expect_matches_reference(plan);
+}
+
 TEST(Composer, ChannelVectorConvAccumulatesInRegistersInOnePass) {
     // In one pass over the input channels, the accumulators live per register tile (vw lanes x
     // positions x channel vectors, in registers) and the task's buffer is their wrapper; in passes,
