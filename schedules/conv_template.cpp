@@ -278,8 +278,8 @@ void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, con
                        "the group has no pointwise conv computed per task of the depthwise conv");
         }
     }
-    if (has_producer && (s.stride_x != 1 || s.stride_y != 1 || !padded.defined()))
-        throw Error("internal: conv_dw computes a producer only for a padded stride-1 depthwise conv");
+    if (has_producer && !padded.defined())
+        throw Error("internal: conv_dw computes a producer only for a padded depthwise conv");
     const int64_t row_tiles = (s.tile_output[2] + ny - 1) / ny;
     const int bands = int_or_absent(p, "row_bands", 1, row_tiles);
     Dims t(tile), v(conv);

@@ -56,7 +56,6 @@ bool is_pointwise_conv(const Graph &g, const Node &n) {
     const Shape &w = g.type_of(n.inputs[1]).shape;
     const std::vector<int64_t> pads = a.get_ints("pads", {});
     return w.size() == 4 && w[2] == 1 && w[3] == 1 && a.get_int("group", 1) == 1 &&
-           a.get_ints("strides", {1, 1}) == std::vector<int64_t>{1, 1} &&
            a.get_string("auto_pad", "NOTSET") == "NOTSET" &&
            std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; });
 }
@@ -67,7 +66,6 @@ bool is_padded_depthwise_conv(const Graph &g, const Node &n) {
     const Shape &in = g.type_of(n.inputs[0]).shape, &out = g.type_of(n.outputs[0]).shape;
     const std::vector<int64_t> pads = a.get_ints("pads", {});
     return in.size() == 4 && out.size() == 4 && in[1] > 1 && a.get_int("group", 1) == in[1] && out[1] == in[1] &&
-           a.get_ints("strides", {1, 1}) == std::vector<int64_t>{1, 1} &&
            a.get_string("auto_pad", "NOTSET") == "NOTSET" && pads.size() == 4 && (pads[0] > 0 || pads[1] > 0);
 }
 

@@ -32,7 +32,7 @@ bool is_cheap(PatternKind kind);
 // A Conv whose output pixel reads only its input pixel: 1x1 kernel, stride 1, no padding, one group.
 bool is_pointwise_conv(const Graph &g, const Node &n);
 
-// A 2-D depthwise Conv (one group per channel, as many outputs as inputs) with stride 1 and a leading
+// A 2-D depthwise Conv (one group per channel, as many outputs as inputs), any stride, with a leading
 // pad: what conv_dw computes per channel from a padded plane, a pointwise producer included.
 bool is_padded_depthwise_conv(const Graph &g, const Node &n);
 

@@ -9,8 +9,10 @@
 // enabled by the rule set. Every merge keeps the groups acyclic (hence convex) and within the limits.
 #include "hfuse/planner.h"
 
+#include "hfuse/attributes.h"
 #include "hfuse/error.h"
 #include "hfuse/passes.h"
+#include "hfuse/tensor.h"
 #include "planner/graph_util.h"
 #include "planner/post_dominators.h"
 
@@ -255,14 +257,15 @@ private:
     }
 
     // pointwise_into_depthwise: group g is exactly the pointwise feed of group d's master, a padded
-    // stride-1 depthwise conv (MobileNet's expand and its activation before its 3x3): the depthwise
-    // template computes the pointwise conv per task, for the task's channels, so the expanded value
-    // never goes through memory. Anything else in g would leave the pointwise conv to the simple
-    // schedule, many times slower than the two groups apart.
+    // depthwise conv (MobileNet's expand and its activation before its 3x3): the depthwise template
+    // computes the pointwise conv per task, for the task's channels, so the expanded value never goes
+    // through memory. Anything else in g would leave the pointwise conv to the simple schedule, many
+    // times slower than the two groups apart.
     bool joins_depthwise(int g, int d) {
         if (!rules_.pointwise_into_depthwise) return false;
         const planner::PointwiseFeed feed = planner::pointwise_feed(ng_, master_[d]);
         if (feed.conv < 0 || feed.conv != master_[g]) return false;
+        if (!strided_feed_pays(master_[d])) return false;
         size_t members = 0;
         for (size_t v = 0; v < members_.size(); v++) {
             if (find(static_cast<int>(v)) != g) continue;
@@ -272,6 +275,22 @@ private:
             }
         }
         return members == feed.between.size() + 1;
+    }
+
+    // A strided depthwise conv's output is a fraction of its feed's, so the pointwise conv computed per
+    // task (a block of channels, the input read again per block) weighs more against the depthwise
+    // conv it saves a pass for: the merge pays where the expanded value would otherwise leave the
+    // core's private cache (the machine model's cache_bytes), and not below it. Sapphire Rapids,
+    // AVX-512, 2 threads, in the networks (bench --profile, 2 rounds, merged against apart): values of
+    // 1.8-4.8 MB 1.04-1.74x (MobileNet-V2's 16->96 at 112x112 and 24->144 at 56x56, EfficientNet-B0's,
+    // MobileNet-V3's 16->64); of 0.45-0.9 MB 0.58-1.17x (MobileNet-V3's three 5x5 and 3x3 blocks at
+    // 56-14, MobileNet-V2's 96->576 at 14x14, whose depthwise conv apart takes channel vectors).
+    // Without a cost model, stride 1 alone.
+    bool strided_feed_pays(int dw) {
+        const Node &n = in_.graph.nodes[dw];
+        const std::vector<int64_t> strides = Attributes(n.attrs).get_ints("strides", {1, 1});
+        if (std::all_of(strides.begin(), strides.end(), [](int64_t s) { return s == 1; })) return true;
+        return rules_.cost_model && 4 * num_elements(in_.graph.type_of(n.inputs[0]).shape) > rules_.machine.cache_bytes;
     }
 
     // Whether a group's complex-out-fusable nodes are a pointwise conv feeding a depthwise conv.

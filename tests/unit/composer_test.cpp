@@ -1243,6 +1243,43 @@ Graph expand_then_depthwise(int N, int C, int E, int H, int W, int k, int s) {
     return json_model(json::parse(text));
 }
 
+TEST(Composer, StridedDepthwiseComputesItsPointwiseProducerPerTask) {
+    // A strided depthwise conv joins its pointwise feed where the expanded value exceeds the machine
+    // model's private cache (planner: PlannerOptions.PointwiseConvJoinsTheDepthwiseConvReadingIt); here
+    // a cache of 1 KB makes every case merge. conv_dw computes the producer per task over the rows its
+    // strided windows read: odd planes (the last window on the bottom pad), 5x5, batches, bands of
+    // rows, and channel blocks no vector divides.
+    RuleSet rules = load_rules("x86");
+    rules.machine.cache_bytes = rules.machine.shared_cache_bytes = 1024;
+    struct Case {
+        int N, C, E, H, W, k;
+    };
+    int ran = 0;
+    for (const Case &c : {Case{1, 5, 12, 13, 9, 3}, Case{2, 3, 20, 11, 7, 5}, Case{1, 8, 24, 28, 28, 3}}) {
+        SCOPED_TRACE(std::to_string(c.N) + "x" + std::to_string(c.C) + "->" + std::to_string(c.E) + " at " +
+                     std::to_string(c.H) + "x" + std::to_string(c.W) + ", " + std::to_string(c.k) + "x" +
+                     std::to_string(c.k) + " stride 2");
+        FusedGraph plan = with_default_schedules(
+            plan_fusion(expand_then_depthwise(c.N, c.C, c.E, c.H, c.W, c.k, 2), {rules}), kTarget);
+        ASSERT_EQ(plan.groups.size(), 1u);
+        ASSERT_EQ(plan.groups[0].schedule["template"], "conv_dw");
+        ASSERT_TRUE(plan.groups[0].schedule.contains("producer_tile_c")) << plan.groups[0].schedule.dump();
+        expect_matches_reference(plan);
+        ran++;
+        const json defaults = plan.groups[0].schedule;
+        // (channel_block, producer_tile_c, row_bands, tile_y)
+        for (const std::array<int, 4> &v :
+             std::vector<std::array<int, 4>>{{7, 3, 1, 1}, {c.E, 4, 2, 1}, {5, 2, 3, 2}, {4, 4, 2, 2}}) {
+            plan.groups[0].schedule = defaults;
+            plan.groups[0].schedule.update(
+                {{"channel_block", v[0]}, {"producer_tile_c", v[1]}, {"row_bands", v[2]}, {"tile_y", v[3]}});
+            expect_matches_reference(plan);
+            ran++;
+        }
+    }
+    EXPECT_EQ(ran, 15);
+}
+
 // A depthwise conv whose input a conv_cv group stores channel-blocked for it alone runs on conv_cv,
 // each lane its own channel (ops::BlockedGroups::own_channel), reading the blocks in place: narrow
 // rows and strides, odd sizes, 5x5, batches. Given conv_cv by hand, a depthwise conv reads a planar

@@ -845,10 +845,14 @@ TEST(PlannerOptions, SiblingProductsShareAGroup) {
 TEST(PlannerOptions, PointwiseConvJoinsTheDepthwiseConvReadingIt) {
     // MobileNet's expand (1x1 + BN + ReLU) joins the 3x3 depthwise conv reading it, which leads the
     // group; the project conv after the depthwise one does not (a 1x1 reads every channel), nor does a
-    // pointwise conv before a strided depthwise one or one whose value is also read elsewhere.
-    auto block = [](const std::string &name, int stride, bool shared) {
+    // pointwise conv whose value is also read elsewhere, nor one before a strided depthwise conv
+    // where the expanded value fits the machine model's private cache.
+    auto block = [](const std::string &name, int stride, bool shared, int size = 10) {
         ModelBuilder b(name);
-        b.input("x", {1, 8, 10, 10}).conv("expand", "x", 8, 24, 1).bn("bn", "expand", 24).node("relu", "Relu", {"bn"});
+        b.input("x", {1, 8, size, size})
+            .conv("expand", "x", 8, 24, 1)
+            .bn("bn", "expand", 24)
+            .node("relu", "Relu", {"bn"});
         b.weight("dw.w", {24, 1, 3, 3})
             .node("dw", "Conv", {"relu", "dw.w"},
                   {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}, {"strides", {stride, stride}}, {"group", 24}})
@@ -872,6 +876,18 @@ TEST(PlannerOptions, PointwiseConvJoinsTheDepthwiseConvReadingIt) {
     Baseline base = unfused_baseline(g);
     expect_matches(on, base, "pointwise into depthwise");
     expect_matches(off, base, "apart");
+    // Strided: joins where the expanded value (24 channels of 11 x 11, 11.6 KB) exceeds cache_bytes,
+    // and computes what the graph does (odd rows: the last output row reads the bottom pad).
+    const Graph s2 = block("pw_dw_s2_odd", 2, false, 11);
+    nlohmann::json machine = to_json(MachineModel{});
+    machine["cache_bytes"] = 8192;
+    machine["shared_cache_bytes"] = 8192;
+    FusedGraph small_cache = plan_fusion(s2, {custom_rules("small_cache", {{"cost_model", machine}})});
+    EXPECT_EQ(group_with(small_cache, "expand").name, group_with(small_cache, "dw").name) << plan_table(small_cache);
+    EXPECT_EQ(group_with(small_cache, "dw").master, "dw");
+    expect_matches(small_cache, unfused_baseline(s2), "strided pointwise into depthwise");
+    FusedGraph x86 = plan(s2, {"x86"});
+    EXPECT_NE(group_with(x86, "expand").name, group_with(x86, "dw").name) << plan_table(x86);
 }
 
 // --- Rounds -----------------------------------------------------------------------------------------
