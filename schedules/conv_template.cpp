@@ -778,7 +778,15 @@ void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetT
     // 14 -> 28 (F(2x2)) 2.85 -> 2.48; at 28x28 14 -> 28, 7.93 -> 7.30; + 2x2 max pool: 128->128 at
     // 28x28 7 -> 28, 0.387 -> 0.346; conv_bias_relu_maxpool (64->64 at 56x56) at batch 8 14 -> 28,
     // 2.59 -> 2.27 (at batch 1, 7 tasks, compiled: 0.316 against 0.297 ms, so kept at 14 tiles).
-    // Then whole tile rows fewer while over the budget, down to kMinTiles.
+    // Then whole tile rows fewer while over the budget, down to kMinTiles; but where the whole
+    // plane's data is no more than a task's transformed weights, the plane stays one block of rows:
+    // each more block streams those weights again, and in a network they come from memory (the other
+    // layers' weights pass through the caches between runs). Sapphire Rapids, AVX-512, 2 threads, in
+    // the networks (bench --against --profile, 2 rounds): Wide ResNet-50's 512->512 at 14x14 (F(2x2),
+    // 2 MB of weights a task, 1.8 MB of data) in 2 blocks 3.9-5.8 ms, in one 3.1-4.0 (the direct conv
+    // 4.7; alone, its weights staying in L3, all three alike); VGG-16's alike 1.07-1.54x, its 256->512
+    // at 28x28 (F(4x4)) 1.19-1.21x. Planes of more data (56x56; 512 channels at 28x28) kept the budget:
+    // larger blocks there ran 4-15% slower.
     // kOddTasksFrom: from that many tasks on, an odd count (one thread's extra task) is accepted.
     constexpr int64_t kMinTiles = 28, kMinTasks = 4, kOddTasksFrom = 8;
     const int64_t channel_tasks = (s.output[1] + channel_block - 1) / channel_block;
@@ -789,8 +797,15 @@ void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetT
         if (n < kMinTasks || (n % 2 == 1 && n < kOddTasksFrom)) break;
         rows = more;
     }
-    while (rows > step && tiles(rows) * bytes_per_tile > 512 * 1024 && tiles((rows - 1) / step * step) >= kMinTiles)
-        rows = (rows - 1) / step * step;
+    const int64_t task_weight_bytes = points * cin * channel_block * 4;
+    const int64_t whole_plane_tasks = tasks(hout);
+    if (tiles(hout) * bytes_per_tile <= task_weight_bytes && whole_plane_tasks >= kMinTasks &&
+        (whole_plane_tasks % 2 == 0 || whole_plane_tasks >= kOddTasksFrom)) {
+        rows = hout;
+    } else {
+        while (rows > step && tiles(rows) * bytes_per_tile > 512 * 1024 && tiles((rows - 1) / step * step) >= kMinTiles)
+            rows = (rows - 1) / step * step;
+    }
     p["block_rows"] = rows;
 }
 
