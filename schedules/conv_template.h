@@ -37,6 +37,8 @@ struct ConvGroupShape {
     int64_t flat_width = 0;         // stride 1, one group: the padded input's width, the row pitch of the conv
                                     // flattened (conv_flat); 0 for other convs
     bool constant_weights = false;  // the weights are a constant (conv_cv packs them when lowering)
+    bool input_in_group = false;    // the conv's input is computed in its group (a prologue, inlined)
+    bool output_returned = false;   // T is a model output (returned planar)
     int stride_y = 1, stride_x = 1, dilation_y = 1, dilation_x = 1;  // the conv's own
     // conv_cv: T handed out channel-blocked by this many channels (src/exec/value_layout.h), its Func
     // then in storage order (bi, x, y, cb, n); 0: T is NCHW.

@@ -220,7 +220,9 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, Analysis &a) {
     a.conv.output = conv_shape;
     a.conv.group = static_cast<int>(Attributes(m->attrs).get_int("group", 1));
     a.conv.constant_weights = g.is_weight(m->inputs[1]);
+    if (const Node *in = g.producer(m->inputs[0])) a.conv.input_in_group = mem.in.count(mem.ng.index.at(in->name)) > 0;
     a.conv.tile_output = g.type_of(a.tile_value).shape;
+    a.conv.output_returned = std::find(g.outputs.begin(), g.outputs.end(), a.tile_value) != g.outputs.end();
     a.conv.tile_stride_x = stride_x;
     a.conv.tile_stride_y = stride_y;
     a.conv.pooled = pooled;
