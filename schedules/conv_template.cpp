@@ -1163,8 +1163,9 @@ nlohmann::json conv_template_defaults(const ConvGroupShape &s, const TargetTrait
     // A pointwise conv over many input channels too: its transpose is a small share of its work
     // (Inception-V3's 1x1s, 2 threads, in the network: 256->64 at 35x35 conv_flat 0.46 ms, conv_cv
     // 0.34; 288->64 0.53 -> 0.28; 768->192 at 17x17 0.70 -> 0.59, its channels in one block). From 64
-    // input channels where the outputs are at least 128 channels of whole vectors, handed to other
-    // groups (a model output is returned planar: 1x1 128->256 + BN + ReLU at 28x28 alone ran 0.8x)
+    // input channels where the outputs are at least 128 channels of whole vectors, not stored planar
+    // (a model output, a Concat's input: 1x1 128->256 + BN + ReLU at 28x28 alone ran 0.8x, SqueezeNet's
+    // last 64->256 expand into its Concat 0.68-0.93x)
     // and the input is read as stored (no prologue evaluated per broadcast): ResNet-50's 1x1s at 56x56, Sapphire
     // Rapids, AVX-512, 2 threads, in Wide ResNet-50 (bench --against --profile, 2 rounds): 64->256
     // 0.93-1.07 -> 0.78-0.85 ms, 128->256 + Add 1.38-1.74 -> 1.05-1.38, and each next 256->128 (conv_cv
@@ -1175,7 +1176,7 @@ nlohmann::json conv_template_defaults(const ConvGroupShape &s, const TargetTrait
     // 0.94-1.01x.
     const int64_t group_inputs = s.input[1] / s.group;
     const bool deep = group_inputs >= 256 || (group_inputs >= 64 && cout >= 128 && cout % tt.vector_width == 0 &&
-                                              !s.input_in_group && !s.output_returned && tt.vector_registers >= 32);
+                                              !s.input_in_group && !s.output_planar && tt.vector_registers >= 32);
     if (grouped_takes_cv(s, tt)) return conv_cv_defaults(s, tt);
     // Read blocked by conv_cv groups (s.output_read_blocked): conv_cv stores its tiles as they lie, no
     // transpose, and spares its reader the blocked copy of its input. RegNet-Y 800MF's first 1x1,

@@ -38,7 +38,9 @@ struct ConvGroupShape {
                                     // flattened (conv_flat); 0 for other convs
     bool constant_weights = false;  // the weights are a constant (conv_cv packs them when lowering)
     bool input_in_group = false;    // the conv's input is computed in its group (a prologue, inlined)
-    bool output_returned = false;   // T is a model output (returned planar)
+    // T is a model output or read by a Concat (written into its value in place): stored NCHW whatever
+    // the template, so conv_cv would transpose its tiles.
+    bool output_planar = false;
     int stride_y = 1, stride_x = 1, dilation_y = 1, dilation_x = 1;  // the conv's own
     // conv_cv: T handed out channel-blocked by this many channels (src/exec/value_layout.h), its Func
     // then in storage order (bi, x, y, cb, n); 0: T is NCHW.

@@ -222,7 +222,8 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, Analysis &a) {
     a.conv.constant_weights = g.is_weight(m->inputs[1]);
     if (const Node *in = g.producer(m->inputs[0])) a.conv.input_in_group = mem.in.count(mem.ng.index.at(in->name)) > 0;
     a.conv.tile_output = g.type_of(a.tile_value).shape;
-    a.conv.output_returned = std::find(g.outputs.begin(), g.outputs.end(), a.tile_value) != g.outputs.end();
+    a.conv.output_planar = std::find(g.outputs.begin(), g.outputs.end(), a.tile_value) != g.outputs.end();
+    for (int c : mem.ng.consumers[end]) a.conv.output_planar = a.conv.output_planar || g.nodes[c].op == "Concat";
     a.conv.tile_stride_x = stride_x;
     a.conv.tile_stride_y = stride_y;
     a.conv.pooled = pooled;

@@ -857,9 +857,10 @@ json model_json(const std::vector<std::pair<std::string, Shape>> &inputs, const 
 }
 
 // A 1x1 conv (cin -> cout, + Relu) at hw x hw, optionally after a BatchNormalization + Relu prologue
-// its group computes, feeding a global average pool: the pointwise conv's value goes to another group,
-// which reads it planar (a conv reader would have it channel-blocked: output_read_blocked).
-Graph pointwise_then_conv(int cin, int cout, int hw, bool prologue) {
+// its group computes, feeding a global average pool (optionally through a Concat with the input): the pointwise conv's
+// value goes to another group, which reads it planar (a conv reader would have it channel-blocked:
+// output_read_blocked).
+Graph pointwise_then_conv(int cin, int cout, int hw, bool prologue, bool concat = false) {
     json nodes = json::array();
     std::string in = "x";
     if (prologue) {
@@ -872,7 +873,9 @@ Graph pointwise_then_conv(int cin, int cout, int hw, bool prologue) {
     }
     nodes.push_back({{"name", "pw"}, {"op", "Conv"}, {"inputs", {in, "w1"}}, {"attrs", {{"kernel_shape", {1, 1}}}}});
     nodes.push_back({{"name", "relu"}, {"op", "Relu"}, {"inputs", {"pw"}}});
-    nodes.push_back({{"name", "pool"}, {"op", "GlobalAveragePool"}, {"inputs", {"relu"}}});
+    if (concat)
+        nodes.push_back({{"name", "cat"}, {"op", "Concat"}, {"inputs", {"relu", "x"}}, {"attrs", {{"axis", 1}}}});
+    nodes.push_back({{"name", "pool"}, {"op", "GlobalAveragePool"}, {"inputs", {concat ? "cat" : "relu"}}});
     json weights = {{"w1", uniform({cout, cin, 1, 1}, 1)}};
     for (const char *p : {"s", "b", "m"}) weights[p] = uniform({cin}, 3);
     weights["v"] = {{"shape", Shape{cin}}, {"uniform", {0.5, 1.5}}, {"seed", 4}};
@@ -882,8 +885,9 @@ Graph pointwise_then_conv(int cin, int cout, int hw, bool prologue) {
 TEST(Composer, DeepPointwiseConvHandingItsValueOnTakesChannelVectors) {
     // AVX-512: a pointwise conv over at least 64 input channels to at least 128 output channels of
     // whole vectors, its value read by another group, takes conv_cv (in a network its readers are
-    // mostly conv_cv convs, which read its tiles as they lie); not narrower outputs, nor where its group computes its
-    // input (a prologue), nor with AVX2's 16 registers, nor as a model output (Composer.ChoosesTemplatesFromShapes).
+    // mostly conv_cv convs, which read its tiles as they lie); not narrower outputs, nor where its
+    // group computes its input (a prologue), nor with AVX2's 16 registers, nor where its value is
+    // stored NCHW anyway: a Concat's input, a model output (Composer.ChoosesTemplatesFromShapes).
     const Halide::Target avx512("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
     RuleSet rules = load_rules("x86");
     rules.opaque_nodes.insert("pool");  // a group of its own
@@ -898,6 +902,7 @@ TEST(Composer, DeepPointwiseConvHandingItsValueOnTakesChannelVectors) {
     EXPECT_NE(pw_template(pointwise_then_conv(64, 96, 20, false), avx512), "conv_cv");
     EXPECT_NE(pw_template(pointwise_then_conv(32, 128, 20, false), avx512), "conv_cv");
     EXPECT_NE(pw_template(pointwise_then_conv(64, 128, 20, true), avx512), "conv_cv");
+    EXPECT_NE(pw_template(pointwise_then_conv(64, 128, 20, false, true), avx512), "conv_cv");
     EXPECT_NE(pw_template(pointwise_then_conv(64, 128, 20, false), kTarget), "conv_cv");
     // On the host, with those defaults, the two groups compute the reference (odd plane).
     const Graph g = pointwise_then_conv(64, 128, 19, false);
