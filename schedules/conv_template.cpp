@@ -1162,18 +1162,18 @@ nlohmann::json conv_template_defaults(const ConvGroupShape &s, const TargetTrait
     const bool narrow = wout < tt.vector_width;
     // A pointwise conv over many input channels too: its transpose is a small share of its work
     // (Inception-V3's 1x1s, 2 threads, in the network: 256->64 at 35x35 conv_flat 0.46 ms, conv_cv
-    // 0.34; 288->64 0.53 -> 0.28; 768->192 at 17x17 0.70 -> 0.59, its channels in one block). From 64
-    // input channels where the outputs are at least 128 channels of whole vectors, not stored planar
-    // (a model output, a Concat's input: 1x1 128->256 + BN + ReLU at 28x28 alone ran 0.8x, SqueezeNet's
-    // last 64->256 expand into its Concat 0.68-0.93x)
-    // and the input is read as stored (no prologue evaluated per broadcast): ResNet-50's 1x1s at 56x56, Sapphire
-    // Rapids, AVX-512, 2 threads, in Wide ResNet-50 (bench --against --profile, 2 rounds): 64->256
-    // 0.93-1.07 -> 0.78-0.85 ms, 128->256 + Add 1.38-1.74 -> 1.05-1.38, and each next 256->128 (conv_cv
-    // already) 1.28-1.53 -> 0.95-1.11, its input now stored blocked; ResNeXt-50 1.03-1.12x, Wide
-    // ResNet-50 1.05-1.06x. Narrower outputs lost: SqueezeNet's squeezes (96->16) 0.92-0.95x,
-    // GoogLeNet's and Inception-V3's 192->64 branches 0.93-0.98x, as DenseNet's BN + ReLU + 1x1s.
-    // With 32 vector registers (5 x 4 tiles): under an AVX2 target ResNeXt-50 and RegNet-Y 800MF ran
-    // 0.94-1.01x.
+    // 0.34; 288->64 0.53 -> 0.28; 768->192 at 17x17 0.70 -> 0.59, its channels in one block). With 32
+    // vector registers, also from 64 input channels where the output is at least 128 channels of
+    // whole vectors, not stored NCHW anyway (a model output or a Concat's input, which conv_cv would
+    // transpose) and the input is read as stored (no prologue evaluated per broadcast). ResNet-50's
+    // 1x1s at 56x56, Sapphire Rapids, AVX-512, 2 threads, in Wide ResNet-50 (bench --against
+    // --profile, 2 rounds): 64->256 0.93-1.07 -> 0.78-0.85 ms, 128->256 + Add 1.38-1.74 -> 1.05-1.38,
+    // and each next 256->128 (conv_cv already) 1.28-1.53 -> 0.95-1.11, its input now stored blocked;
+    // RegNet-Y 800MF's 144->144 at 28x28 1.08-1.18x, their readers 1.12-1.47x; whole networks
+    // 1.00-1.06x. Slower: 1x1 128->256 + BN + ReLU at 28x28 returned as a model output 0.8x,
+    // SqueezeNet's last 64->256 expand into its Concat 0.68-0.93x, its 96->16 squeezes and the
+    // 192->64 inception branches 0.92-0.98x (narrow outputs), DenseNet's BN + ReLU + 1x1s, and
+    // ResNeXt-50 and RegNet-Y 800MF under an AVX2 target 0.94-1.01x.
     const int64_t group_inputs = s.input[1] / s.group;
     const bool deep = group_inputs >= 256 || (group_inputs >= 64 && cout >= 128 && cout % tt.vector_width == 0 &&
                                               !s.input_in_group && !s.output_planar && tt.vector_registers >= 32);
