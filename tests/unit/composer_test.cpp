@@ -857,10 +857,10 @@ json model_json(const std::vector<std::pair<std::string, Shape>> &inputs, const 
 }
 
 // A 1x1 conv (cin -> cout, + Relu) at hw x hw, optionally after a BatchNormalization + Relu prologue
-// its group computes, feeding a global average pool (optionally through a Concat with the input): the pointwise conv's
-// value goes to another group, which reads it planar (a conv reader would have it channel-blocked:
-// output_read_blocked).
-Graph pointwise_then_conv(int cin, int cout, int hw, bool prologue, bool concat = false) {
+// its group computes, feeding a global average pool, optionally through a Concat with the input: the
+// pointwise conv's value goes to another group, which reads it planar (a conv reader would read it
+// channel-blocked: output_read_blocked).
+Graph pointwise_then_pool(int cin, int cout, int hw, bool prologue, bool concat = false) {
     json nodes = json::array();
     std::string in = "x";
     if (prologue) {
@@ -898,14 +898,14 @@ TEST(Composer, DeepPointwiseConvHandingItsValueOnTakesChannelVectors) {
         }
         return std::string("no group led by pw");
     };
-    EXPECT_EQ(pw_template(pointwise_then_conv(64, 128, 20, false), avx512), "conv_cv");
-    EXPECT_NE(pw_template(pointwise_then_conv(64, 96, 20, false), avx512), "conv_cv");
-    EXPECT_NE(pw_template(pointwise_then_conv(32, 128, 20, false), avx512), "conv_cv");
-    EXPECT_NE(pw_template(pointwise_then_conv(64, 128, 20, true), avx512), "conv_cv");
-    EXPECT_NE(pw_template(pointwise_then_conv(64, 128, 20, false, true), avx512), "conv_cv");
-    EXPECT_NE(pw_template(pointwise_then_conv(64, 128, 20, false), kTarget), "conv_cv");
+    EXPECT_EQ(pw_template(pointwise_then_pool(64, 128, 20, false), avx512), "conv_cv");
+    EXPECT_NE(pw_template(pointwise_then_pool(64, 96, 20, false), avx512), "conv_cv");
+    EXPECT_NE(pw_template(pointwise_then_pool(32, 128, 20, false), avx512), "conv_cv");
+    EXPECT_NE(pw_template(pointwise_then_pool(64, 128, 20, true), avx512), "conv_cv");
+    EXPECT_NE(pw_template(pointwise_then_pool(64, 128, 20, false, true), avx512), "conv_cv");
+    EXPECT_NE(pw_template(pointwise_then_pool(64, 128, 20, false), kTarget), "conv_cv");
     // On the host, with those defaults, the two groups compute the reference (odd plane).
-    const Graph g = pointwise_then_conv(64, 128, 19, false);
+    const Graph g = pointwise_then_pool(64, 128, 19, false);
     const FusedGraph plan = with_default_schedules(plan_fusion(g, {rules}), avx512);
     ASSERT_EQ(plan.groups.size(), 2u);
     expect_matches_reference(plan);
