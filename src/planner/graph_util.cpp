@@ -56,6 +56,7 @@ bool is_pointwise_conv(const Graph &g, const Node &n) {
     const Shape &w = g.type_of(n.inputs[1]).shape;
     const std::vector<int64_t> pads = a.get_ints("pads", {});
     return w.size() == 4 && w[2] == 1 && w[3] == 1 && a.get_int("group", 1) == 1 &&
+           a.get_ints("strides", {1, 1}) == std::vector<int64_t>{1, 1} &&
            a.get_string("auto_pad", "NOTSET") == "NOTSET" &&
            std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; });
 }

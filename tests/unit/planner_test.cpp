@@ -888,6 +888,21 @@ TEST(PlannerOptions, PointwiseConvJoinsTheDepthwiseConvReadingIt) {
     expect_matches(small_cache, unfused_baseline(s2), "strided pointwise into depthwise");
     FusedGraph x86 = plan(s2, {"x86"});
     EXPECT_NE(group_with(x86, "expand").name, group_with(x86, "dw").name) << plan_table(x86);
+    // A strided 1x1 is no pointwise feed, even where the cache would make a strided merge pay: its
+    // output pixel reads another input pixel, which conv_dw's flat producer cannot compute.
+    const Graph strided_expand =
+        ModelBuilder("pw_s2_dw")
+            .input("x", {1, 8, 22, 22})
+            .weight("e.w", {24, 8, 1, 1})
+            .node("expand", "Conv", {"x", "e.w"}, {{"kernel_shape", {1, 1}}, {"strides", {2, 2}}})
+            .node("relu", "Relu", {"expand"})
+            .weight("dw.w", {24, 1, 3, 3})
+            .node("dw", "Conv", {"relu", "dw.w"}, {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}, {"group", 24}})
+            .output("dw")
+            .load();
+    FusedGraph strided = plan_fusion(strided_expand, {custom_rules("small_cache_s2", {{"cost_model", machine}})});
+    EXPECT_NE(group_with(strided, "expand").name, group_with(strided, "dw").name) << plan_table(strided);
+    expect_matches(strided, unfused_baseline(strided_expand), "strided expand apart");
 }
 
 // --- Rounds -----------------------------------------------------------------------------------------
