@@ -2,6 +2,7 @@
 
 #include "hfuse/error.h"
 #include "ops/window_util.h"
+#include "schedules/conv_partition.h"
 #include "schedules/schedule_params.h"
 
 #include <algorithm>
@@ -825,10 +826,9 @@ ChannelTile conv_cv_channel_tile(int64_t cout, const TargetTraits &tt) {
     const int64_t blocks = (cout + vw - 1) / vw;
     ChannelTile best{np, static_cast<int>(std::min<int64_t>(4, blocks))};
     if (cout % vw != 0 || blocks <= 4) return best;
-    constexpr double kLoadCost = 1.8;
     auto cost = [&](ChannelTile t) {
         const double computed = static_cast<double>((blocks + t.vectors - 1) / t.vectors * t.vectors) / blocks;
-        return computed * (1 + kLoadCost * (t.positions + t.vectors) / (t.positions * t.vectors));
+        return computed * register_tile_cost(t);
     };
     std::vector<ChannelTile> candidates = {{np, 3}, {np, 2}};
     if (tt.vector_registers >= 32) candidates.push_back({4, 5});
@@ -930,8 +930,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
         const int in_row = row_tile_positions(s.output[3], ct.vectors, tt);
         if (in_row > 0) ct.positions = in_row;
     }
-    const int np = ct.positions, nc = ct.vectors;
-    int64_t channel_block = std::min<int64_t>(int64_t{nc} * vw, cout);
+    int64_t channel_block = std::min<int64_t>(int64_t{ct.vectors} * vw, cout);
     // Winograd: at least 64 channels a task, whole register tiles of them, as AVX-512's 4 vectors: a
     // task transforms its input tiles once for all its output channels, and AVX2's 4 vectors of 8 did
     // that twice as often (Zen 5 under an AVX2 target, 2 threads, medians of 4 alternations, 32 -> 64
@@ -958,8 +957,34 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // 672->112 0.36 -> 0.26. Where the weights are the larger (ResNet-18's 1x1 256->512 stride 2 to 7x7: 0.12 -> 0.20
     // ms; 3x3 384->384 at 8x8 0.36 -> 0.41) the blocks stay.
     if (!winograd_wins(s) && !grouped && weights_smaller_than_positions(s)) channel_block = cout;
+    int64_t rows = rows_for_tasks(hout, (cout + channel_block - 1) / channel_block);
+    // The rules above, measured on large planes, priced against every other division of the work
+    // (schedules/conv_partition.h), which wins where it is priced 10% below: on small planes their
+    // blocks of rows shift inwards and their tasks split unevenly (EfficientNet-B0's 1x1 1152->192 at
+    // 7x7 in 3 blocks of 3 rows, 9 tasks: 1.45x faster in 4 tasks of all 49 positions x 48 channels).
+    // Direct convs of at least 8 input channels with no pool after them (stems and Winograd have
+    // tiles of their own above) and at least 1 MFLOP (below, a parallel loop's start, which the
+    // model does not price, is the time: SqueezeNet-style 1x1s on a 1x1 plane); tiles of 7 positions
+    // where those read the input in order (else each position's address is a register of its own:
+    // see above).
+    const int64_t conv_flops =
+        2 * s.output[0] * cout * s.output[2] * s.output[3] * s.weight[1] * s.weight[2] * s.weight[3];
+    if (!grouped && !winograd_wins(s) && cin >= 8 && !s.pooled && s.tile_stride_x == 1 && s.tile_stride_y == 1 &&
+        conv_flops >= 1'000'000) {
+        std::vector<ChannelTile> tiles;
+        const int most_vectors = static_cast<int>(std::min<int64_t>((cout + vw - 1) / vw, 4));
+        for (int nc = 1; nc <= most_vectors; nc++) tiles.push_back({ct.positions, nc});
+        if (tt.vector_registers >= 32 && cout >= 5 * vw) tiles.push_back({4, 5});
+        if (tt.vector_registers >= 32 && input_order) {
+            for (int nc = 1; nc <= std::min(most_vectors, 3); nc++) tiles.push_back({7, nc});
+        }
+        const CvPartition chosen = cheapest_cv_partition(s, {ct, rows, channel_block}, tiles, vw);
+        ct = chosen.tile;
+        rows = chosen.rows;
+        channel_block = chosen.channel_block;
+    }
+    const int np = ct.positions, nc = ct.vectors;
     const int64_t channel_tasks = (cout + channel_block - 1) / channel_block;
-    const int64_t rows = rows_for_tasks(hout, channel_tasks);
     // A padded input is copied anyway: channel-blocked, by 8 (3x3 convs of ResNet-18, 2 threads:
     // 64->64 at 56x56 1.34 -> 1.28 ms, 128->128 at 28x28 1.36 -> 1.28, 256->256 at 14x14 1.35 ->
     // 1.29, stride 2 64->128 0.75 -> 0.70; AVX-512, Zen 5: 128->128 at 28x28 blocks of 4, 8 and 16

@@ -14,6 +14,7 @@
 #include "hfuse/random.h"
 #include "hfuse/reference.h"
 #include "ops/window_util.h"
+#include "schedules/conv_partition.h"
 #include "schedules/conv_template.h"
 
 #include "test_util.h"
@@ -1718,6 +1719,56 @@ TEST(Composer, ConvCvChannelTilesCoverTheChannelsWhole) {
         }
     }
     EXPECT_EQ(ran, 8);
+}
+
+TEST(Composer, ConvCvDividesSmallPlanesIntoEvenWholeTasks) {
+    // A 1x1 576->192 at 7x7 on AVX-512: the measured rules give 3 blocks of 3 rows (the last shifted
+    // inwards, recomputing 2 rows) x 64 channels in tiles of 5 positions (25 computed for a block's
+    // 21), 9 tasks; the cost model (schedules/conv_partition.h) prices 4 tasks of all 49 positions x
+    // 48 channels in tiles of 7 x 3 vectors well below that. Where the weights are the smaller operand
+    // (576->96 at 14x14) the channels stay in one block, a row a task, in tiles of 7 (14 a row).
+    const Halide::Target avx512("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
+    auto defaults = [&](int cin, int hw, int cout) {
+        return with_default_schedules(plan_fusion(conv_model(cin, hw, hw, cout, 1, 1, 0, 1), {load_rules("x86")}),
+                                      avx512)
+            .groups[0]
+            .schedule;
+    };
+    const json small = defaults(576, 7, 192);
+    ASSERT_EQ(small.value("template", ""), "conv_cv") << small.dump();
+    EXPECT_EQ(small.value("tile_positions", 0), 7) << small.dump();
+    EXPECT_EQ(small.value("tile_c_vectors", 0), 3) << small.dump();
+    EXPECT_EQ(small.value("block_rows", 0), 7) << small.dump();
+    EXPECT_EQ(small.value("channel_block", 0), 48) << small.dump();
+    const json narrow = defaults(576, 14, 96);
+    ASSERT_EQ(narrow.value("template", ""), "conv_cv") << narrow.dump();
+    EXPECT_EQ(narrow.value("channel_block", 0), 96) << narrow.dump();
+    EXPECT_EQ(narrow.value("tile_positions", 0), 7) << narrow.dump();
+    EXPECT_EQ(narrow.value("block_rows", 0), 1) << narrow.dump();
+
+    // The model itself: recomputed rows and channels, and uneven tasks, cost; every other factor equal.
+    schedules::ConvGroupShape s;
+    s.input = {1, 576, 7, 7};
+    s.weight = {192, 576, 1, 1};
+    s.output = s.tile_output = {1, 192, 7, 7};
+    const schedules::ChannelTile t73{7, 3};
+    const double whole = schedules::cv_partition_cost(s, {t73, 7, 48}, 16);
+    EXPECT_GT(schedules::cv_partition_cost(s, {t73, 4, 48}, 16), whole);   // rows 3-6 again, 8 tasks
+    EXPECT_GT(schedules::cv_partition_cost(s, {t73, 7, 64}, 16), whole);   // 3 blocks of 2 tiles: 64 lanes idle
+    EXPECT_GT(schedules::cv_partition_cost(s, {t73, 7, 192}, 16), whole);  // one task
+    EXPECT_EQ(schedules::cheapest_cv_partition(s, {t73, 7, 48}, {{5, 4}, {7, 3}}, 16).channel_block, 48);
+
+    // And those tiles compute the conv where 7 positions divide neither a row nor a block, with
+    // partial vectors of channels (40), in lanes of 8 and 16.
+    for (const int vw : {8, 16}) {
+        for (const int rows : {1, 3, 9}) {
+            FusedGraph plan = fused_plan(conv_model(24, 9, 11, 40, 1, 1, 0, 1));
+            json &p = plan.groups[0].schedule;
+            p = {{"template", "conv_cv"}, {"vector_width", vw},  {"tile_positions", 7}, {"tile_c_vectors", 40 / vw},
+                 {"block_rows", rows},    {"channel_block", 40}, {"ci_block", 8}};
+            expect_matches_reference(plan);
+        }
+    }
 }
 
 TEST(Composer, WinogradErrorsNameTheField) {

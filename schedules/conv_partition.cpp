@@ -1,0 +1,93 @@
+#include "schedules/conv_partition.h"
+
+#include <algorithm>
+
+namespace hfuse::schedules {
+namespace {
+
+constexpr double kLoadCost = 1.8;                // a tile's load, in FMAs' time (conv_cv_channel_tile)
+constexpr int64_t kCoreCacheBytes = 1 << 20;     // an operand read again from the core's L2 up to this
+constexpr double kCoreCacheFlopsPerByte = 0.25;  // FLOPs at peak per byte read again from L2
+constexpr double kSharedCacheFlopsPerByte = 4;   // ... and from the shared cache
+constexpr double kCheaperBy = 0.9;               // the model's error
+
+int64_t ceil_div(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+
+// The share of `threads` x the longest thread's time that is work, inverted: 1 when the tasks split
+// evenly, (ceil(tasks / threads) x threads) / tasks otherwise.
+double idle_factor(int64_t tasks, int threads) {
+    return static_cast<double>(ceil_div(tasks, threads) * threads) / static_cast<double>(tasks);
+}
+
+double reread_flops(int64_t bytes, int64_t times) {
+    const double per_byte = bytes <= kCoreCacheBytes ? kCoreCacheFlopsPerByte : kSharedCacheFlopsPerByte;
+    return static_cast<double>(bytes) * static_cast<double>(times) * per_byte;
+}
+
+}  // namespace
+
+double register_tile_cost(const ChannelTile &tile) {
+    return 1 + kLoadCost * (tile.positions + tile.vectors) / (tile.positions * tile.vectors);
+}
+
+double cv_partition_cost(const ConvGroupShape &s, const CvPartition &partition, int vector_width) {
+    const int64_t images = s.output[0], cout = s.output[1], hout = s.output[2], wout = s.output[3];
+    const int64_t cin_per_group = s.weight[1], taps = s.weight[2] * s.weight[3];
+    const double flops = 2.0 * static_cast<double>(images * cout * hout * wout * cin_per_group * taps);
+
+    const int64_t rows = std::min(partition.rows, hout);
+    const int64_t row_blocks = ceil_div(hout, rows);
+    const int64_t block_positions = rows * wout;
+    const ChannelTile tile{static_cast<int>(std::min<int64_t>(partition.tile.positions, block_positions)),
+                           partition.tile.vectors};
+    const double positions =
+        static_cast<double>(row_blocks * ceil_div(block_positions, tile.positions) * tile.positions) /
+        static_cast<double>(hout * wout);
+    const int64_t tile_channels = int64_t{tile.vectors} * vector_width;
+    const int64_t channel_block = std::min(partition.channel_block, cout);
+    const int64_t channel_blocks = ceil_div(cout, channel_block);
+    const double channels =
+        static_cast<double>(channel_blocks * ceil_div(channel_block, tile_channels) * tile_channels) /
+        static_cast<double>(cout);
+    const int64_t tasks = row_blocks * channel_blocks * images;
+    const double idle = (idle_factor(tasks, 2) + idle_factor(tasks, 4)) / 2;
+    const double compute = flops * positions * channels * register_tile_cost(tile) * idle;
+
+    const int64_t input_bytes = s.input[1] * s.input[2] * s.input[3] * 4;
+    const int64_t weight_bytes = cout * cin_per_group * taps * 4;
+    const double traffic =
+        reread_flops(input_bytes, channel_blocks * images) + reread_flops(weight_bytes, row_blocks * images);
+    return compute + traffic;
+}
+
+CvPartition cheapest_cv_partition(const ConvGroupShape &s, const CvPartition &current,
+                                  const std::vector<ChannelTile> &tiles, int vector_width) {
+    const int64_t cout = s.output[1], hout = s.output[2];
+    // Every channel in one block where the current one is (conv_cv_defaults: where the weights are
+    // the smaller operand): this model prices the input each block reads again as a few FLOPs a
+    // byte, yet splitting such channels ran slower than that (EfficientNet-B0's 1x1 672->112 at
+    // 14x14: 2 x 2 tasks of 7 rows x 64 channels 0.73x as fast as 14 tasks of a row).
+    const bool blocks_fixed = current.channel_block >= cout;
+    CvPartition best = current;
+    double best_cost = kCheaperBy * cv_partition_cost(s, current, vector_width);
+    for (const ChannelTile &tile : tiles) {
+        const int64_t tile_channels = int64_t{tile.vectors} * vector_width;
+        for (int64_t rows = 1; rows <= hout; rows++) {
+            for (int64_t block = blocks_fixed ? cout : tile_channels; block < cout + tile_channels;
+                 block += tile_channels) {
+                const CvPartition candidate{tile, rows, std::min(block, cout)};
+                if (tile_channels >= candidate.channel_block + vector_width) continue;  // a tile past the block
+                const double cost = cv_partition_cost(s, candidate, vector_width);
+                if (cost < best_cost) {
+                    best_cost = cost;
+                    best = candidate;
+                }
+            }
+        }
+    }
+    return best;
+}
+
+}  // namespace hfuse::schedules
