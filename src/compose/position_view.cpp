@@ -15,13 +15,28 @@ Shape last_two(const Shape &shape) {
     return shape.size() < 2 ? Shape{} : Shape(shape.end() - 2, shape.end());
 }
 
+// The group's plane: the largest (H, W) of its members' 4-D outputs (the master's, but for a conv on
+// a 1x1 plane whose gate multiplies a larger one: a squeeze-and-excitation block's last group).
+Shape group_plane(const Graph &g, const FusedGroup &grp) {
+    Shape plane = last_two(g.type_of(g.find_node(grp.master)->outputs[0]).shape);
+    for (const std::string &name : grp.nodes) {
+        for (const std::string &v : g.find_node(name)->outputs) {
+            const Shape &s = g.type_of(v).shape;
+            if (s.size() == 4 && s[2] * s[3] > plane[0] * plane[1]) plane = last_two(s);
+        }
+    }
+    return plane;
+}
+
 // Why node `n` (of the group whose positions are `plane`) reads a position other than the one it
-// computes, or a broadcast the view would change; "" if it reads none.
+// computes, or a broadcast the view would change; "" if it reads none. Outputs of a 1x1 plane (all
+// their operands 1x1 too) stay as they are in the view.
 std::string node_blocker(const Graph &g, const Node &n, const Shape &plane) {
     const std::string who = "'" + n.name + "' (" + n.op + ")";
     for (const std::string &v : n.outputs) {
-        if (g.type_of(v).rank() != 4 || last_two(g.type_of(v).shape) != plane) {
-            return who + " has an output of another plane than the master's";
+        const TensorType &t = g.type_of(v);
+        if (t.rank() != 4 || (last_two(t.shape) != plane && last_two(t.shape) != Shape{1, 1})) {
+            return who + " has an output of another plane than the group's";
         }
     }
     if (n.op == "Conv") {
@@ -61,7 +76,7 @@ std::string position_view_blocker(const Graph &g, const FusedGroup &grp) {
     if (!master || master->outputs.empty()) return "the group has no master";
     const TensorType &out = g.type_of(master->outputs[0]);
     if (out.rank() != 4) return "the master's output is not 4-D";
-    const Shape plane = last_two(out.shape);
+    const Shape plane = group_plane(g, grp);
     for (const std::string &name : grp.nodes) {
         if (std::string why = node_blocker(g, *g.find_node(name), plane); !why.empty()) return why;
     }
@@ -80,7 +95,7 @@ Graph position_view(const Graph &g, const FusedGroup &grp) {
     if (std::string why = position_view_blocker(g, grp); !why.empty()) {
         throw Error("internal: group " + grp.name + " has no position view: " + why);
     }
-    const Shape plane = last_two(g.type_of(g.find_node(grp.master)->outputs[0]).shape);
+    const Shape plane = group_plane(g, grp);
     Graph view;
     view.name = g.name;
     view.source = g.source;

@@ -31,8 +31,9 @@ namespace hfuse::compose {
 
 // Why the group cannot run on its position view ("" when it can): a member other than a 1x1,
 // stride-1, unpadded Conv, a BatchNormalization or an elementwise or binary broadcast op; an operand
-// whose last two dims are neither the group's (H, W) nor (1, 1). (A group one row high has a view:
-// itself.)
+// or output whose last two dims are neither the group's (H, W) (the largest of its members' outputs:
+// the master's, or the plane a squeeze-and-excitation gate multiplies) nor (1, 1). (A group one row
+// high has a view: itself.)
 std::string position_view_blocker(const Graph &graph, const FusedGroup &group);
 
 // The group's own graph on its position view: its nodes, the weights they read, its activations

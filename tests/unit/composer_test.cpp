@@ -3,6 +3,7 @@
 // gemm cells, pools, softmax), parameters recorded in the plan and honoured when edited, bad
 // parameters rejected naming the field, and AVX-512 defaults compiled (not run).
 #include "compose/composer.h"
+#include "compose/position_view.h"
 #include "exec/group_lowering.h"
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
@@ -992,6 +993,36 @@ FusedGraph one_group(const Graph &model) {
     for (const Node &n : f.graph.nodes) grp.nodes.push_back(n.name);
     f.groups.push_back(grp);
     return with_default_schedules(check_plan(f), kTarget);
+}
+
+TEST(Composer, SqueezeExcitationGateRunsOnItsPlaneAsOneRow) {
+    // A squeeze-and-excitation block's last group: fc2 (a 1x1 conv on the pooled 1x1 plane) +
+    // Sigmoid + Mul of the block's 9 x 11 input by the gate. The conv goes at root (the Mul is no
+    // epilogue of it), and the group on its position view: the plane as one row of 99 positions,
+    // the gate's (1, 1) values as they are. It computes what the unfused graph does, in one group.
+    const int C = 24, S = 6;
+    const json nodes = {
+        {{"name", "fc2"}, {"op", "Conv"}, {"inputs", {"s", "w", "b"}}, {"attrs", {{"kernel_shape", {1, 1}}}}},
+        {{"name", "gate"}, {"op", "Sigmoid"}, {"inputs", {"fc2"}}},
+        {{"name", "scaled"}, {"op", "Mul"}, {"inputs", {"x", "gate"}}}};
+    const Graph g = json_model(model_json({{"x", {1, C, 9, 11}}, {"s", {1, S, 1, 1}}},
+                                          {{"w", uniform({C, S, 1, 1}, 1)}, {"b", uniform({C}, 2)}}, nodes, "scaled"));
+    FusedGraph plan = one_group(g);
+    const json &p = plan.groups[0].schedule;
+    EXPECT_EQ(p.value("compute", ""), "root") << p.dump();
+    EXPECT_EQ(p.value("flatten_positions", false), true) << p.dump();
+    EXPECT_TRUE(compose::position_view_blocker(plan.graph, plan.groups[0]).empty());
+    const Graph view = compose::position_view(plan.graph, plan.groups[0]);
+    EXPECT_EQ(view.type_of("scaled").shape, (Shape{1, C, 1, 99}));
+    EXPECT_EQ(view.type_of("gate").shape, (Shape{1, C, 1, 1}));
+    expect_matches_reference(plan);
+    // A gate of one row or column of the plane is no broadcast the row keeps: no view.
+    const Graph rows =
+        json_model(model_json({{"x", {1, C, 9, 11}}, {"s", {1, S, 9, 1}}},
+                              {{"w", uniform({C, S, 1, 1}, 1)}, {"b", uniform({C}, 2)}}, nodes, "scaled"));
+    const FusedGraph rows_plan = one_group(rows);
+    EXPECT_FALSE(compose::position_view_blocker(rows_plan.graph, rows_plan.groups[0]).empty());
+    EXPECT_FALSE(rows_plan.groups[0].schedule.value("flatten_positions", false));
 }
 
 TEST(Composer, ChoosesTheTemplateOfTheMasterKind) {
