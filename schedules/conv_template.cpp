@@ -1241,13 +1241,23 @@ nlohmann::json conv_template_defaults(const ConvGroupShape &s, const TargetTrait
         // channels (MobileNet-V2's 3x3 on 144 channels at 56x56, 2 threads: blocks of 64, 3 tasks
         // of which the last shifts inwards, 0.155 ms; of 36 0.078, 18 0.081, 8 0.082 ms).
         // AVX-512 (Zen 5, 2 threads, BN + ReLU): vectors that divide the row, not below 8 (144
-        // channels at 56x56: 16 lanes, 3.5 a row, 0.145 ms; 8 lanes 0.11 ms), one row a tile: 2-row
-        // tiles of 8 lanes ran at a third of the speed (512 channels at 14x14: 0.050 ms, 1 row
-        // 0.018; the same schedule for AVX2 0.020). AVX2 keeps 2 rows (0.370 against 0.380 ms for
+        // channels at 56x56: 16 lanes, 3.5 a row, 0.145 ms; 8 lanes 0.11 ms), but for a strided
+        // conv whose row computes as many lanes either way (each tap's vector gathers every other
+        // column: 2 loads and a shuffle, fewer by whole vectors; 56 -> 28 wide: 2 vectors of 16 or
+        // 4 of 8 for 32 lanes; Sapphire Rapids, 2 threads, in the networks: EfficientNet-B0's 5x5 on
+        // 144 channels + SiLU 1.18x faster, MobileNet-V2's 3x3 on 144 + ReLU6 1.20x, MobileNet-V3's
+        // 1.22x, MnasNet's 1.09x; at stride 1, 28 wide, 0.88-1.11x), one row a tile: 2-row tiles of
+        // 8 lanes ran at a third of the speed (512 channels at 14x14: 0.050 ms, 1 row 0.018; the
+        // same schedule for AVX2 0.020). AVX2 keeps 2 rows (0.370 against 0.380 ms for
         // MobileNet-V2's block).
         int dw_vw = vw;
         const bool avx512 = tt.avx512;  // measured there only (AArch64 has as many registers)
-        while (avx512 && dw_vw > 8 && wout % dw_vw) dw_vw /= 2;
+        auto row_lanes = [&](int lanes) { return (wout + lanes - 1) / lanes * lanes; };
+        auto halve = [&](int lanes) {
+            if (lanes > wout) return true;
+            return s.stride_x > 1 ? row_lanes(lanes / 2) < row_lanes(lanes) : wout % lanes != 0;
+        };
+        while (avx512 && dw_vw > 8 && halve(dw_vw)) dw_vw /= 2;
         nlohmann::json p = {{"template", "conv_dw"},
                             {"vector_width", dw_vw},
                             {"tile_y", std::min<int64_t>(avx512 ? 1 : 2, hout)},

@@ -1802,6 +1802,32 @@ TEST(Composer, ConvCvDividesSmallPlanesIntoEvenWholeTasks) {
     }
 }
 
+TEST(Composer, StridedDepthwiseTakesWholeVectorsWhereHalvesComputeAsMany) {
+    // AVX-512: a 28-wide output row computes 32 lanes in 2 vectors of 16 or 4 of 8; a stride-2 conv,
+    // whose taps gather every other column, takes the fewer vectors; at stride 1 the halves stay (they
+    // divide no better, and measured alike), and a 56-wide row keeps 8 lanes (56 computed, not 64).
+    const Halide::Target avx512("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
+    auto lanes = [&](int in, int stride) {
+        const json p = with_default_schedules(
+                           plan_fusion(conv_model(144, in, in, 144, 3, stride, 1, 144), {load_rules("x86")}), avx512)
+                           .groups[0]
+                           .schedule;
+        EXPECT_EQ(p.value("template", ""), "conv_dw") << p.dump();
+        return p.value("vector_width", 0);
+    };
+    EXPECT_EQ(lanes(56, 2), 16);  // 28 wide
+    EXPECT_EQ(lanes(28, 1), 8);   // 28 wide
+    EXPECT_EQ(lanes(112, 2), 8);  // 56 wide
+    EXPECT_EQ(lanes(28, 2), 8);   // 14 wide: no vector of 16
+    // Vectors of 16 at stride 2 compute the conv on a row they do not divide (20 wide: the second
+    // shifted inwards), 3x3 and 5x5.
+    for (const int k : {3, 5}) {
+        FusedGraph plan = fused_plan(conv_model(16, 9, 40, 16, k, 2, k / 2, 16));
+        plan.groups[0].schedule = {{"template", "conv_dw"}, {"vector_width", 16}, {"tile_y", 1}, {"channel_block", 8}};
+        expect_matches_reference(plan);
+    }
+}
+
 TEST(Composer, WinogradErrorsNameTheField) {
     const Graph g = conv_model(16, 14, 14, 16, 3, 1, 1, 1);
     json p = winograd_params(8, 3, 2, 2, 16, 16);
