@@ -1000,7 +1000,17 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // 32->32 at 149x149 0.99 -> 1.18 ms in the network.)
     const double flops_per_input =
         2.0 * static_cast<double>(cout * s.weight[2] * s.weight[3]) / static_cast<double>(s.stride_x * s.stride_y);
-    const bool copy_pays = s.padded || (!input_order && !winograd_wins(s) && flops_per_input >= 400);
+    // A 1x1 conv reading a planar input of many channels over a plane of 14x14 or more: each input
+    // channel is a stream of its own (a tile's broadcasts for the next channel are a plane away),
+    // more streams than the prefetchers follow; from a blocked copy one. Sapphire Rapids, 2 threads,
+    // in the networks (bench --against --profile), the copy per task: SqueezeNet's squeeze convs,
+    // 256-512 -> 32-64 at 27x27, 1.4-1.6x; EfficientNet-B0's 80-112 -> 480-672 at 14x14 1.16-1.20x,
+    // 480 -> 80 1.10-1.16x, 672 -> 112 0.90-1.06x. (At 7x7 a plane is 3 cache lines: 1152 -> 192
+    // 0.83-0.88x, the copy made per channel task; for 16 output channels the copy, a pass over the
+    // input for 32 FLOPs a value, costs more than it saves: GoogLeNet's 480 -> 16 at 14x14 0.62x.)
+    const bool planar_streams =
+        input_order && s.input_stored_block == 0 && cin >= 64 && cout >= 32 && s.output[2] * s.output[3] >= 14 * 14;
+    const bool copy_pays = s.padded || planar_streams || (!input_order && !winograd_wins(s) && flops_per_input >= 400);
     // (Blocks of 8 a block's first input channel starts, for whole blocks per unrolled step.)
     const int input_block = copy_pays && groups.group_inputs % 8 == 0 ? 8 : 0;
     const int64_t ci_block = largest_divisor_at_most(cin, 64);

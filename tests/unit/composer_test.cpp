@@ -1828,6 +1828,35 @@ TEST(Composer, StridedDepthwiseTakesWholeVectorsWhereHalvesComputeAsMany) {
     }
 }
 
+TEST(Composer, PointwiseConvOfManyPlanarChannelsCopiesItsInputBlocked) {
+    // AVX-512 defaults: a 1x1 conv reading 256 planar channels over 27x27 copies its input blocked by
+    // 8 per task (one stream for the tile's broadcasts, not one per channel); at 7x7 (3 cache lines a
+    // plane), for 16 output channels, or from 32 input channels it reads the input as it is.
+    const Halide::Target avx512("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
+    auto defaults = [&](int cin, int hw, int cout) {
+        return with_default_schedules(plan_fusion(conv_model(cin, hw, hw, cout, 1, 1, 0, 1), {load_rules("x86")}),
+                                      avx512)
+            .groups[0]
+            .schedule;
+    };
+    const json squeeze = defaults(256, 27, 64);
+    ASSERT_EQ(squeeze.value("template", ""), "conv_cv") << squeeze.dump();
+    EXPECT_EQ(squeeze.value("input_block", 0), 8) << squeeze.dump();
+    EXPECT_EQ(squeeze.value("input_at", ""), "task") << squeeze.dump();
+    for (const auto &[cin, hw, cout] : {std::tuple{576, 7, 192}, std::tuple{256, 27, 16}, std::tuple{32, 27, 64}}) {
+        const json p = defaults(cin, hw, cout);
+        EXPECT_EQ(p.value("input_block", 0), 0) << cin << "->" << cout << " at " << hw << ": " << p.dump();
+    }
+    // The copy per task computes the conv at sizes no tile divides.
+    FusedGraph plan = fused_plan(conv_model(72, 9, 13, 40, 1, 1, 0, 1));
+    for (const int rows : {1, 4, 9}) {
+        plan.groups[0].schedule = {{"template", "conv_cv"}, {"vector_width", 16}, {"tile_positions", 5},
+                                   {"tile_c_vectors", 3},   {"block_rows", rows}, {"channel_block", 40},
+                                   {"ci_block", 24},        {"input_block", 8},   {"input_at", "task"}};
+        expect_matches_reference(plan);
+    }
+}
+
 TEST(Composer, WinogradErrorsNameTheField) {
     const Graph g = conv_model(16, 14, 14, 16, 3, 1, 1, 1);
     json p = winograd_params(8, 3, 2, 2, 16, 16);
