@@ -1752,26 +1752,29 @@ TEST(Composer, ConvCvChannelTilesCoverTheChannelsWhole) {
     EXPECT_EQ(ran, 8);
 }
 
+// The default schedule, for AVX-512, of conv_model's one group: a k x k conv (cin -> cout, stride,
+// pads k / 2, groups) at hw x hw, under the x86 rules.
+json avx512_conv_defaults(int cin, int hw, int cout, int k = 1, int stride = 1, int group = 1) {
+    const Halide::Target avx512("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
+    return with_default_schedules(
+               plan_fusion(conv_model(cin, hw, hw, cout, k, stride, k / 2, group), {load_rules("x86")}), avx512)
+        .groups[0]
+        .schedule;
+}
+
 TEST(Composer, ConvCvDividesSmallPlanesIntoEvenWholeTasks) {
     // A 1x1 576->192 at 7x7 on AVX-512: the measured rules give 3 blocks of 3 rows (the last shifted
     // inwards, recomputing 2 rows) x 64 channels in tiles of 5 positions (25 computed for a block's
     // 21), 9 tasks; the cost model (schedules/conv_partition.h) prices 4 tasks of all 49 positions x
     // 48 channels in tiles of 7 x 3 vectors well below that. Where the weights are the smaller operand
     // (576->96 at 14x14) the channels stay in one block, a row a task, in tiles of 7 (14 a row).
-    const Halide::Target avx512("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
-    auto defaults = [&](int cin, int hw, int cout) {
-        return with_default_schedules(plan_fusion(conv_model(cin, hw, hw, cout, 1, 1, 0, 1), {load_rules("x86")}),
-                                      avx512)
-            .groups[0]
-            .schedule;
-    };
-    const json small = defaults(576, 7, 192);
+    const json small = avx512_conv_defaults(576, 7, 192);
     ASSERT_EQ(small.value("template", ""), "conv_cv") << small.dump();
     EXPECT_EQ(small.value("tile_positions", 0), 7) << small.dump();
     EXPECT_EQ(small.value("tile_c_vectors", 0), 3) << small.dump();
     EXPECT_EQ(small.value("block_rows", 0), 7) << small.dump();
     EXPECT_EQ(small.value("channel_block", 0), 48) << small.dump();
-    const json narrow = defaults(576, 14, 96);
+    const json narrow = avx512_conv_defaults(576, 14, 96);
     ASSERT_EQ(narrow.value("template", ""), "conv_cv") << narrow.dump();
     EXPECT_EQ(narrow.value("channel_block", 0), 96) << narrow.dump();
     EXPECT_EQ(narrow.value("tile_positions", 0), 7) << narrow.dump();
@@ -1806,12 +1809,8 @@ TEST(Composer, StridedDepthwiseTakesWholeVectorsWhereHalvesComputeAsMany) {
     // AVX-512: a 28-wide output row computes 32 lanes in 2 vectors of 16 or 4 of 8; a stride-2 conv,
     // whose taps gather every other column, takes the fewer vectors; at stride 1 the halves stay (they
     // divide no better, and measured alike), and a 56-wide row keeps 8 lanes (56 computed, not 64).
-    const Halide::Target avx512("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
     auto lanes = [&](int in, int stride) {
-        const json p = with_default_schedules(
-                           plan_fusion(conv_model(144, in, in, 144, 3, stride, 1, 144), {load_rules("x86")}), avx512)
-                           .groups[0]
-                           .schedule;
+        const json p = avx512_conv_defaults(144, in, 144, 3, stride, 144);
         EXPECT_EQ(p.value("template", ""), "conv_dw") << p.dump();
         return p.value("vector_width", 0);
     };
@@ -1832,19 +1831,12 @@ TEST(Composer, PointwiseConvOfManyPlanarChannelsCopiesItsInputBlocked) {
     // AVX-512 defaults: a 1x1 conv reading 256 planar channels over 27x27 copies its input blocked by
     // 8 per task (one stream for the tile's broadcasts, not one per channel); at 7x7 (3 cache lines a
     // plane), for 16 output channels, or from 32 input channels it reads the input as it is.
-    const Halide::Target avx512("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
-    auto defaults = [&](int cin, int hw, int cout) {
-        return with_default_schedules(plan_fusion(conv_model(cin, hw, hw, cout, 1, 1, 0, 1), {load_rules("x86")}),
-                                      avx512)
-            .groups[0]
-            .schedule;
-    };
-    const json squeeze = defaults(256, 27, 64);
+    const json squeeze = avx512_conv_defaults(256, 27, 64);
     ASSERT_EQ(squeeze.value("template", ""), "conv_cv") << squeeze.dump();
     EXPECT_EQ(squeeze.value("input_block", 0), 8) << squeeze.dump();
     EXPECT_EQ(squeeze.value("input_at", ""), "task") << squeeze.dump();
     for (const auto &[cin, hw, cout] : {std::tuple{576, 7, 192}, std::tuple{256, 27, 16}, std::tuple{32, 27, 64}}) {
-        const json p = defaults(cin, hw, cout);
+        const json p = avx512_conv_defaults(cin, hw, cout);
         EXPECT_EQ(p.value("input_block", 0), 0) << cin << "->" << cout << " at " << hw << ": " << p.dump();
     }
     // The copy per task computes the conv at sizes no tile divides.
