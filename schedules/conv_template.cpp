@@ -6,7 +6,9 @@
 #include "schedules/schedule_params.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
+#include <string>
 
 namespace hfuse::schedules {
 namespace {
@@ -958,6 +960,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // ms; 3x3 384->384 at 8x8 0.36 -> 0.41) the blocks stay.
     if (!winograd_wins(s) && !grouped && weights_smaller_than_positions(s)) channel_block = cout;
     int64_t rows = rows_for_tasks(hout, (cout + channel_block - 1) / channel_block);
+    std::string partition_why;  // the cost model's, where it overrode the rules
     // The rules above, measured on large planes, priced against every other division of the work
     // (schedules/conv_partition.h), which wins where it is priced 10% below: on small planes their
     // blocks of rows shift inwards and their tasks split unevenly (EfficientNet-B0's 1x1 1152->192 at
@@ -978,7 +981,17 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
         if (tt.vector_registers >= 32 && input_order) {
             for (int nc = 1; nc <= std::min(most_vectors, 3); nc++) tiles.push_back({7, nc});
         }
-        const CvPartition chosen = cheapest_cv_partition(s, {ct, rows, channel_block}, tiles, vw);
+        const CvPartition rules{ct, rows, channel_block};
+        const CvPartition chosen = cheapest_cv_partition(s, rules, tiles, vw);
+        if (chosen.tile.positions != ct.positions || chosen.tile.vectors != ct.vectors || chosen.rows != rows ||
+            chosen.channel_block != channel_block) {
+            char why[160];
+            std::snprintf(why, sizeof why,
+                          "tiles, rows and channel block priced %.1f MFLOP against the rules' %.1f "
+                          "(schedules/conv_partition.h)",
+                          cv_partition_cost(s, chosen, vw) / 1e6, cv_partition_cost(s, rules, vw) / 1e6);
+            partition_why = why;
+        }
         ct = chosen.tile;
         rows = chosen.rows;
         channel_block = chosen.channel_block;
@@ -1034,6 +1047,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     const int64_t in_rows = (conv_rows - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
     if (input_block > 0 && channel_tasks * in_rows <= 3 * conv_rows * s.stride_y) p["input_at"] = "task";
     if (winograd_wins(s)) winograd_defaults(p, s, tt);
+    if (!partition_why.empty()) p["why"] = partition_why;
     return p;
 }
 

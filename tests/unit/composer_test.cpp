@@ -1774,6 +1774,8 @@ TEST(Composer, ConvCvDividesSmallPlanesIntoEvenWholeTasks) {
     EXPECT_EQ(small.value("tile_c_vectors", 0), 3) << small.dump();
     EXPECT_EQ(small.value("block_rows", 0), 7) << small.dump();
     EXPECT_EQ(small.value("channel_block", 0), 48) << small.dump();
+    // The plan says why, with both prices.
+    EXPECT_NE(small.value("why", "").find("priced"), std::string::npos) << small.dump();
     const json narrow = avx512_conv_defaults(576, 14, 96);
     ASSERT_EQ(narrow.value("template", ""), "conv_cv") << narrow.dump();
     EXPECT_EQ(narrow.value("channel_block", 0), 96) << narrow.dump();
