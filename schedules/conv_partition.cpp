@@ -11,10 +11,6 @@ constexpr double kCoreCacheFlopsPerByte = 0.25;  // FLOPs at peak per byte read 
 constexpr double kSharedCacheFlopsPerByte = 4;   // ... and from the shared cache
 constexpr double kCheaperBy = 0.9;               // the model's error
 
-int64_t ceil_div(int64_t a, int64_t b) {
-    return (a + b - 1) / b;
-}
-
 // The share of `threads` x the longest thread's time that is work, inverted: 1 when the tasks split
 // evenly, (ceil(tasks / threads) x threads) / tasks otherwise.
 double idle_factor(int64_t tasks, int threads) {

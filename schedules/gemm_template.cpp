@@ -38,10 +38,6 @@ Extents extents_of(const Shape &s) {
     return e;
 }
 
-int64_t ceil_div(int64_t a, int64_t b) {
-    return (a + b - 1) / b;
-}
-
 struct Params {
     bool dot;
     int vw, tx, ty, unroll_k, tasks;

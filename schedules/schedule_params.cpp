@@ -25,6 +25,10 @@ TargetTraits target_traits(const Halide::Target &target) {
     return t;
 }
 
+int64_t ceil_div(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+
 int64_t largest_divisor_at_most(int64_t n, int64_t limit) {
     for (int64_t d = std::min(n, limit); d > 1; d--) {
         if (n % d == 0) return d;

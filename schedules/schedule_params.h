@@ -33,6 +33,9 @@ std::string param_choice(const nlohmann::json &params, const std::string &key, c
 // divide them, so that no last block is a second, shorter copy of the loops.
 int64_t largest_divisor_at_most(int64_t n, int64_t limit);
 
+// a / b rounded up (b > 0): how many blocks of b cover a.
+int64_t ceil_div(int64_t a, int64_t b);
+
 // Throws an Error on "schedule.<key>" for the first key of `params` that is neither "template", "why",
 // "flatten_positions" (the composer's, for any template) nor in `allowed`: a misspelt parameter must
 // not be silently ignored.

@@ -862,13 +862,9 @@ nlohmann::json defaults_with_readers(const Graph &g, const FusedGroup &grp, cons
     // along all the plane's positions at once.
     if (p.value("compute", "") == "root" && master && g.type_of(master->outputs[0]).rank() == 4) {
         const Shape &out = g.type_of(master->outputs[0]).shape;
-        if (out[2] == 1 && out[3] == 1 && compose::position_view_blocker(g, grp).empty()) {
-            bool larger = false;
-            for (const std::string &name : grp.nodes) {
-                for (const std::string &v : g.find_node(name)->outputs)
-                    larger |= num_elements(g.type_of(v).shape) > num_elements(out);
-            }
-            if (larger) p["flatten_positions"] = true;
+        if (out[2] == 1 && out[3] == 1 && compose::group_plane(g, grp) != Shape{1, 1} &&
+            compose::position_view_blocker(g, grp).empty()) {
+            p["flatten_positions"] = true;
         }
     }
     return p;

@@ -15,19 +15,6 @@ Shape last_two(const Shape &shape) {
     return shape.size() < 2 ? Shape{} : Shape(shape.end() - 2, shape.end());
 }
 
-// The group's plane: the largest (H, W) of its members' 4-D outputs (the master's, but for a conv on
-// a 1x1 plane whose gate multiplies a larger one: a squeeze-and-excitation block's last group).
-Shape group_plane(const Graph &g, const FusedGroup &grp) {
-    Shape plane = last_two(g.type_of(g.find_node(grp.master)->outputs[0]).shape);
-    for (const std::string &name : grp.nodes) {
-        for (const std::string &v : g.find_node(name)->outputs) {
-            const Shape &s = g.type_of(v).shape;
-            if (s.size() == 4 && s[2] * s[3] > plane[0] * plane[1]) plane = last_two(s);
-        }
-    }
-    return plane;
-}
-
 // Why node `n` (of the group whose positions are `plane`) reads a position other than the one it
 // computes, or a broadcast the view would change; "" if it reads none. Outputs of a 1x1 plane (all
 // their operands 1x1 too) stay as they are in the view.
@@ -70,6 +57,18 @@ std::string node_blocker(const Graph &g, const Node &n, const Shape &plane) {
 }
 
 }  // namespace
+
+Shape group_plane(const Graph &g, const FusedGroup &grp) {
+    Shape plane = last_two(g.type_of(g.find_node(grp.master)->outputs[0]).shape);
+    if (plane.size() != 2) return plane;
+    for (const std::string &name : grp.nodes) {
+        for (const std::string &v : g.find_node(name)->outputs) {
+            const Shape &s = g.type_of(v).shape;
+            if (s.size() == 4 && s[2] * s[3] > plane[0] * plane[1]) plane = last_two(s);
+        }
+    }
+    return plane;
+}
 
 std::string position_view_blocker(const Graph &g, const FusedGroup &grp) {
     const Node *master = g.find_node(grp.master);

@@ -36,6 +36,11 @@ namespace hfuse::compose {
 // high has a view: itself.)
 std::string position_view_blocker(const Graph &graph, const FusedGroup &group);
 
+// The group's plane: the largest (H, W) of its members' 4-D outputs, the master's unless a member's
+// is larger (a conv on a 1x1 plane whose gate multiplies a larger one: a squeeze-and-excitation
+// block's last group). The master's last dims as they are where its output has fewer than two.
+Shape group_plane(const Graph &graph, const FusedGroup &group);
+
 // The group's own graph on its position view: its nodes, the weights they read, its activations
 // entering as inputs, every value of the group's (H, W) with those dims as (1, H * W). Values keep
 // their names; source and name are the model's, so errors still name its file.
