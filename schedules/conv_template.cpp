@@ -406,6 +406,11 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     const bool per_task = choice_or_absent(p, "input_at", {"root", "task"}) == "task";
     const int wino_m = conv_cv_winograd_tile(p);  // 0: the direct conv
     const bool winograd = wino_m > 0;
+    // Rows padded to whole register tiles (the lowering's rows_padded): a task's positions, whole rows
+    // from a row's first, then span whole tiles, rounded up past its last row's end.
+    const bool rows_padded = conv_cv_rows_padded(p) && s.output[3] % np != 0;
+    if (winograd && conv_cv_rows_padded(p))
+        fail_field("schedule.position_tiles", "\"in_rows\" is for the direct conv; Winograd tiles its own way");
     if (!s.constant_weights) fail_field("schedule.template", "conv_cv needs constant weights");
     if (winograd) {
         if (!winograd_fits(s))
@@ -506,7 +511,7 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     if (one_pass) {
         Func task_buffer = blocked.in();
         task_buffer.compute_at(tile, task)
-            .split(bp, po, pi, np, inwards)
+            .split(bp, po, pi, np, rows_padded ? up : inwards)
             .split(bc, cbo, cbi, nc, inwards)
             .reorder(bv, pi, cbi, po, cbo)
             .vectorize(bv, vw)
@@ -576,6 +581,9 @@ Func schedule_cv_input(Func reader, Func tile, Var task, Func padded, const Conv
     const int64_t plane_y = (s.output[2] - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1 + over_y;
     Func in;
     Var in_y;
+    // A copy of an input another group stored blocked (its halo too narrow for the windows) is
+    // blocked as that storage is, whatever input_block says.
+    if (input_block == 0 && padded.dimensions() == 5) input_block = s.input_stored_block;
     if (input_block > 0) {
         // The channel-blocked copy (input_block, x, y, blocks, n), in one pass parallel over rows
         // (a row of every block a task): per position a vector of a block's channels.
@@ -928,9 +936,32 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // stems to 112x112, 3->16 in 5-position tiles 0.19-0.21 ms, 14 positions 0.16-0.19; 3->32, 5
     // positions 0.27-0.29, 8 positions 0.24-0.25; ResNet-18's 7x7 3->64, 5 positions 1.29-1.71 ms, 4
     // positions 1.14-1.46.
+    // Where no tile size divides the row, every row padded to whole tiles (rows_padded: the positions
+    // past the row computed from a zero-extended copy of the input and dropped) where the conv does
+    // enough work per input value for that copy to pay (as the blocked copy's rule below), with the
+    // tile that pads least. SqueezeNet's 7x7 stride-2 3->96 to 109x109, Sapphire Rapids, AVX-512, 2
+    // threads, in the network: 5-position tiles across rows 2.29-2.30 ms, within rows of 110 1.95-1.99
+    // (4 positions, rows of 112, 1.99). Inception-V3's 3x3 stride-2 3->32 to 149x149 (144 FLOPs an
+    // input value): 0.53-0.54 ms either way, 0.57-0.59 with the copy.
+    const double flops_per_input =
+        2.0 * static_cast<double>(cout * s.weight[2] * s.weight[3]) / static_cast<double>(s.stride_x * s.stride_y);
+    bool rows_padded = false;
     if (!grouped && !input_order && !winograd_wins(s) && cin < 8) {
         const int in_row = row_tile_positions(s.output[3], ct.vectors, tt);
-        if (in_row > 0) ct.positions = in_row;
+        if (in_row > 0) {
+            ct.positions = in_row;
+        } else if (flops_per_input >= 400 && s.output[3] > ct.positions) {
+            const int most = std::min(16, (tt.vector_registers - 1) / (ct.vectors + 1));
+            int64_t least = 0;
+            for (int np = 4; np <= most; np++) {
+                const int64_t padded = ceil_div(s.output[3], np) * np;
+                if (least == 0 || padded <= least) {  // ties: the larger tile
+                    least = padded;
+                    ct.positions = np;
+                }
+            }
+            rows_padded = least > s.output[3];
+        }
     }
     int64_t channel_block = std::min<int64_t>(int64_t{ct.vectors} * vw, cout);
     // Winograd: at least 64 channels a task, whole register tiles of them, as AVX-512's 4 vectors: a
@@ -1011,8 +1042,6 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // 1024->2048 at 14x14 (1024) 1.60 -> 1.06; Inception-V3's 3x3 stride 2 288->384 (1728) 4.31 ->
     // 3.65. (Not for Winograd, whose input transform reads the input: Inception-V3's unpadded 3x3
     // 32->32 at 149x149 0.99 -> 1.18 ms in the network.)
-    const double flops_per_input =
-        2.0 * static_cast<double>(cout * s.weight[2] * s.weight[3]) / static_cast<double>(s.stride_x * s.stride_y);
     // A 1x1 conv reading a planar input of many channels over a plane of 14x14 or more: each input
     // channel is a stream of its own (a tile's broadcasts for the next channel are a plane away),
     // more streams than the prefetchers follow; from a blocked copy one. Sapphire Rapids, 2 threads,
@@ -1046,6 +1075,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     const int64_t conv_rows = rows * s.tile_stride_y;
     const int64_t in_rows = (conv_rows - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
     if (input_block > 0 && channel_tasks * in_rows <= 3 * conv_rows * s.stride_y) p["input_at"] = "task";
+    if (rows_padded) p["position_tiles"] = "in_rows";
     if (winograd_wins(s)) winograd_defaults(p, s, tt);
     if (!partition_why.empty()) p["why"] = partition_why;
     return p;
@@ -1163,7 +1193,7 @@ const std::map<std::string, nlohmann::json> &conv_absent_params(const std::strin
          {{"reduction_unroll", 1}, {"row_tasks", 1}, {"channel_loop", "outer"}, {"reduction_order", "kx,ci,ky"}}},
         {"conv_flat", {{"reduction_unroll", 1}}},
         {"conv_dw", {{"row_bands", 1}}},
-        {"conv_cv", {{"algorithm", "direct"}, {"input_block", 0}, {"input_at", "root"}}},
+        {"conv_cv", {{"algorithm", "direct"}, {"input_block", 0}, {"input_at", "root"}, {"position_tiles", "flat"}}},
     };
     static const std::map<std::string, nlohmann::json> kNone;
     const auto it = kAbsent.find(template_name);
@@ -1462,6 +1492,10 @@ int64_t conv_dw_band_row(const ConvGroupShape &s, const nlohmann::json &p) {
     return 2 * row == rows ? row : 0;
 }
 
+bool conv_cv_rows_padded(const nlohmann::json &params) {
+    return choice_or_absent(params, "position_tiles", {"flat", "in_rows"}) == "in_rows";
+}
+
 int conv_cv_winograd_tile(const nlohmann::json &params) {
     if (!conv_cv_winograd(params)) {
         if (params.contains("winograd_tile")) fail_field("schedule.winograd_tile", "needs \"algorithm\": \"winograd\"");
@@ -1490,8 +1524,9 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
         check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_c", "block_rows", "channel_block",
                              "reduction_unroll", "compute"});
     } else if (tmpl == "conv_cv") {
-        check_param_keys(p, {"algorithm", "winograd_tile", "vector_width", "tile_positions", "tile_c_vectors",
-                             "block_rows", "channel_block", "ci_block", "input_block", "input_at", "compute"});
+        check_param_keys(
+            p, {"algorithm", "winograd_tile", "vector_width", "tile_positions", "tile_c_vectors", "block_rows",
+                "channel_block", "ci_block", "input_block", "input_at", "position_tiles", "compute"});
     }
     const int vw = vector_width_param(p, target, true);
     if (tmpl == "conv_xv") {

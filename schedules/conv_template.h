@@ -111,6 +111,11 @@ int conv_cv_input_block(const nlohmann::json &params);
 // Whether conv_cv's "algorithm" is "winograd" rather than "direct" (the default).
 bool conv_cv_winograd(const nlohmann::json &params);
 
+// Whether conv_cv's register tiles of positions lie within rows padded to whole tiles
+// ("position_tiles": "in_rows"; ops::ConvLowering::rows_padded) rather than along the flattened
+// positions ("flat", the default, where tiles lie within rows only when they divide a row).
+bool conv_cv_rows_padded(const nlohmann::json &params);
+
 // conv_cv's Winograd output tile m, F(m x m, 3x3): "winograd_tile", 2 (the default) or 4; 0 for the
 // direct conv.
 int conv_cv_winograd_tile(const nlohmann::json &params);

@@ -58,7 +58,8 @@ struct ConvLowering {
         // output channels, its weights packed at lowering time for register tiles of `tile_blocks`
         // blocks (a grouped conv's block reducing over the input channels of the groups it spans,
         // ops::blocked_groups), and register tiles of `tile_positions` positions taken apart by
-        // tiles where they divide a row; the output (with the bias) a view of it. With `input_block`, the
+        // tiles where they divide a row (or every row padded to whole tiles: `rows_padded`); the
+        // output (with the bias) a view of it. With `input_block`, the
         // conv reads its (padded) input through parts["padded_input"], a copy of it channel-blocked
         // as (input_block, W, H, C / input_block, N): consecutive input channels adjacent. With
         // `winograd_tile` m > 0 (a 3x3 conv, stride and dilation 1): Winograd F(m x m, 3x3)
@@ -72,6 +73,11 @@ struct ConvLowering {
     int tile_positions = 0;  // ChannelBlocked: output positions per register tile
     int input_block = 0;     // ChannelBlocked: input channels per block of the input copy; 0: planar
     int winograd_tile = 0;   // ChannelBlocked: Winograd F(m x m, 3x3) for m = 2 or 4 rather than direct (0)
+    // ChannelBlocked, direct: each output row padded to whole register tiles of positions (positions
+    // indexed y * W' + x, W' the row rounded up to tile_positions), so every tile lies within a row and
+    // its positions' addresses are the tile's plus constants; the columns past the row are computed
+    // from a zero-extended input and dropped.
+    bool rows_padded = false;
 };
 
 // How a Gemm packs a constant B stored [N, K] (transB=1) for the template that will place it

@@ -610,6 +610,7 @@ OpLowerings op_lowerings(const Graph &g, const FusedGroup &grp, const Halide::Ta
             l.tile_positions = schedules::param_int(params, "tile_positions", 1, 16);
             l.input_block = schedules::conv_cv_input_block(params);
             l.winograd_tile = schedules::conv_cv_winograd_tile(params);
+            l.rows_padded = schedules::conv_cv_rows_padded(params);
             forms.conv[grp.master] = l;
         } else if (tmpl == "gemm_nv") {
             // A constant B packed in panels of the register tile's columns, for every product the

@@ -21,6 +21,7 @@ const std::map<std::string, std::vector<std::string>> kChoices = {
     {"algorithm", {"direct", "winograd"}},
     {"channel_loop", {"inner", "outer"}},
     {"input_at", {"root", "task"}},
+    {"position_tiles", {"flat", "in_rows"}},
 };
 
 // Integer steps: small values +-1 and x2 / /2 (register tiles, unrolling), large ones x2 / /2 (rows or

@@ -415,16 +415,19 @@ Lowered lower_blocked_conv(const LowerContext &ctx, const ConvShape &c) {
     // tile's p = t * np + i (i unrolled) is then the tile's row and column plus i, each position's
     // address the tile's plus a constant. Taken apart by rows, each tile position's address is
     // computed on its own, per tap, in vector registers on the FMA ports.
+    // With rows_padded, rows of wp positions, the row rounded up to whole tiles: the wp - wo positions
+    // past each row read a zero-extended input (the copy reaches that much further) and are dropped.
     const int np = ctx.conv_lowering.tile_positions;
-    Expr ox = p % wo, oy = Halide::min(p / wo, ho - 1);
-    if (np > 1 && wo % np == 0) {
+    const int wp = ctx.conv_lowering.rows_padded && np > 1 ? (wo + np - 1) / np * np : wo;
+    Expr ox = p % wp, oy = Halide::min(p / wp, ho - 1);
+    if (np > 1 && wp % np == 0) {
         const Expr t = p / np;
-        ox = t % (wo / np) * np + p % np;
-        oy = Halide::min(t / (wo / np), ho - 1);
+        ox = t % (wp / np) * np + p % np;
+        oy = Halide::min(t / (wp / np), ho - 1);
     }
     const Expr ix = ox * sx - pad_x + r[1] * dx, iy = oy * sy - pad_y + r[2] * dy;
     Func input_copy;
-    const ConvInputReader read = conv_input_reader(ctx, c, 0, 0, input_copy);
+    const ConvInputReader read = conv_input_reader(ctx, c, (wp - wo) * sx, 0, input_copy);
     // A depthwise conv's lane reads its own channel (past the last, the last: its weights are zero).
     const Expr input = !groups.own_channel ? read(groups.first_input(cb, lanes) + r[0], ix, iy, n)
                        : cout % lanes == 0 ? read.lane(cv, cb, lanes, ix, iy, n)
@@ -434,7 +437,7 @@ Lowered lower_blocked_conv(const LowerContext &ctx, const ConvShape &c) {
     blocked(cv, p, cb, n) += wq(cv, cb % tile, r[0], r[1], r[2], cb / tile) * input;
     std::vector<Var> v = make_vars(4);  // x, y, co, n
     Func out(func_name(ctx));
-    Expr value = blocked(v[2] % lanes, v[0] + v[1] * wo, v[2] / lanes, v[3]);
+    Expr value = blocked(v[2] % lanes, v[0] + v[1] * wp, v[2] / lanes, v[3]);
     out(v) = ctx.has_input(2) ? value + ctx.inputs[2](v[2]) : value;
     Lowered lowered{{out}, {}, {}};
     lowered.parts["blocked"] = blocked;

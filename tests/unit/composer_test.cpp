@@ -458,6 +458,8 @@ TEST(Composer, ChannelVectorConvVariantsMatchTheReference) {
                         if (ran % 5) plan.groups[0].schedule["input_block"] = input_blocks[ran % input_blocks.size()];
                         // The input copy per task (the rows it reads), or at root (absent: root).
                         if (ran % 3) plan.groups[0].schedule["input_at"] = ran % 3 == 1 ? "task" : "root";
+                        // Tiles within rows padded to whole tiles (absent: along the flat positions).
+                        if (ran % 7 == 3) plan.groups[0].schedule["position_tiles"] = "in_rows";
                         expect_matches_reference(plan);
                         ran++;
                     }
@@ -1192,9 +1194,10 @@ TEST(Composer, LeftOutParametersRunWithTheirAbsentValues) {
          {{"reduction_unroll", 2}, {"row_tasks", 2}, {"channel_loop", "inner"}, {"reduction_order", "ci,kx,ky"}}});
     cases.push_back({conv_model(16, 9, 26, 24, 1, 1, 0, 1), flat, {{"reduction_unroll", 2}}});
     cases.push_back({conv_model(8, 14, 14, 8, 3, 1, 1, 8), json(), {{"row_bands", 2}}});
-    cases.push_back({conv_model(8, 14, 14, 16, 3, 1, 1, 1),
-                     json(),
-                     {{"algorithm", "winograd"}, {"input_block", 4}, {"input_at", "task"}}});
+    cases.push_back(
+        {conv_model(8, 14, 14, 16, 3, 1, 1, 1),
+         json(),
+         {{"algorithm", "winograd"}, {"input_block", 4}, {"input_at", "task"}, {"position_tiles", "in_rows"}}});
     auto schedule = [](const FusedGraph &plan) { return composed_schedule_text(plan, kTarget); };
     std::set<std::string> covered;
     for (Case &c : cases) {
@@ -1225,7 +1228,7 @@ TEST(Composer, LeftOutParametersRunWithTheirAbsentValues) {
             EXPECT_FALSE(other == left_out) << c.other.at(key).dump() << " runs as left out";
         }
     }
-    EXPECT_EQ(covered.size(), 9u);
+    EXPECT_EQ(covered.size(), 10u);
 }
 
 // MobileNet-V2's inverted-residual head: a 1x1 conv C -> E (+ bias) and ReLU6, then a 3x3 depthwise
@@ -1849,6 +1852,77 @@ TEST(Composer, PointwiseConvOfManyPlanarChannelsCopiesItsInputBlocked) {
                                    {"ci_block", 24},        {"input_block", 8},   {"input_at", "task"}};
         expect_matches_reference(plan);
     }
+}
+
+TEST(Composer, ConvCvTilesWithinRowsPaddedToWholeTiles) {
+    // A stem reading its planar input, no tile size dividing its rows (SqueezeNet's 7x7 stride 2 to
+    // 109 wide): every row padded to whole tiles, the size padding least (110 = 22 x 5), so each
+    // tile's positions are its first's plus constants. 31 wide: 32 by 4 or 8 positions, the larger
+    // tile. A 3x3 stem does too little work per input value for the zero-extended copy this needs.
+    const Halide::Target avx512("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
+    auto defaults = [&](const Graph &g) {
+        return with_default_schedules(plan_fusion(g, {load_rules("x86")}), avx512).groups[0].schedule;
+    };
+    for (const auto &[hw, np] : {std::pair{224, 5}, std::pair{67, 8}}) {
+        const json p = defaults(conv_model(3, hw, hw, hw == 224 ? 96 : 32, 7, 2, 0, 1));
+        ASSERT_EQ(p.value("template", ""), "conv_cv") << p.dump();
+        EXPECT_EQ(p.value("position_tiles", ""), "in_rows") << p.dump();
+        EXPECT_EQ(p.value("tile_positions", 0), np) << p.dump();
+    }
+    EXPECT_FALSE(defaults(conv_model(3, 67, 67, 32, 3, 2, 0, 1)).contains("position_tiles"));
+    EXPECT_FALSE(defaults(conv_model(3, 56, 56, 32, 7, 2, 3, 1)).contains("position_tiles"));  // 28 = 7 x 4
+
+    // Rows padded by 1 to 3 positions, padded or not, one image or two, planar or blocked input copies,
+    // the reduction in one pass or several, against the reference.
+    for (const Graph &g : {conv_model(3, 23, 21, 16, 7, 2, 3, 1, 0, 0, 2), conv_model(8, 13, 15, 24, 3, 1, 0, 1)}) {
+        FusedGraph plan = fused_plan(g);
+        const int cin = static_cast<int>(g.type_of("x").shape[1]);
+        const int h = static_cast<int>(g.type_of("relu").shape[2]);
+        for (const int np : {4, 5}) {
+            for (const int rows : {1, 3, h}) {
+                plan.groups[0].schedule = {{"template", "conv_cv"},
+                                           {"vector_width", 8},
+                                           {"tile_positions", np},
+                                           {"tile_c_vectors", 2},
+                                           {"block_rows", rows},
+                                           {"channel_block", 16},
+                                           {"ci_block", rows == 3 && cin == 8 ? 4 : cin},
+                                           {"input_block", cin == 8 && np == 4 ? 8 : 0},
+                                           {"position_tiles", "in_rows"}};
+                if (rows == 1) plan.groups[0].schedule["input_at"] = "task";
+                expect_matches_reference(plan);
+            }
+        }
+    }
+
+    // Reading an input another group stored channel-blocked, with a halo too narrow for the padded
+    // rows: copied block for block. The executor and a whole-model pipeline.
+    const std::string text = R"({"format": "hfuse-model", "version": 1, "name": "cv_rows",
+      "inputs": [{"name": "x", "shape": [1, 16, 13, 13]}],
+      "weights": {"w": {"shape": [16, 16, 3, 3], "uniform": [-0.3, 0.3], "seed": 1},
+                  "w2": {"shape": [32, 16, 1, 1], "uniform": [-0.3, 0.3], "seed": 3}},
+      "nodes": [{"name": "conv", "op": "Conv", "inputs": ["x", "w"], "attrs": {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}},
+                {"name": "relu", "op": "Relu", "inputs": ["conv"]},
+                {"name": "conv2", "op": "Conv", "inputs": ["relu", "w2"], "attrs": {"kernel_shape": [1, 1], "strides": [2, 2]}}],
+      "outputs": ["conv2"]})";
+    const std::string path = testing::TempDir() + "/composer_cv_rows_" + std::to_string(getpid()) + ".json";
+    std::ofstream(path) << text;
+    const Graph g = load_model(path);
+    FusedGraph plan = fused_plan(g);
+    ASSERT_EQ(plan.groups.size(), 2u);
+    ASSERT_EQ(plan.groups[0].schedule.value("template", ""), "conv_cv");
+    ASSERT_EQ(plan.groups[1].schedule.value("template", ""), "conv_cv");
+    plan.groups[1].schedule.update({{"tile_positions", 3}, {"position_tiles", "in_rows"}, {"input_block", 0}});
+    expect_pipeline_matches_reference(g, plan);
+    std::remove(path.c_str());
+
+    // Winograd tiles its own way; the choice is one of two words.
+    json wino = winograd_params(8, 3, 2, 2, 16, 16);
+    wino["position_tiles"] = "in_rows";
+    expect_conv_params_error(conv_model(16, 14, 14, 16, 3, 1, 1, 1), wino, "schedule.position_tiles");
+    json direct = plan.groups[1].schedule;
+    direct["position_tiles"] = "rows";
+    expect_conv_params_error(conv_model(16, 13, 13, 32, 1, 2, 0, 1), direct, "schedule.position_tiles");
 }
 
 TEST(Composer, WinogradErrorsNameTheField) {
