@@ -1,6 +1,7 @@
 #include "exec/value_layout.h"
 
 #include "compose/composer.h"
+#include "compose/position_view.h"
 #include "exec/jit_allocator.h"
 
 #include <algorithm>
@@ -96,6 +97,14 @@ ValueLayouts choose_value_layouts(const FusedGraph &plan, const Halide::Target &
         const std::string &v = split.value;
         if (!split.row || g.is_input(v) || returned.count(v) || layouts.count(v) || !readers.count(v)) continue;
         if (handed_out_values(plan, grp) != std::set<std::string>{v}) continue;
+        // A group on its position view reads its inputs as dense planes, one row of all positions.
+        const auto &value_readers = readers.at(v);
+        if (std::any_of(value_readers.begin(), value_readers.end(), [&](const auto &reader) {
+                const FusedGroup &r = plan.groups[reader.first];
+                return r.schedule.is_object() && compose::flattens_positions(r.schedule);
+            })) {
+            continue;
+        }
         const ValueLayout paged = paged_planar(g.type_of(v).shape, split.row);
         if (!paged.dense()) layouts[v] = paged;
     }

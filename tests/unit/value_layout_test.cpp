@@ -447,14 +447,17 @@ TEST(ValueLayout, PagedPlanarGeometry) {
 
 // A depthwise group in two bands of rows hands its value to the project group paged at the bands'
 // row: computed as the reference does, and exactly as with every value dense (--planar) and as the
-// whole-model pipeline, which hands it dense. Odd widths, rows split evenly or not, one image or two.
+// whole-model pipeline, which hands it dense. Odd widths, rows split evenly or not, one image or two;
+// dense where the project group runs on its position view (it reads its input as dense planes).
 TEST(ValueLayout, PagedWhereDepthwiseBandsMeet) {
     struct Case {
         int n, h, w, row_bands;
         std::string expect;  // r1's layout, "" for dense
+        bool project_viewed = false;
     };
-    for (const Case &k : {Case{1, 30, 47, 0, "planar, paged at row 15"}, Case{2, 30, 47, 2, "planar, paged at row 15"},
-                          Case{1, 29, 47, 0, ""}, Case{1, 30, 47, 1, ""}, Case{1, 28, 28, 2, ""}}) {
+    for (const Case &k :
+         {Case{1, 30, 47, 0, "planar, paged at row 15"}, Case{2, 30, 47, 2, "planar, paged at row 15"},
+          Case{1, 29, 47, 0, ""}, Case{1, 30, 47, 1, ""}, Case{1, 28, 28, 2, ""}, Case{1, 30, 47, 0, "", true}}) {
         SCOPED_TRACE("n " + std::to_string(k.n) + ", " + std::to_string(k.h) + " x " + std::to_string(k.w) +
                      ", row_bands " + std::to_string(k.row_bands));
         const Graph g = inverted_residual(k.n, 8, k.h, k.w);
@@ -463,6 +466,15 @@ TEST(ValueLayout, PagedWhereDepthwiseBandsMeet) {
         ASSERT_EQ(dw.schedule.value("template", ""), "conv_dw");
         ASSERT_NE(std::find(dw.nodes.begin(), dw.nodes.end(), "expand"), dw.nodes.end());
         if (k.row_bands) dw.schedule["row_bands"] = k.row_bands;
+        if (k.project_viewed) {
+            producer(plan, "project").schedule = {{"template", "conv_xv"},
+                                                  {"flatten_positions", true},
+                                                  {"vector_width", 8},
+                                                  {"tile_x_vectors", 2},
+                                                  {"tile_y", 1},
+                                                  {"tile_c", 8},
+                                                  {"channel_loop", "inner"}};
+        }
         Executor ex(plan);
         const std::map<std::string, std::string> layouts = ex.value_layouts();
         EXPECT_EQ(layouts.count("r1") ? layouts.at("r1") : "", k.expect);
