@@ -16,6 +16,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 
 namespace hfuse::cli {
 
@@ -304,6 +305,10 @@ FmaPeak measure_fma_peak() {
     peak.threads = num_threads();
     if (const FmaKernel *kernel = fma_kernel_for_target(Halide::get_jit_target_from_environment())) {
         peak.isa = kernel->isa;
+        // After the runs, OpenMP's idle workers spin before they sleep (libgomp: 300,000 spins, some
+        // 15 ms on Sapphire Rapids), on the cores the bursts measure: 170 against 330 GFLOP/s for 2
+        // threads there. Let them sleep first.
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
         // 5 bursts of ~3 ms (AVX-512 at 3 GHz): a yardstick, not bench/'s careful figure.
         peak.gflops = measure_fma_peak_gflops(*kernel, peak.threads, 5, 1'000'000);
     }
