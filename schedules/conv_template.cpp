@@ -1223,8 +1223,29 @@ int group_channel_tile(const ConvGroupShape &s, int nc) {
     return static_cast<int>(s.group > 1 ? largest_divisor_at_most(cout / s.group, tile) : tile);
 }
 
-nlohmann::json conv_template_defaults(const ConvGroupShape &s, const TargetTraits &tt) {
-    const int64_t cout = s.output[1], wout = s.output[3], hout = s.output[2];
+// The templates conv_template_defaults chooses between for a conv group.
+enum class ConvTemplate {
+    Cv,           // conv_cv
+    CvThenPool,   // conv_cv at root, the pool after it by its template
+    Flat,         // conv_flat
+    CvDepthwise,  // conv_cv, each lane its own channel
+    Dw,           // conv_dw
+    Xv,           // conv_xv
+    Simple,       // no conv template fits
+};
+
+// A template chosen, and what its parameters start from.
+struct ConvChoice {
+    ConvTemplate kind;
+    int vector_width = 0;        // conv_xv's and conv_dw's: the target's, narrowed to the rows
+    nlohmann::json params = {};  // conv_flat's, computed to choose it
+    std::string why = {};        // the simple schedule's reason
+};
+
+// Which template computes the conv group `s`: the decision alone, from the group's facts (shapes,
+// kind, who reads its output); each template's parameters follow in its own function.
+ConvChoice choose_conv_template(const ConvGroupShape &s, const TargetTraits &tt) {
+    const int64_t cout = s.output[1], wout = s.output[3];
     const int budget = std::max(1, tt.vector_registers / 16);
     // Narrow outputs (ResNet's and MobileNet's 7x7 layers) take narrower vectors under conv_xv, down to
     // 4 lanes: half an AVX2 register still beats the simple schedule by far (3x3 512->512 at 7x7, 2
@@ -1256,7 +1277,7 @@ nlohmann::json conv_template_defaults(const ConvGroupShape &s, const TargetTrait
     const int64_t group_inputs = s.input[1] / s.group;
     const bool deep = group_inputs >= 256 || (group_inputs >= 64 && cout >= 128 && cout % tt.vector_width == 0 &&
                                               !s.input_in_group && !s.output_planar && tt.vector_registers >= 32);
-    if (grouped_takes_cv(s, tt)) return conv_cv_defaults(s, tt);
+    if (grouped_takes_cv(s, tt)) return {ConvTemplate::Cv, vw};
     // Read blocked by conv_cv groups (s.output_read_blocked): conv_cv stores its tiles as they lie, no
     // transpose, and spares its reader the blocked copy of its input. RegNet-Y 800MF's first 1x1,
     // 32->64 at 112x112 before a grouped stride-2 3x3, AVX-512, 2 threads, in the network: conv_xv
@@ -1267,13 +1288,7 @@ nlohmann::json conv_template_defaults(const ConvGroupShape &s, const TargetTrait
         // 3->64 at 224x224 + 2x2 max pool: 2.8 -> 2.27 ms; conv_bias_relu_maxpool 1.31 ms either
         // way); others after the conv at root (ResNet-18's stem, 3x3 stride-2 pool with pads: 1.6 ms
         // at root, 3.9 in the tile, its windows read through gathers across the blocked lanes).
-        if (!s.pooled || !s.pool_overlaps) return conv_cv_defaults(s, tt);
-        nlohmann::json p = conv_cv_defaults(conv_at_root(s), tt);
-        p["compute"] = "root";
-        p["why"] =
-            "the pool's windows overlap or pad (conv_cv's tile would read them through gathers): the conv "
-            "at root, the pool after it by its template";
-        return p;
+        return {!s.pooled || !s.pool_overlaps ? ConvTemplate::Cv : ConvTemplate::CvThenPool, vw};
     }
     // A stride-1 conv with no pool after it whose rows tile badly by (x, y) (by whole vectors, or
     // narrowed ones): flat, when that computes 5% fewer lanes (the strip costs an extra store and
@@ -1284,70 +1299,83 @@ nlohmann::json conv_template_defaults(const ConvGroupShape &s, const TargetTrait
         const double xv_use =
             wout < vw ? 0.0 : static_cast<double>(wout) / ((wout + vw - 1) / vw * vw) * vw / tt.vector_width;
         auto [flat, flat_use] = conv_flat_defaults(s, tt.vector_width, budget);
-        if (flat_use > 1.05 * xv_use) return flat;
+        if (flat_use > 1.05 * xv_use) return {ConvTemplate::Flat, vw, flat};
     }
     const bool depthwise = s.group > 1 && s.group == s.input[1] && s.group == cout;
-    if (depthwise && s.input_read_blocked && depthwise_takes_cv(s, tt)) return conv_cv_depthwise_defaults(s, tt);
-    if (wout < vw) return {{"template", "simple"}, {"why", "output narrower than one vector"}};
-    if (depthwise) {
-        if (s.pooled) return {{"template", "simple"}, {"why", "depthwise + window"}};
-        // Channel blocks are the parallel tasks: at least 8 of them, the largest block dividing the
-        // channels (MobileNet-V2's 3x3 on 144 channels at 56x56, 2 threads: blocks of 64, 3 tasks
-        // of which the last shifts inwards, 0.155 ms; of 36 0.078, 18 0.081, 8 0.082 ms).
-        // AVX-512 (Zen 5, 2 threads, BN + ReLU): vectors that divide the row, not below 8 (144
-        // channels at 56x56: 16 lanes, 3.5 a row, 0.145 ms; 8 lanes 0.11 ms), but for a strided
-        // conv whose row computes as many lanes either way (each tap's vector gathers every other
-        // column: 2 loads and a shuffle, fewer by whole vectors; 56 -> 28 wide: 2 vectors of 16 or
-        // 4 of 8 for 32 lanes; Sapphire Rapids, 2 threads, in the networks: EfficientNet-B0's 5x5 on
-        // 144 channels + SiLU 1.18x faster, MobileNet-V2's 3x3 on 144 + ReLU6 1.20x, MobileNet-V3's
-        // 1.22x, MnasNet's 1.09x; at stride 1, 28 wide, 0.88-1.11x), one row a tile: 2-row tiles of
-        // 8 lanes ran at a third of the speed (512 channels at 14x14: 0.050 ms, 1 row 0.018; the
-        // same schedule for AVX2 0.020). AVX2 keeps 2 rows (0.370 against 0.380 ms for
-        // MobileNet-V2's block).
-        int dw_vw = vw;
-        const bool avx512 = tt.avx512;  // measured there only (AArch64 has as many registers)
-        auto row_lanes = [&](int lanes) { return (wout + lanes - 1) / lanes * lanes; };
-        auto halve = [&](int lanes) {
-            if (lanes > wout) return true;
-            return s.stride_x > 1 ? row_lanes(lanes / 2) < row_lanes(lanes) : wout % lanes != 0;
-        };
-        while (avx512 && dw_vw > 8 && halve(dw_vw)) dw_vw /= 2;
-        nlohmann::json p = {{"template", "conv_dw"},
-                            {"vector_width", dw_vw},
-                            {"tile_y", std::min<int64_t>(avx512 ? 1 : 2, hout)},
-                            {"channel_block", largest_divisor_at_most(cout, cout / 8)}};
-        if (s.producer_input_channels > 0) {
-            // The pointwise producer per task, flat over the plane, by conv_flat's register tiles of
-            // 2 vectors x up to 8 channels (6 with 16 registers) dividing the block. Blocks: the largest
-            // dividing the channels into an even number of at least 4 tasks whose producer values stay
-            // within 512 KB (MobileNet-V2's block, 144 channels at 56x56, Zen 5, 2 threads, slow spell,
-            // whole block: 4 blocks of 36 by 6 channels 0.250 ms, 6 of 24 by 8 0.253-0.256, 8 of 18 by
-            // 6 0.264, 9 of 16 0.274, 2 of 72 0.285, 3 of 48 0.311; unfused 0.33-0.36).
-            const int64_t plane = s.input[2] * s.input[3], images = s.output[0];
-            for (int64_t cb = cout; cb >= 1; cb--) {
-                const int64_t tasks = cout / cb * images;
-                if (cout % cb == 0 && tasks >= 4 && tasks % 2 == 0 && cb * plane * 4 <= 512 * 1024) {
-                    p["channel_block"] = cb;
-                    break;
-                }
+    if (depthwise && s.input_read_blocked && depthwise_takes_cv(s, tt)) return {ConvTemplate::CvDepthwise, vw};
+    if (wout < vw) return {ConvTemplate::Simple, vw, {}, "output narrower than one vector"};
+    if (!depthwise) return {ConvTemplate::Xv, vw};
+    if (s.pooled) return {ConvTemplate::Simple, vw, {}, "depthwise + window"};
+    return {ConvTemplate::Dw, vw};
+}
+
+// conv_dw's defaults for the depthwise conv `s` (and its pointwise producer, where the group has one),
+// with vectors of `vw` lanes narrowed to its rows.
+nlohmann::json conv_dw_defaults(const ConvGroupShape &s, const TargetTraits &tt, int vw) {
+    const int64_t cout = s.output[1], wout = s.output[3], hout = s.output[2];
+    const int budget = std::max(1, tt.vector_registers / 16);
+    // Channel blocks are the parallel tasks: at least 8 of them, the largest block dividing the
+    // channels (MobileNet-V2's 3x3 on 144 channels at 56x56, 2 threads: blocks of 64, 3 tasks
+    // of which the last shifts inwards, 0.155 ms; of 36 0.078, 18 0.081, 8 0.082 ms).
+    // AVX-512 (Zen 5, 2 threads, BN + ReLU): vectors that divide the row, not below 8 (144
+    // channels at 56x56: 16 lanes, 3.5 a row, 0.145 ms; 8 lanes 0.11 ms), but for a strided
+    // conv whose row computes as many lanes either way (each tap's vector gathers every other
+    // column: 2 loads and a shuffle, fewer by whole vectors; 56 -> 28 wide: 2 vectors of 16 or
+    // 4 of 8 for 32 lanes; Sapphire Rapids, 2 threads, in the networks: EfficientNet-B0's 5x5 on
+    // 144 channels + SiLU 1.18x faster, MobileNet-V2's 3x3 on 144 + ReLU6 1.20x, MobileNet-V3's
+    // 1.22x, MnasNet's 1.09x; at stride 1, 28 wide, 0.88-1.11x), one row a tile: 2-row tiles of
+    // 8 lanes ran at a third of the speed (512 channels at 14x14: 0.050 ms, 1 row 0.018; the
+    // same schedule for AVX2 0.020). AVX2 keeps 2 rows (0.370 against 0.380 ms for
+    // MobileNet-V2's block).
+    int dw_vw = vw;
+    const bool avx512 = tt.avx512;  // measured there only (AArch64 has as many registers)
+    auto row_lanes = [&](int lanes) { return (wout + lanes - 1) / lanes * lanes; };
+    auto halve = [&](int lanes) {
+        if (lanes > wout) return true;
+        return s.stride_x > 1 ? row_lanes(lanes / 2) < row_lanes(lanes) : wout % lanes != 0;
+    };
+    while (avx512 && dw_vw > 8 && halve(dw_vw)) dw_vw /= 2;
+    nlohmann::json p = {{"template", "conv_dw"},
+                        {"vector_width", dw_vw},
+                        {"tile_y", std::min<int64_t>(avx512 ? 1 : 2, hout)},
+                        {"channel_block", largest_divisor_at_most(cout, cout / 8)}};
+    if (s.producer_input_channels > 0) {
+        // The pointwise producer per task, flat over the plane, by conv_flat's register tiles of
+        // 2 vectors x up to 8 channels (6 with 16 registers) dividing the block. Blocks: the largest
+        // dividing the channels into an even number of at least 4 tasks whose producer values stay
+        // within 512 KB (MobileNet-V2's block, 144 channels at 56x56, Zen 5, 2 threads, slow spell,
+        // whole block: 4 blocks of 36 by 6 channels 0.250 ms, 6 of 24 by 8 0.253-0.256, 8 of 18 by
+        // 6 0.264, 9 of 16 0.274, 2 of 72 0.285, 3 of 48 0.311; unfused 0.33-0.36).
+        const int64_t plane = s.input[2] * s.input[3], images = s.output[0];
+        for (int64_t cb = cout; cb >= 1; cb--) {
+            const int64_t tasks = cout / cb * images;
+            if (cout % cb == 0 && tasks >= 4 && tasks % 2 == 0 && cb * plane * 4 <= 512 * 1024) {
+                p["channel_block"] = cb;
+                break;
             }
-            int pvw = tt.vector_width;
-            while (pvw > 4 && plane < pvw) pvw /= 2;
-            const int64_t cb = p["channel_block"].get<int64_t>();
-            p["producer_vector_width"] = pvw;
-            p["producer_tile_x_vectors"] = plane >= 2 * pvw ? 2 : 1;
-            p["producer_tile_c"] = largest_divisor_at_most(cb, budget > 1 ? 8 : 6);
-            // One image: tasks in two bands of rows, so that each of two threads writes the rows the
-            // consumer's tasks (row blocks, on OpenMP's static schedule the same thread's) read back,
-            // rather than half the channels of every row, which the other core then reads from its
-            // cache. A band recomputes the producer's halo rows. MobileNet-V2's block at 56x56 (Zen 5,
-            // 2 threads, medians): 0.26 -> 0.20 ms (4 bands 0.21); 14x14, 96->576: 0.35 -> 0.34; at
-            // 7x7 bands cost (0.20 -> 0.25), at batch 8 too (1.79 -> 1.89 ms: the images already
-            // split so), and without a producer (512 channels at 14x14: 20 -> 25 us).
-            if (images == 1 && hout >= 14) p["row_bands"] = 2;
         }
-        return p;
+        int pvw = tt.vector_width;
+        while (pvw > 4 && plane < pvw) pvw /= 2;
+        const int64_t cb = p["channel_block"].get<int64_t>();
+        p["producer_vector_width"] = pvw;
+        p["producer_tile_x_vectors"] = plane >= 2 * pvw ? 2 : 1;
+        p["producer_tile_c"] = largest_divisor_at_most(cb, budget > 1 ? 8 : 6);
+        // One image: tasks in two bands of rows, so that each of two threads writes the rows the
+        // consumer's tasks (row blocks, on OpenMP's static schedule the same thread's) read back,
+        // rather than half the channels of every row, which the other core then reads from its
+        // cache. A band recomputes the producer's halo rows. MobileNet-V2's block at 56x56 (Zen 5,
+        // 2 threads, medians): 0.26 -> 0.20 ms (4 bands 0.21); 14x14, 96->576: 0.35 -> 0.34; at
+        // 7x7 bands cost (0.20 -> 0.25), at batch 8 too (1.79 -> 1.89 ms: the images already
+        // split so), and without a producer (512 channels at 14x14: 20 -> 25 us).
+        if (images == 1 && hout >= 14) p["row_bands"] = 2;
     }
+    return p;
+}
+
+// conv_xv's defaults: register tiles of x vectors x rows x channels, or strips of a pool's output.
+nlohmann::json conv_xv_defaults(const ConvGroupShape &s, const TargetTraits &tt, int vw) {
+    const int64_t cout = s.output[1], hout = s.output[2];
+    const int budget = std::max(1, tt.vector_registers / 16);
     // Register tiles that keep accumulators + operands within 16 vector registers (AVX2):
     // 1x1 kernels reuse no input across taps: 2 rows x 6 channels (128->256 at 28x28 on 2 cores:
     // 2x6 0.39 ms, 1 row x 2 vectors x 6 0.42 ms, 1x12 0.47 ms, 3x4 0.50 ms); otherwise 3 rows x 4
@@ -1456,6 +1484,27 @@ nlohmann::json conv_template_defaults(const ConvGroupShape &s, const TargetTrait
         if (tasks > 1) p["row_tasks"] = tasks;
     }
     return p;
+}
+
+nlohmann::json conv_template_defaults(const ConvGroupShape &s, const TargetTraits &tt) {
+    const ConvChoice choice = choose_conv_template(s, tt);
+    switch (choice.kind) {
+    case ConvTemplate::Cv: return conv_cv_defaults(s, tt);
+    case ConvTemplate::CvThenPool: {
+        nlohmann::json p = conv_cv_defaults(conv_at_root(s), tt);
+        p["compute"] = "root";
+        p["why"] =
+            "the pool's windows overlap or pad (conv_cv's tile would read them through gathers): the conv "
+            "at root, the pool after it by its template";
+        return p;
+    }
+    case ConvTemplate::Flat: return choice.params;
+    case ConvTemplate::CvDepthwise: return conv_cv_depthwise_defaults(s, tt);
+    case ConvTemplate::Dw: return conv_dw_defaults(s, tt, choice.vector_width);
+    case ConvTemplate::Xv: return conv_xv_defaults(s, tt, choice.vector_width);
+    case ConvTemplate::Simple: break;
+    }
+    return {{"template", "simple"}, {"why", choice.why}};
 }
 
 }  // namespace
