@@ -724,7 +724,8 @@ void schedule_winograd_stages(Func tile, Var task, const WinogradFuncs &wino, in
 }
 
 // Where conv_cv's Winograd is the default: a 3x3 conv at stride 1 with constant weights, at least
-// 16 channels each way and planes of at least 14x14. AVX-512, Zen 5, 2 threads, relu epilogue,
+// 16 channels each way and planes of at least 14x14 (with 32 vector registers, at least 28 tiles of
+// 4x4 or 256 input channels: see winograd_wins). AVX-512, Zen 5, 2 threads, relu epilogue,
 // planar I/O, 3 alternations, minima, direct -> F(2x2, 3x3): 64->64 at 56x56 0.58 -> 0.36 ms,
 // 128->128 at 28x28 0.58 -> 0.41, 32->32 at 112x112 0.63 -> 0.47, 16->16 at 56x56 0.066 -> 0.055,
 // 256->256 at 14x14 0.59 -> 0.56; 512->512 at 7x7 0.60 -> 0.91: 16 tiles, each of its 16 MB of
@@ -737,9 +738,20 @@ bool weights_smaller_than_positions(const ConvGroupShape &s) {
     return s.output[1] * s.weight[2] * s.weight[3] <= s.output[2] * s.output[3];
 }
 
-bool winograd_wins(const ConvGroupShape &s) {
-    return winograd_fits(s) && s.constant_weights && s.input[1] >= 16 && s.output[1] >= 16 && s.output[2] >= 14 &&
-           s.output[3] >= 14;
+bool winograd_wins(const ConvGroupShape &s, const TargetTraits &tt) {
+    if (!winograd_fits(s) || !s.constant_weights || s.input[1] < 16 || s.output[1] < 16 || s.output[2] < 14 ||
+        s.output[3] < 14) {
+        return false;
+    }
+    // F(4x4, 3x3)'s transformed weights, 4x the direct conv's, serve an image's tiles: fewer than 28
+    // of them (below 24x24) pay for them only over many input channels, against a direct conv whose
+    // tiles of a row's 7 positions x 3 vectors fit 32 registers. Sapphire Rapids, AVX-512, 2 threads,
+    // in the networks: GoogLeNet's 3x3s at 14x14 (16 tiles), 96-160 -> 208-320, direct 1.22-1.42x
+    // faster than Winograd in whole planes (the net 1.12x), DenseNet-121's 128 -> 32 1.43x;
+    // ResNet-18's 256 -> 256 alike either way. Under an AVX2 target (16 registers) the two nets ran
+    // 0.96-0.99x direct: Winograd stays there.
+    const int64_t tiles = ops::winograd_tiles(s.output[3], 4) * ops::winograd_tiles(s.output[2], 4);
+    return tiles >= 28 || s.input[1] >= 256 || tt.vector_registers < 32;
 }
 
 // Winograd's parameters over conv_cv's direct defaults `p`, F(m x m, 3x3): register tiles of 4
@@ -954,7 +966,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     const double flops_per_input =
         2.0 * static_cast<double>(cout * s.weight[2] * s.weight[3]) / static_cast<double>(s.stride_x * s.stride_y);
     bool rows_padded = false;
-    if (!grouped && !input_order && !winograd_wins(s) && cin < 8) {
+    if (!grouped && !input_order && !winograd_wins(s, tt) && cin < 8) {
         const int in_row = row_tile_positions(s.output[3], ct.vectors, tt);
         if (in_row > 0) {
             ct.positions = in_row;
@@ -979,7 +991,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // resnet_block 1.33 -> 0.97, 128->128 at 28x28 0.621 -> 0.515, 512->512 at 14x14 4.53 -> 3.97).
     // With tiles of 3 vectors (48 channels), the least multiple of them from 64 that divides the
     // channels (96 -> one task of 96), else 64 where that divides (AVX2's 32 -> 64).
-    if (winograd_wins(s) && channel_block < 64 && cout >= 64) {
+    if (winograd_wins(s, tt) && channel_block < 64 && cout >= 64) {
         int64_t whole = 0;
         for (int64_t m = channel_block; m <= std::min<int64_t>(cout, 2 * 64) && !whole; m += channel_block) {
             if (m >= 64 && cout % m == 0) whole = m;
@@ -997,7 +1009,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // conv_cv) 64-channel blocks 0.65 ms, one block 0.58; MobileNet-V2's 576->96 at 14x14 0.28 -> 0.16, MobileNet-V3's
     // 672->112 0.36 -> 0.26. Where the weights are the larger (ResNet-18's 1x1 256->512 stride 2 to 7x7: 0.12 -> 0.20
     // ms; 3x3 384->384 at 8x8 0.36 -> 0.41) the blocks stay.
-    if (!winograd_wins(s) && !grouped && weights_smaller_than_positions(s)) channel_block = cout;
+    if (!winograd_wins(s, tt) && !grouped && weights_smaller_than_positions(s)) channel_block = cout;
     int64_t rows = rows_for_tasks(hout, (cout + channel_block - 1) / channel_block);
     std::string partition_why;  // the cost model's, where it overrode the rules
     // The rules above, measured on large planes, priced against every other division of the work
@@ -1011,7 +1023,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // see above).
     const int64_t conv_flops =
         2 * s.output[0] * cout * s.output[2] * s.output[3] * s.weight[1] * s.weight[2] * s.weight[3];
-    if (!grouped && !winograd_wins(s) && cin >= 8 && !s.pooled && s.tile_stride_x == 1 && s.tile_stride_y == 1 &&
+    if (!grouped && !winograd_wins(s, tt) && cin >= 8 && !s.pooled && s.tile_stride_x == 1 && s.tile_stride_y == 1 &&
         conv_flops >= 1'000'000) {
         std::vector<ChannelTile> tiles;
         const int most_vectors = static_cast<int>(std::min<int64_t>((cout + vw - 1) / vw, 4));
@@ -1019,6 +1031,14 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
         if (tt.vector_registers >= 32 && cout >= 5 * vw) tiles.push_back({4, 5});
         if (tt.vector_registers >= 32 && input_order) {
             for (int nc = 1; nc <= std::min(most_vectors, 3); nc++) tiles.push_back({7, nc});
+        }
+        // Where the positions do not read the input in its order, tiles of a row's positions where that
+        // many divide it (each position the tile's address plus a constant, see lower_blocked_conv),
+        // within the register budget. (Pointwise convs read in order; given these too, Inception-V3's
+        // 1x1 2048->192 at 8x8 took 4 x 4 tiles, 0.8x.)
+        for (int nc = 1; !input_order && nc <= most_vectors; nc++) {
+            const int in_row = row_tile_positions(s.output[3], nc, tt);
+            if (in_row > 0 && in_row != ct.positions) tiles.push_back({in_row, nc});
         }
         const CvPartition rules{ct, rows, channel_block};
         const CvPartition chosen = cheapest_cv_partition(s, rules, tiles, vw);
@@ -1060,7 +1080,8 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // input for 32 FLOPs a value, costs more than it saves: GoogLeNet's 480 -> 16 at 14x14 0.62x.)
     const bool planar_streams =
         input_order && s.input_stored_block == 0 && cin >= 64 && cout >= 32 && s.output[2] * s.output[3] >= 14 * 14;
-    const bool copy_pays = s.padded || planar_streams || (!input_order && !winograd_wins(s) && flops_per_input >= 400);
+    const bool copy_pays =
+        s.padded || planar_streams || (!input_order && !winograd_wins(s, tt) && flops_per_input >= 400);
     // (Blocks of 8 a block's first input channel starts, for whole blocks per unrolled step.)
     const int input_block = copy_pays && groups.group_inputs % 8 == 0 ? 8 : 0;
     const int64_t ci_block = largest_divisor_at_most(cin, 64);
@@ -1084,7 +1105,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     const int64_t in_rows = (conv_rows - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
     if (input_block > 0 && channel_tasks * in_rows <= 3 * conv_rows * s.stride_y) p["input_at"] = "task";
     if (rows_padded) p["position_tiles"] = "in_rows";
-    if (winograd_wins(s)) winograd_defaults(p, s, tt);
+    if (winograd_wins(s, tt)) winograd_defaults(p, s, tt);
     if (!partition_why.empty()) p["why"] = partition_why;
     return p;
 }

@@ -1496,12 +1496,13 @@ TEST(Composer, ChannelVectorConvOfAShortReductionTilesWithinARow) {
     // A stem (3 input channels, stride 2): few FMAs a tap for each position's address, so the register
     // tile's positions divide the output's row (the tile's addresses its first position's plus
     // constants) where the register budget holds such a divisor of at least 4: 28 wide with 2 vectors
-    // of 16 channels, 7 (of at most 10); 29 wide has none, and 64 input channels do not ask for it.
+    // of 16 channels, 7 (of at most 10); 29 wide has none. With 64 input channels the cost model
+    // prices the tiles, a row's 7 positions among them: 28 positions a row in tiles of 5 recompute.
     const Halide::Target avx512("x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41");
     struct Case {
         int cin, size, expect_np;
     };
-    for (const Case &c : {Case{3, 56, 7}, Case{3, 58, 5}, Case{64, 56, 5}}) {
+    for (const Case &c : {Case{3, 56, 7}, Case{3, 58, 5}, Case{64, 56, 7}}) {
         SCOPED_TRACE("cin " + std::to_string(c.cin) + ", input " + std::to_string(c.size));
         const Graph g = conv_model(c.cin, c.size, c.size, 32, 3, 2, 1, 1);
         FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("x86")}), avx512);
@@ -1668,8 +1669,8 @@ TEST(Composer, WinogradDefaultsPickTheTileAndWholeTileRows) {
     // task's transformed weights past 3 MB); tasks of whole tile rows, or the whole height, of at
     // least 28 tiles where the height has them (past the L2 budget: 128->128 at 28x28, 7 tiles a row,
     // 4 tile rows), the height capping them at a part tile row only at the bottom (256->256 at
-    // 14x14: all 14 rows, 16 tiles), and at least 4 tasks (16->16 at 14x14, one channel block: 4 rows
-    // a task, 4 tasks; 8 rows would leave 2), nor an odd number below 8 (64->64 at 36x36: 4 rows, 9
+    // 14x14: all 14 rows, 16 tiles), and at least 4 tasks (16->16 at 24x24, one channel block: 4 rows
+    // a task, 6 tasks; 8 rows would leave 3), nor an odd number below 8 (64->64 at 36x36: 4 rows, 9
     // tiles; 8 rows would leave 5 tasks). Where the whole plane's transformed input and products are
     // no more than a task's transformed weights, the plane is one block of rows, the weights streamed
     // once (256->256 at 28x28: 2.25 MB against 2.36 MB; 512->512 at 14x14: 1.8 against 2 MB), where
@@ -1683,7 +1684,7 @@ TEST(Composer, WinogradDefaultsPickTheTileAndWholeTileRows) {
     struct Case {
         int c, hw, m, rows;
     };
-    for (const Case &k : {Case{16, 14, 4, 4}, Case{256, 14, 4, 14}, Case{128, 28, 4, 16}, Case{256, 28, 4, 28},
+    for (const Case &k : {Case{16, 24, 4, 4}, Case{256, 14, 4, 14}, Case{128, 28, 4, 16}, Case{256, 28, 4, 28},
                           Case{512, 14, 2, 14}, Case{64, 56, 4, 8}, Case{64, 128, 4, 4}, Case{64, 36, 4, 4}}) {
         SCOPED_TRACE(std::to_string(k.c) + " channels at " + std::to_string(k.hw));
         const json p = defaults(k.c, k.hw);
@@ -1699,6 +1700,16 @@ TEST(Composer, WinogradDefaultsPickTheTileAndWholeTileRows) {
         const int more = tasks(rows + k.m);
         EXPECT_TRUE(rows == k.hw || (rows + k.m - 1) / k.m * tiles_x >= 28 || more < 4 || (more % 2 == 1 && more < 8))
             << p.dump();
+    }
+    // Fewer than 28 tiles of an image (below 24x24) over fewer than 256 input channels: the direct
+    // conv with 32 registers (144 channels in tiles of a row's 7 positions, priced by the cost model;
+    // 16 channels, under 1 MFLOP, by the rules); Winograd under AVX2.
+    for (const int c : {16, 144}) {
+        const json direct = defaults(c, 14);
+        EXPECT_FALSE(direct.contains("algorithm")) << direct.dump();
+        if (c == 144) EXPECT_EQ(direct.value("tile_positions", 0), 7) << direct.dump();
+        const json avx2 = fused_plan(conv_model(c, 14, 14, c, 3, 1, 1, 1)).groups[0].schedule;
+        EXPECT_EQ(avx2.value("algorithm", ""), "winograd") << avx2.dump();
     }
 }
 

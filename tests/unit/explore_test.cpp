@@ -293,11 +293,11 @@ TEST(ExploreVariants, ParametersThePlanLeavesOutAreTriedToo) {
 }
 
 TEST(ExploreVariants, WinogradGroupsTryTheDirectConvAndBack) {
-    // 16 -> 16 channels at 16x16: Winograd F(4x4, 3x3) by default; F(2x2, 3x3) and the direct conv
+    // 16 -> 16 channels at 24x24 (36 tiles): Winograd F(4x4, 3x3) by default; F(2x2, 3x3) and the direct conv
     // (without Winograd's tile, and without "algorithm": the direct conv is what conv_cv runs with it
     // left out) one neighbour away.
     const Halide::Target host = Halide::get_host_target();
-    Graph g = simplify(load(tiny_model(16, 16, 16)));
+    Graph g = simplify(load(tiny_model(16, 16, 24)));
     FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("x86")}), host);
     ASSERT_EQ(plan.groups[0].schedule.value("template", ""), "conv_cv");
     ASSERT_EQ(plan.groups[0].schedule.value("algorithm", ""), "winograd");
