@@ -1034,9 +1034,9 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
         }
         // Where the positions do not read the input in its order, tiles of a row's positions where that
         // many divide it (each position the tile's address plus a constant, see lower_blocked_conv),
-        // within the register budget. (Pointwise convs read in order; given these too, Inception-V3's
-        // 1x1 2048->192 at 8x8 took 4 x 4 tiles, 0.8x.)
-        for (int nc = 1; !input_order && nc <= most_vectors; nc++) {
+        // within the register budget; measured with 32 registers only. (Pointwise convs read in
+        // order; given these too, Inception-V3's 1x1 2048->192 at 8x8 took 4 x 4 tiles, 0.8x.)
+        for (int nc = 1; tt.vector_registers >= 32 && !input_order && nc <= most_vectors; nc++) {
             const int in_row = row_tile_positions(s.output[3], nc, tt);
             if (in_row > 0 && in_row != ct.positions) tiles.push_back({in_row, nc});
         }
