@@ -408,8 +408,8 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     const bool winograd = wino_m > 0;
     // Rows padded to whole register tiles (the lowering's rows_padded): a task's positions, whole rows
     // from a row's first, then span whole tiles, rounded up past its last row's end.
-    const bool rows_padded = conv_cv_rows_padded(p) && s.output[3] % np != 0;
-    if (winograd && conv_cv_rows_padded(p))
+    const bool in_rows = conv_cv_rows_padded(p), rows_padded = in_rows && s.output[3] % np != 0;
+    if (winograd && in_rows)
         fail_field("schedule.position_tiles", "\"in_rows\" is for the direct conv; Winograd tiles its own way");
     if (!s.constant_weights) fail_field("schedule.template", "conv_cv needs constant weights");
     if (winograd) {
@@ -884,13 +884,18 @@ bool grouped_takes_cv(const ConvGroupShape &s, const TargetTraits &tt) {
            tt.vector_registers >= 32 && s.constant_weights && !s.pooled;
 }
 
-// The most positions a register tile of nc channel vectors holds (the accumulators, a broadcast per
-// position and a weight vector in the registers, at most 16) that divide a row of `width` outputs,
-// where that is at least 4; else 0. Such a tile lies within a row, so its positions' input addresses
-// are the tile's plus constants (see lower_blocked_conv); across rows each is computed per tap.
+// The most positions a register tile of nc channel vectors holds: the accumulators, a broadcast per
+// position and a weight vector in the registers, at most 16.
+int most_tile_positions(int nc, const TargetTraits &tt) {
+    return std::min(16, (tt.vector_registers - 1) / (nc + 1));
+}
+
+// The most positions a register tile of nc channel vectors holds that divide a row of `width`
+// outputs, where that is at least 4; else 0. Such a tile lies within a row, so its positions' input
+// addresses are the tile's plus constants (see lower_blocked_conv); across rows each is computed per
+// tap.
 int row_tile_positions(int64_t width, int nc, const TargetTraits &tt) {
-    const int most = std::min(16, (tt.vector_registers - 1) / (nc + 1));
-    const int divisor = static_cast<int>(largest_divisor_at_most(width, most));
+    const int divisor = static_cast<int>(largest_divisor_at_most(width, most_tile_positions(nc, tt)));
     return divisor >= 4 ? divisor : 0;
 }
 
@@ -905,9 +910,8 @@ int row_tile_positions(int64_t width, int nc, const TargetTraits &tt) {
 // 0.22); 784 at 7x7, 7 positions 0.086, 15 0.160.
 ChannelTile grouped_channel_tile(const ConvGroupShape &s, const TargetTraits &tt) {
     const int nc = static_cast<int>(largest_divisor_at_most(s.output[1] / s.group / tt.vector_width, 4));
-    const int most = std::min(16, (tt.vector_registers - 1) / (nc + 1));
     const int in_row = row_tile_positions(s.output[3], nc, tt);
-    return {in_row > 0 ? in_row : most, nc};
+    return {in_row > 0 ? in_row : most_tile_positions(nc, tt), nc};
 }
 
 // conv_cv's rows a task of `height` rows, with `channel_tasks` blocks of channels each: enough for 8
@@ -966,14 +970,14 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     const double flops_per_input =
         2.0 * static_cast<double>(cout * s.weight[2] * s.weight[3]) / static_cast<double>(s.stride_x * s.stride_y);
     bool rows_padded = false;
-    if (!grouped && !input_order && !winograd_wins(s, tt) && cin < 8) {
+    const bool winograd = winograd_wins(s, tt);
+    if (!grouped && !input_order && !winograd && cin < 8) {
         const int in_row = row_tile_positions(s.output[3], ct.vectors, tt);
         if (in_row > 0) {
             ct.positions = in_row;
         } else if (flops_per_input >= 400 && s.output[3] > ct.positions) {
-            const int most = std::min(16, (tt.vector_registers - 1) / (ct.vectors + 1));
             int64_t least = 0;
-            for (int np = 4; np <= most; np++) {
+            for (int np = 4; np <= most_tile_positions(ct.vectors, tt); np++) {
                 const int64_t padded = ceil_div(s.output[3], np) * np;
                 if (least == 0 || padded <= least) {  // ties: the larger tile
                     least = padded;
@@ -991,7 +995,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // resnet_block 1.33 -> 0.97, 128->128 at 28x28 0.621 -> 0.515, 512->512 at 14x14 4.53 -> 3.97).
     // With tiles of 3 vectors (48 channels), the least multiple of them from 64 that divides the
     // channels (96 -> one task of 96), else 64 where that divides (AVX2's 32 -> 64).
-    if (winograd_wins(s, tt) && channel_block < 64 && cout >= 64) {
+    if (winograd && channel_block < 64 && cout >= 64) {
         int64_t whole = 0;
         for (int64_t m = channel_block; m <= std::min<int64_t>(cout, 2 * 64) && !whole; m += channel_block) {
             if (m >= 64 && cout % m == 0) whole = m;
@@ -1009,7 +1013,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // conv_cv) 64-channel blocks 0.65 ms, one block 0.58; MobileNet-V2's 576->96 at 14x14 0.28 -> 0.16, MobileNet-V3's
     // 672->112 0.36 -> 0.26. Where the weights are the larger (ResNet-18's 1x1 256->512 stride 2 to 7x7: 0.12 -> 0.20
     // ms; 3x3 384->384 at 8x8 0.36 -> 0.41) the blocks stay.
-    if (!winograd_wins(s, tt) && !grouped && weights_smaller_than_positions(s)) channel_block = cout;
+    if (!winograd && !grouped && weights_smaller_than_positions(s)) channel_block = cout;
     int64_t rows = rows_for_tasks(hout, (cout + channel_block - 1) / channel_block);
     std::string partition_why;  // the cost model's, where it overrode the rules
     // The rules above, measured on large planes, priced against every other division of the work
@@ -1023,7 +1027,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // see above).
     const int64_t conv_flops =
         2 * s.output[0] * cout * s.output[2] * s.output[3] * s.weight[1] * s.weight[2] * s.weight[3];
-    if (!grouped && !winograd_wins(s, tt) && cin >= 8 && !s.pooled && s.tile_stride_x == 1 && s.tile_stride_y == 1 &&
+    if (!grouped && !winograd && cin >= 8 && !s.pooled && s.tile_stride_x == 1 && s.tile_stride_y == 1 &&
         conv_flops >= 1'000'000) {
         std::vector<ChannelTile> tiles;
         const int most_vectors = static_cast<int>(std::min<int64_t>((cout + vw - 1) / vw, 4));
@@ -1080,8 +1084,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // input for 32 FLOPs a value, costs more than it saves: GoogLeNet's 480 -> 16 at 14x14 0.62x.)
     const bool planar_streams =
         input_order && s.input_stored_block == 0 && cin >= 64 && cout >= 32 && s.output[2] * s.output[3] >= 14 * 14;
-    const bool copy_pays =
-        s.padded || planar_streams || (!input_order && !winograd_wins(s, tt) && flops_per_input >= 400);
+    const bool copy_pays = s.padded || planar_streams || (!input_order && !winograd && flops_per_input >= 400);
     // (Blocks of 8 a block's first input channel starts, for whole blocks per unrolled step.)
     const int input_block = copy_pays && groups.group_inputs % 8 == 0 ? 8 : 0;
     const int64_t ci_block = largest_divisor_at_most(cin, 64);
@@ -1105,7 +1108,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     const int64_t in_rows = (conv_rows - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
     if (input_block > 0 && channel_tasks * in_rows <= 3 * conv_rows * s.stride_y) p["input_at"] = "task";
     if (rows_padded) p["position_tiles"] = "in_rows";
-    if (winograd_wins(s, tt)) winograd_defaults(p, s, tt);
+    if (winograd) winograd_defaults(p, s, tt);
     if (!partition_why.empty()) p["why"] = partition_why;
     return p;
 }
@@ -1252,6 +1255,11 @@ int group_channel_tile(const ConvGroupShape &s, int nc) {
     return static_cast<int>(s.group > 1 ? largest_divisor_at_most(cout / s.group, tile) : tile);
 }
 
+// Register tiles are sized in units of AVX2's 16 vector registers: 1 there, 2 with 32.
+int register_budget(const TargetTraits &tt) {
+    return std::max(1, tt.vector_registers / 16);
+}
+
 // The templates conv_template_defaults chooses between for a conv group.
 enum class ConvTemplate {
     Cv,           // conv_cv
@@ -1275,7 +1283,7 @@ struct ConvChoice {
 // kind, who reads its output); each template's parameters follow in its own function.
 ConvChoice choose_conv_template(const ConvGroupShape &s, const TargetTraits &tt) {
     const int64_t cout = s.output[1], wout = s.output[3];
-    const int budget = std::max(1, tt.vector_registers / 16);
+    const int budget = register_budget(tt);
     // Narrow outputs (ResNet's and MobileNet's 7x7 layers) take narrower vectors under conv_xv, down to
     // 4 lanes: half an AVX2 register still beats the simple schedule by far (3x3 512->512 at 7x7, 2
     // threads, two engineers compiling beside it: simple 50 ms, 4 lanes 6.4 ms).
@@ -1342,7 +1350,7 @@ ConvChoice choose_conv_template(const ConvGroupShape &s, const TargetTraits &tt)
 // with vectors of `vw` lanes narrowed to its rows.
 nlohmann::json conv_dw_defaults(const ConvGroupShape &s, const TargetTraits &tt, int vw) {
     const int64_t cout = s.output[1], wout = s.output[3], hout = s.output[2];
-    const int budget = std::max(1, tt.vector_registers / 16);
+    const int budget = register_budget(tt);
     // Channel blocks are the parallel tasks: at least 8 of them, the largest block dividing the
     // channels (MobileNet-V2's 3x3 on 144 channels at 56x56, 2 threads: blocks of 64, 3 tasks
     // of which the last shifts inwards, 0.155 ms; of 36 0.078, 18 0.081, 8 0.082 ms).
@@ -1404,7 +1412,7 @@ nlohmann::json conv_dw_defaults(const ConvGroupShape &s, const TargetTraits &tt,
 // conv_xv's defaults: register tiles of x vectors x rows x channels, or strips of a pool's output.
 nlohmann::json conv_xv_defaults(const ConvGroupShape &s, const TargetTraits &tt, int vw) {
     const int64_t cout = s.output[1], hout = s.output[2];
-    const int budget = std::max(1, tt.vector_registers / 16);
+    const int budget = register_budget(tt);
     // Register tiles that keep accumulators + operands within 16 vector registers (AVX2):
     // 1x1 kernels reuse no input across taps: 2 rows x 6 channels (128->256 at 28x28 on 2 cores:
     // 2x6 0.39 ms, 1 row x 2 vectors x 6 0.42 ms, 1x12 0.47 ms, 3x4 0.50 ms); otherwise 3 rows x 4
