@@ -2063,6 +2063,33 @@ TEST(Composer, PointwiseProducerNeedsItsOwnReaderAndParameters) {
     expect_error("producer_tile_x_vectors", 1, "schedule.producer_tile_c");
 }
 
+TEST(Composer, GlobalPoolAtRootInAGroupTakesTheReductionSchedule) {
+    // A global pool and its Flatten (the simple template: Flatten is no elementwise epilogue), the pool
+    // handed out too or not, over odd planes, batch 2 and a channel count no vector divides.
+    for (const std::string op : {"GlobalAveragePool", "GlobalMaxPool"}) {
+        for (const bool hand_out : {false, true}) {
+            SCOPED_TRACE(op + (hand_out ? ", the pool handed out" : ""));
+            json m = json::parse(R"({"format": "hfuse-model", "version": 1, "name": "gap_flatten",
+              "inputs": [{"name": "x", "shape": [2, 21, 9, 7]}],
+              "nodes": [{"name": "relu", "op": "Relu", "inputs": ["x"]},
+                        {"name": "pool", "op": "GlobalAveragePool", "inputs": ["relu"]},
+                        {"name": "flat", "op": "Flatten", "inputs": ["pool"], "attrs": {"axis": 1}}],
+              "outputs": ["flat"]})");
+            m["nodes"][1]["op"] = op;
+            if (hand_out) m["outputs"].push_back("pool");
+            const Graph g = json_model(m);
+            const FusedGraph plan = fused_plan(g);
+            const FusedGroup *pool = nullptr;
+            for (const FusedGroup &grp : plan.groups) {
+                if (std::count(grp.nodes.begin(), grp.nodes.end(), "flat")) pool = &grp;
+            }
+            ASSERT_NE(pool, nullptr);
+            EXPECT_TRUE(std::count(pool->nodes.begin(), pool->nodes.end(), "pool")) << "the pool with its Flatten";
+            expect_pipeline_matches_reference(g, plan);
+        }
+    }
+}
+
 TEST(Composer, ConvWithoutATileableEpilogueRunsAtRoot) {
     // SqueezeNet's tail (conv + Relu + GlobalAveragePool + Flatten) and a fire module's expand convs
     // joined by a Concat: no epilogue the conv template can tile, so the conv runs at root by its
