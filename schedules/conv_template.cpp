@@ -1364,17 +1364,27 @@ nlohmann::json conv_dw_defaults(const ConvGroupShape &s, const TargetTraits &tt,
     // 8 lanes ran at a third of the speed (512 channels at 14x14: 0.050 ms, 1 row 0.018; the
     // same schedule for AVX2 0.020). AVX2 keeps 2 rows (0.370 against 0.380 ms for
     // MobileNet-V2's block).
+    // A kernel 5 or more rows tall without a producer takes 2 rows a tile with AVX-512 too, each input
+    // row loaded once for both (30 loads for 50 FMAs in a 5x5 tile, against 50), in vectors as wide as
+    // the row allows (dividing it or not). Zen 4, 2 threads, in the networks (bench --against
+    // --profile, 3 rounds, against 1 row of 8 lanes; these groups swing up to 2x between processes):
+    // MnasNet's 5x5 stride 2 at 28x28 and at 14x14 (8 lanes), summed, 1.23-1.58x; MobileNet-V3's 5x5
+    // stride 2 at 28x28 1.28-1.56x; EfficientNet-B0's 5x5 on 240 channels at 28x28 + SiLU 0.94-1.28x.
+    // With a producer computed per task (MnasNet's and MobileNet-V3's 5x5 at 28x28: 0.96-1.04x, one
+    // round) and for 3x3 kernels (0.92-1.07x, one round) it gained nothing; 4 rows a tile was no better.
+    const bool tall = s.weight[2] >= 5 && s.producer_input_channels == 0;
     int dw_vw = vw;
     const bool avx512 = tt.avx512;  // measured there only (AArch64 has as many registers)
     auto row_lanes = [&](int lanes) { return (wout + lanes - 1) / lanes * lanes; };
     auto halve = [&](int lanes) {
         if (lanes > wout) return true;
+        if (tall) return false;
         return s.stride_x > 1 ? row_lanes(lanes / 2) < row_lanes(lanes) : wout % lanes != 0;
     };
     while (avx512 && dw_vw > 8 && halve(dw_vw)) dw_vw /= 2;
     nlohmann::json p = {{"template", "conv_dw"},
                         {"vector_width", dw_vw},
-                        {"tile_y", std::min<int64_t>(avx512 ? 1 : 2, hout)},
+                        {"tile_y", std::min<int64_t>(avx512 && !tall ? 1 : 2, hout)},
                         {"channel_block", largest_divisor_at_most(cout, cout / 8)}};
     if (s.producer_input_channels > 0) {
         // The pointwise producer per task, flat over the plane, by conv_flat's register tiles of

@@ -1843,6 +1843,33 @@ TEST(Composer, StridedDepthwiseTakesWholeVectorsWhereHalvesComputeAsMany) {
     }
 }
 
+TEST(Composer, TallDepthwiseKernelsTakeTwoRowsOfWideVectors) {
+    // AVX-512: a 5x5 (or taller) depthwise conv without a producer takes 2 rows a tile (each input row
+    // loaded once for both) in vectors as wide as the row allows; 3x3 keeps 1 row of vectors that
+    // divide it.
+    auto tile = [&](int in, int k, int stride) {
+        const json p = avx512_conv_defaults(144, in, 144, k, stride, 144);
+        EXPECT_EQ(p.value("template", ""), "conv_dw") << p.dump();
+        return std::pair{p.value("tile_y", 0), p.value("vector_width", 0)};
+    };
+    EXPECT_EQ(tile(28, 5, 1), (std::pair{2, 16}));  // 28 wide: 16 lanes need not divide it
+    EXPECT_EQ(tile(56, 5, 2), (std::pair{2, 16}));
+    EXPECT_EQ(tile(28, 5, 2), (std::pair{2, 8}));  // 14 wide
+    EXPECT_EQ(tile(28, 7, 1), (std::pair{2, 16}));
+    EXPECT_EQ(tile(28, 3, 1), (std::pair{1, 8}));
+    // Those tiles on odd planes: rows no vector divides, an odd row count, stride 2, 5x5 and 7x7.
+    for (const auto &[h, w, k, stride] :
+         {std::tuple{13, 27, 5, 1}, std::tuple{11, 37, 5, 2}, std::tuple{9, 19, 7, 1}}) {
+        FusedGraph plan = fused_plan(conv_model(16, h, w, 16, k, stride, k / 2, 16));
+        SCOPED_TRACE(std::to_string(h) + "x" + std::to_string(w) + ", " + std::to_string(k) + "x" + std::to_string(k) +
+                     " stride " + std::to_string(stride));
+        const int64_t out_w = (w - 1) / stride + 1;
+        plan.groups[0].schedule = {
+            {"template", "conv_dw"}, {"vector_width", out_w >= 16 ? 16 : 8}, {"tile_y", 2}, {"channel_block", 8}};
+        expect_matches_reference(plan);
+    }
+}
+
 TEST(Composer, PointwiseConvOfManyPlanarChannelsCopiesItsInputBlocked) {
     // AVX-512 defaults: a 1x1 conv reading 256 planar channels over 27x27 copies its input blocked by
     // 8 per task (one stream for the tile's broadcasts, not one per channel); at 7x7 (3 cache lines a
