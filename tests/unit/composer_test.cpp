@@ -1870,6 +1870,22 @@ TEST(Composer, TallDepthwiseKernelsTakeTwoRowsOfWideVectors) {
     }
 }
 
+TEST(Composer, PointwiseChannelsOfSevenVectorsTakeOneTile) {
+    // AVX-512: 112 output channels (7 vectors, which tiles of 4 do not divide) in tiles of 3 positions x
+    // 7 vectors; 128 (8 vectors) keep the rules' tiles of 4. On odd planes the 7-vector tile matches the
+    // reference.
+    const json seven = avx512_conv_defaults(672, 14, 112);
+    ASSERT_EQ(seven.value("template", ""), "conv_cv") << seven.dump();
+    EXPECT_EQ(seven.value("tile_c_vectors", 0), 7) << seven.dump();
+    EXPECT_EQ(seven.value("tile_positions", 0), 3) << seven.dump();
+    EXPECT_NE(avx512_conv_defaults(672, 14, 128).value("tile_c_vectors", 0), 8);
+    FusedGraph plan = fused_plan(conv_model(40, 9, 13, 112, 1, 1, 0, 1));
+    plan.groups[0].schedule = {{"template", "conv_cv"}, {"vector_width", 16}, {"tile_positions", 3},
+                               {"tile_c_vectors", 7},   {"block_rows", 2},    {"channel_block", 112},
+                               {"ci_block", 40},        {"input_block", 0}};
+    expect_matches_reference(plan);
+}
+
 TEST(Composer, PointwiseConvOfManyPlanarChannelsCopiesItsInputBlocked) {
     // AVX-512 defaults: a 1x1 conv reading 256 planar channels over 27x27 copies its input blocked by
     // 8 per task (one stream for the tile's broadcasts, not one per channel); at 7x7 (3 cache lines a
