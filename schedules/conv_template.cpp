@@ -1030,7 +1030,8 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     if (!grouped && !winograd && cin >= 8 && !s.pooled && s.tile_stride_x == 1 && s.tile_stride_y == 1 &&
         conv_flops >= 1'000'000) {
         std::vector<ChannelTile> tiles;
-        const int most_vectors = static_cast<int>(std::min<int64_t>((cout + vw - 1) / vw, 4));
+        const int64_t channel_vectors = (cout + vw - 1) / vw;
+        const int most_vectors = static_cast<int>(std::min<int64_t>(channel_vectors, 4));
         for (int nc = 1; nc <= most_vectors; nc++) tiles.push_back({ct.positions, nc});
         if (tt.vector_registers >= 32 && cout >= 5 * vw) tiles.push_back({4, 5});
         if (tt.vector_registers >= 32 && input_order) {
@@ -1041,7 +1042,6 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
             // groups summed), 1x1s to 112 channels at 14x14 in 5 x 4 tiles before: EfficientNet-B0's
             // 672->112 1.11-1.15x, MobileNet-V3's 1.12-1.13x, GoogLeNet's 1.09-1.12x. (Offering every
             // tile of up to 8 vectors moved 101 groups of 13 networks 0.94-1.15x.)
-            const int64_t channel_vectors = (cout + vw - 1) / vw;
             if (channel_vectors >= 5 && channel_vectors <= 8 && channel_vectors % ct.vectors != 0) {
                 const int nc = static_cast<int>(channel_vectors);
                 tiles.push_back({most_tile_positions(nc, tt), nc});

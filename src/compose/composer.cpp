@@ -27,6 +27,16 @@ bool is_global_pool(const Node &n) {
     return n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool";
 }
 
+// The reduction template's shape for global pool `n`: its output, each channel's plane reduced.
+schedules::ReductionGroupShape global_pool_shape(const Graph &g, const Node &n) {
+    schedules::ReductionGroupShape r;
+    r.output = g.type_of(n.outputs[0]).shape;
+    r.global_pool = true;
+    const Shape &in = g.type_of(n.inputs[0]).shape;
+    for (size_t i = 2; i < in.size(); i++) r.reduced *= in[i];
+    return r;
+}
+
 Family family_of_template(const std::string &tmpl) {
     if (tmpl == "simple") return Family::None;
     if (tmpl == "conv_xv" || tmpl == "conv_dw" || tmpl == "conv_flat" || tmpl == "conv_cv") return Family::Conv;
@@ -363,11 +373,12 @@ void analyse_pool(const Graph &g, const FusedGroup &grp, Analysis &a) {
 
 void analyse_reduction(const Graph &g, const FusedGroup &grp, Analysis &a) {
     const Shape shape = g.type_of(a.master->outputs[0]).shape;
-    const Shape &in = g.type_of(a.master->inputs[0]).shape;
     const int rank = static_cast<int>(shape.size());
     schedules::ReductionGroupShape &r = a.reduction;
-    r.output = shape;
-    if (a.master->op == "Softmax") {
+    if (is_global_pool(*a.master)) {
+        r = global_pool_shape(g, *a.master);
+    } else {
+        r.output = shape;
         if (rank == 0) {
             a.why = "a scalar softmax";
             return;
@@ -376,10 +387,6 @@ void analyse_reduction(const Graph &g, const FusedGroup &grp, Analysis &a) {
         if (axis < 0) axis += rank;
         r.axis_arg = rank - 1 - static_cast<int>(axis);
         r.reduced = shape[axis];
-    } else {
-        r.global_pool = true;
-        r.reduced = 1;
-        for (size_t i = 2; i < in.size(); i++) r.reduced *= in[i];
     }
     Members mem(g, grp);
     int end = follow_epilogue(g, mem, mem.ng.index.at(a.master->name), elementwise_of_shape(g, shape), a.chain, a.why);
@@ -470,10 +477,7 @@ void schedule_by_placement(const Graph &g, const FusedGroup &plan, exec::Lowered
             const bool inlined = p == Placement::Inline || p == Placement::Recompute;
             const Shape &shape = g.type_of(ln.node->outputs[i]).shape;
             if (is_global_pool(*ln.node) && !done.count(f.name())) {
-                schedules::ReductionGroupShape pool;
-                pool.output = shape;
-                pool.global_pool = true;
-                pool.reduced = num_elements(g.type_of(ln.node->inputs[0]).shape) / num_elements(shape);
+                const schedules::ReductionGroupShape pool = global_pool_shape(g, *ln.node);
                 Halide::Func w = root_wrapper(g, group, ln.node->outputs[i], f, shape);
                 schedules::schedule_global_pool(w, f, pool, schedules::reduction_default_params(pool, target), target);
                 done.insert(f.name());
