@@ -1424,8 +1424,15 @@ nlohmann::json conv_dw_defaults(const ConvGroupShape &s, const TargetTraits &tt,
         // cache. A band recomputes the producer's halo rows. MobileNet-V2's block at 56x56 (Zen 5,
         // 2 threads, medians): 0.26 -> 0.20 ms (4 bands 0.21); 14x14, 96->576: 0.35 -> 0.34; at
         // 7x7 bands cost (0.20 -> 0.25), at batch 8 too (1.79 -> 1.89 ms: the images already
-        // split so), and without a producer (512 channels at 14x14: 20 -> 25 us).
-        if (images == 1 && hout >= 14) p["row_bands"] = 2;
+        // split so), and without a producer (512 channels at 14x14: 20 -> 25 us). The two bands
+        // recompute kernel height - 1 of the producer's rows: bands only where that is at most 5% of
+        // them. Zen 4, AVX-512, 2 threads, in the networks (bench --against --profile, 3 rounds, the
+        // groups summed), one band against two: 3x3 at 14x14 (14% recomputed; MobileNet-V2's six,
+        // MobileNet-V3's three, MnasNet's two) 1.09-1.22x, with MnasNet's 5x5 at 28x28 (14%) 1.15x,
+        // MobileNet-V2's three 3x3 at 28x28 (one strided from 56: 4-7%) 1.01-1.10x; at 56x56 (4%)
+        // 0.84-1.08x (MnasNet's three 0.90-1.00x).
+        const double recomputed = static_cast<double>(s.weight[2] - 1) / s.input[2];
+        if (images == 1 && hout >= 14 && recomputed <= 0.05) p["row_bands"] = 2;
     }
     return p;
 }
