@@ -1098,7 +1098,19 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     const bool copy_pays = s.padded || planar_streams || (!input_order && !winograd && flops_per_input >= 400);
     // (Blocks of 8 a block's first input channel starts, for whole blocks per unrolled step.)
     const int input_block = copy_pays && groups.group_inputs % 8 == 0 ? 8 : 0;
-    const int64_t ci_block = largest_divisor_at_most(cin, 64);
+    // The reduction over the input channels in one pass with AVX-512's 32 vector registers: passes of
+    // up to 64 channels, meant to keep a pass's input rows in L1 for a window's taps, store and reload
+    // every accumulator between passes. Zen 4, AVX-512, 2 threads, in the networks (bench --against
+    // --profile, 2-3 rounds, the changed groups summed), 1x1 convs: ResNeXt-50 1.03-1.04x (the
+    // network 1.03-1.04x), Wide ResNet-50 1.02-1.04x, Inception-V3 1.06-1.07x, MobileNet-V2
+    // 1.07-1.12x (batch 8 1.09-1.19x), MobileNet-V3 1.05-1.06x, MnasNet 1.09-1.10x, SqueezeNet 1.05x,
+    // EfficientNet-B0 1.04-1.05x, DenseNet-121 1.03-1.16x, RegNet-Y 3.2GF 1.03-1.05x, GoogLeNet
+    // 1.01-1.03x, RegNet-Y 800MF 1.00-1.01x; then the 3x3 and 1x7/7x1 (direct, strided or not):
+    // Inception-V3's 1.03-1.04x, Wide ResNet-50's 1.04-1.11x, ResNet-18's 1.01-1.03x, GoogLeNet's
+    // 1.04-1.07x, DenseNet-121's 1.17-1.19x. Under an AVX2 target (16 registers, tiles whose
+    // channels are not unrolled by blocks) on the same machine one pass was slower: ResNeXt-50's 1x1s
+    // 0.82-0.86x, MobileNet-V2's 0.78-0.94x.
+    const int64_t ci_block = tt.vector_registers >= 32 ? cin : largest_divisor_at_most(cin, 64);
     nlohmann::json p = {{"template", "conv_cv"},
                         {"vector_width", vw},
                         {"tile_positions", std::min<int64_t>(np, rows * s.tile_output[3])},  // 2 positions: 2

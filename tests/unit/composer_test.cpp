@@ -1886,6 +1886,24 @@ TEST(Composer, PointwiseChannelsOfSevenVectorsTakeOneTile) {
     expect_matches_reference(plan);
 }
 
+TEST(Composer, ConvCvReducesInOnePassWithThirtyTwoRegisters) {
+    // AVX-512: every input channel in one pass (no accumulators stored and reloaded between passes),
+    // 1x1 or 3x3, strided or not; AVX2 keeps passes of at most 64 channels. One pass over many
+    // channels on an odd plane against the reference.
+    for (const auto &[cin, hw, cout, k, stride] :
+         {std::tuple{256, 14, 128, 1, 1}, std::tuple{80, 14, 64, 3, 2}, std::tuple{384, 17, 192, 3, 2}}) {
+        const json p = avx512_conv_defaults(cin, hw, cout, k, stride);
+        ASSERT_EQ(p.value("template", ""), "conv_cv") << p.dump();
+        EXPECT_EQ(p["ci_block"], cin) << cin << "->" << cout << " " << k << "x" << k << ": " << p.dump();
+    }
+    EXPECT_EQ(fused_plan(conv_model(80, 14, 14, 16, 3, 2, 1, 1)).groups[0].schedule["ci_block"], 40);
+    FusedGraph plan = fused_plan(conv_model(200, 9, 11, 32, 3, 1, 1, 1));
+    plan.groups[0].schedule = {{"template", "conv_cv"}, {"vector_width", 16}, {"tile_positions", 5},
+                               {"tile_c_vectors", 2},   {"block_rows", 3},    {"channel_block", 32},
+                               {"ci_block", 200},       {"input_block", 8}};
+    expect_matches_reference(plan);
+}
+
 TEST(Composer, PointwiseConvOfManyPlanarChannelsCopiesItsInputBlocked) {
     // AVX-512 defaults: a 1x1 conv reading 256 planar channels over 27x27 copies its input blocked by
     // 8 per task (one stream for the tile's broadcasts, not one per channel); at 7x7 (3 cache lines a
