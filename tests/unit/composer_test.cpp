@@ -1904,6 +1904,21 @@ TEST(Composer, ConvCvReducesInOnePassWithThirtyTwoRegisters) {
     expect_matches_reference(plan);
 }
 
+TEST(Composer, ConvXvBalancesItsChannelTiles) {
+    // AVX-512: 16 output channels in 2 tiles of 8 (not 12 and 12, the last shifted inwards, 24
+    // computed), 3 rows where that frees the accumulators and over-computes the height by at most 5%
+    // (112 rows: 114). The 3 x 8 tile on an odd plane against the reference.
+    const json tall = avx512_conv_defaults(32, 112, 16);
+    ASSERT_EQ(tall.value("template", ""), "conv_xv") << tall.dump();
+    EXPECT_EQ(tall.value("tile_c", 0), 8) << tall.dump();
+    EXPECT_EQ(tall.value("tile_y", 0), 3) << tall.dump();
+    FusedGraph plan = fused_plan(conv_model(24, 13, 37, 16, 1, 1, 0, 1));
+    plan.groups[0].schedule = {
+        {"template", "conv_xv"}, {"vector_width", 16},      {"tile_x_vectors", 1},          {"tile_y", 3},
+        {"tile_c", 8},           {"channel_loop", "inner"}, {"reduction_order", "ci,kx,ky"}};
+    expect_matches_reference(plan);
+}
+
 TEST(Composer, PointwiseConvOfManyPlanarChannelsCopiesItsInputBlocked) {
     // AVX-512 defaults: a 1x1 conv reading 256 planar channels over 27x27 copies its input blocked by
     // 8 per task (one stream for the tile's broadcasts, not one per channel); at 7x7 (3 cache lines a
