@@ -1470,9 +1470,11 @@ nlohmann::json conv_xv_defaults(const ConvGroupShape &s, const TargetTraits &tt,
         nx = 2;
         nc = budget > 1 ? 8 : 6;
     }
-    // 3-row tiles over-compute a height like 7, 14 or 28 by 7-29% (tiles shift inwards): 2 rows x 6
-    // channels there (3x3 512->512 at 7x7 with 4 lanes: 3x4 7.7 ms, 2x6 6.4 ms).
-    if (ny == 3 && (hout + 2) / 3 * 3 > hout * 105 / 100) {
+    // Whether tiles of `rows` rows (the last shifting inwards) compute at most 5% more rows than the height.
+    auto rows_fit = [&](int64_t rows) { return ceil_div(hout, rows) * rows <= hout * 105 / 100; };
+    // 3-row tiles over-compute a height like 7, 14 or 28 by 7-29%: 2 rows x 6 channels there (3x3
+    // 512->512 at 7x7 with 4 lanes: 3x4 7.7 ms, 2x6 6.4 ms).
+    if (ny == 3 && !rows_fit(3)) {
         ny = 2;
         nc = 6 * budget;
     }
@@ -1524,11 +1526,10 @@ nlohmann::json conv_xv_defaults(const ConvGroupShape &s, const TargetTraits &tt,
         // MobileNet-V2's 1x1 32->16 and MobileNet-V3's 16->16 at 112x112, Zen 4, AVX-512, 2 threads, in
         // the networks (bench --against --profile, 3 rounds): 2 rows x 12 channels -> 3 x 8
         // 1.04-1.09x and 1.08-1.11x, MnasNet's 1.02-1.09x (2 x 8 alone 0.94-1.56x, within noise).
-        const int tiles = static_cast<int>((cout + nc - 1) / nc),
-                  balanced = static_cast<int>((cout + tiles - 1) / tiles);
+        const int balanced = static_cast<int>(ceil_div(cout, ceil_div(cout, nc)));
         if (balanced < nc) {
             const int rows = std::min<int>(ny * nc / balanced, static_cast<int>(th));
-            if ((hout + rows - 1) / rows * rows <= hout * 105 / 100) ny = std::max(ny, rows);
+            if (rows_fit(rows)) ny = std::max(ny, rows);
             nc = balanced;
         }
     }
