@@ -20,7 +20,9 @@ nets with seeded random weights, as ONNX, with an input and PyTorch's eager outp
    least 5 runs).
 3. Report: a Markdown table (printed; --md FILE writes it) with each time the median over rounds (and
    the range over rounds), the speed ratios ORT ms / hfuse ms and PyTorch ms / hfuse ms (> 1: hfuse
-   faster) and their geometric means; --json FILE every figure per round, the CPU (lscpu model name,
+   faster) and their geometric means, and ORT / hfuse per round: the median (and range) over rounds of
+   the ratio of the two times of one round, measured seconds apart, which a slow spell of the machine
+   lasting a round moves less than it moves the ratio of the medians; --json FILE every figure per round, the CPU (lscpu model name,
    avx2/avx512f), load averages and versions; --svg FILE a bar chart of the two ratios per network.
 
     tools/install_deps.sh --peers                     # PyTorch, onnx, Node.js and onnxruntime-node
@@ -222,8 +224,8 @@ def fmt_ratio(r):
 
 def markdown(rows, meta):
     out = ["| net | batch | match (rel. err) | hfuse ms | ORT ms | PyTorch frozen ms | ORT / hfuse | "
-           "PyTorch / hfuse | hfuse groups | hfuse compile s |",
-           "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           "ORT / hfuse per round | PyTorch / hfuse | hfuse groups | hfuse compile s |",
+           "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         if r.get("hfuse_error"):
             e = r["hfuse_error"]
@@ -246,20 +248,26 @@ def markdown(rows, meta):
         torch_ms = fmt_range(r["torch_ms"], r["torch_ms_min"], r["torch_ms_max"], meta["rounds"])
         if r.get("torch_mode") == "trace" and r["torch_ms"] is not None:
             torch_ms += " (traced)"
-        out.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        per_round = r.get("ratio_ort_rounds") or []
+        per_round_text = fmt_ratio(r.get("ratio_ort_per_round"))
+        if len(per_round) > 1:
+            per_round_text += " (%.2f-%.2f)" % (min(per_round), max(per_round))
+        out.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["net"], r["batch"], match,
             fmt_range(r["hfuse_ms"], r["hfuse_ms_min"], r["hfuse_ms_max"], meta["rounds"]),
             fmt_range(r["ort_ms"], r["ort_ms_min"], r["ort_ms_max"], meta["rounds"]), torch_ms,
-            fmt_ratio(r["ratio_ort"]), fmt_ratio(r["ratio_torch"]), r.get("groups", "-"),
+            fmt_ratio(r["ratio_ort"]), per_round_text, fmt_ratio(r["ratio_torch"]), r.get("groups", "-"),
             "-" if r.get("compile_ms") is None else "%.1f" % (r["compile_ms"] / 1e3)))
     g_ort, g_torch = meta["geomean_ratio_ort"], meta["geomean_ratio_torch"]
-    out.append("| **geometric mean** | | | | | | %s | %s | | |" % (
-        "**%s**" % fmt_ratio(g_ort) if g_ort else "-", "**%s**" % fmt_ratio(g_torch) if g_torch else "-"))
+    g_round = meta.get("geomean_ratio_ort_per_round")
+    out.append("| **geometric mean** | | | | | | %s | %s | %s | | |" % tuple(
+        "**%s**" % fmt_ratio(g) if g else "-" for g in (g_ort, g_round, g_torch)))
     out.append("")
     out.append("%s (avx2 %s, avx512f %s), %d threads for all three, %d round%s (each time the median over rounds "
                "of a median of N runs%s), load average %.2f at start, %.2f at end; hfuse %s (plan %s), "
                "ONNX Runtime %s (onnxruntime-node, CPU EP), PyTorch %s frozen (optimize_for_inference). "
-               "Ratios: peer ms / hfuse ms, > 1 when hfuse is faster; match: max abs diff / max |PyTorch "
+               "Ratios: peer ms / hfuse ms, > 1 when hfuse is faster; per round: the median (range) over "
+               "rounds of the ratio of one round's two times; match: max abs diff / max |PyTorch "
                "output| <= %.0e." % (
                    meta["cpu"]["model_name"], "yes" if meta["cpu"]["flags"].get("avx2") else "no",
                    "yes" if meta["cpu"]["flags"].get("avx512f") else "no", meta["threads"], meta["rounds"],
@@ -501,6 +509,10 @@ def main():
         r["compile_ms"] = statistics.median(r["compile_ms_rounds"]) if r.get("compile_ms_rounds") else None
         h = r["hfuse_ms"] if not r.get("hfuse_error") else None
         r["ratio_ort"] = r["ort_ms"] / h if h and r["ort_ms"] else None
+        # Only where both ran in every round, so that the ratios pair times of one round.
+        both = len(r["hfuse_ms_rounds"]) == len(r["ort_ms_rounds"]) and not r.get("hfuse_error")
+        r["ratio_ort_rounds"] = [o / t for t, o in zip(r["hfuse_ms_rounds"], r["ort_ms_rounds"])] if both else []
+        r["ratio_ort_per_round"] = statistics.median(r["ratio_ort_rounds"]) if r["ratio_ort_rounds"] else None
         r["ratio_torch"] = r["torch_ms"] / h if h and r["torch_ms"] else None
 
     # 3. Report.
@@ -511,6 +523,7 @@ def main():
             "versions": ver, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "hfuse": os.path.abspath(a.hfuse),
             "dir": os.path.abspath(a.dir), "budget_s": a.budget, "warmup": a.warmup,
             "geomean_ratio_ort": geomean([r["ratio_ort"] for r in rows]),
+            "geomean_ratio_ort_per_round": geomean([r["ratio_ort_per_round"] for r in rows]),
             "geomean_ratio_torch": geomean([r["ratio_torch"] for r in rows])}
     md = markdown(rows, meta)
     print(md, end="")
