@@ -929,6 +929,151 @@ int64_t rows_for_tasks(int64_t height, int64_t channel_tasks) {
     return rows;
 }
 
+// A short reduction (fewer input channels than a block of 8, a stem's 3) does few FMAs per tap for
+// the address work of each position: tiles within a row, as for grouped convs. Sapphire Rapids,
+// AVX-512, 2 threads, in the networks (bench --against --profile, 2-4 alternations): stride-2 3x3
+// stems to 112x112, 3->16 in 5-position tiles 0.19-0.21 ms, 14 positions 0.16-0.19; 3->32, 5
+// positions 0.27-0.29, 8 positions 0.24-0.25; ResNet-18's 7x7 3->64, 5 positions 1.29-1.71 ms, 4
+// positions 1.14-1.46.
+// Where no tile size divides the row, every row padded to whole tiles (*rows_padded: the positions
+// past the row computed from a zero-extended copy of the input and dropped) where the conv does
+// enough work per input value for that copy to pay (as conv_cv_input_copy_block's rule), with the
+// tile that pads least. SqueezeNet's 7x7 stride-2 3->96 to 109x109, Sapphire Rapids, AVX-512, 2
+// threads, in the network: 5-position tiles across rows 2.29-2.30 ms, within rows of 110 1.95-1.99
+// (4 positions, rows of 112, 1.99). Inception-V3's 3x3 stride-2 3->32 to 149x149 (144 FLOPs an
+// input value): 0.53-0.54 ms either way, 0.57-0.59 with the copy.
+ChannelTile short_reduction_tile(const ConvGroupShape &s, ChannelTile ct, double flops_per_input,
+                                 const TargetTraits &tt, bool *rows_padded) {
+    const int in_row = row_tile_positions(s.output[3], ct.vectors, tt);
+    if (in_row > 0) {
+        ct.positions = in_row;
+    } else if (flops_per_input >= 400 && s.output[3] > ct.positions) {
+        int64_t least = 0;
+        for (int np = 4; np <= most_tile_positions(ct.vectors, tt); np++) {
+            const int64_t padded = ceil_div(s.output[3], np) * np;
+            if (least == 0 || padded <= least) {  // ties: the larger tile
+                least = padded;
+                ct.positions = np;
+            }
+        }
+        *rows_padded = least > s.output[3];
+    }
+    return ct;
+}
+
+// Winograd's channels a task: at least 64, whole register tiles of them, as AVX-512's 4 vectors: a
+// task transforms its input tiles once for all its output channels, and AVX2's 4 vectors of 8 did
+// that twice as often (Zen 5 under an AVX2 target, 2 threads, medians of 4 alternations, 32 -> 64
+// channels: 3x3 64->64 at 128x128 2.77 -> 2.22 ms, conv_bias_relu_maxpool 0.590 -> 0.494,
+// resnet_block 1.33 -> 0.97, 128->128 at 28x28 0.621 -> 0.515, 512->512 at 14x14 4.53 -> 3.97).
+// With tiles of 3 vectors (48 channels), the least multiple of them from 64 that divides the
+// channels (96 -> one task of 96), else 64 where that divides (AVX2's 32 -> 64).
+int64_t winograd_channel_block(int64_t channel_block, int64_t cout) {
+    if (channel_block >= 64 || cout < 64) return channel_block;
+    for (int64_t m = channel_block; m <= std::min<int64_t>(cout, 2 * 64); m += channel_block) {
+        if (m >= 64 && cout % m == 0) return m;
+    }
+    return 64 % channel_block == 0 ? 64 : channel_block;
+}
+
+// The register tiles the cost model prices beside the rules' tile `rules`: at its positions 1 to 4
+// channel vectors, and with 32 registers 4 x 5 (at least 5 vectors of channels) and, where the
+// positions read the input in its order (`input_order`), 7 positions x 1 to 3 vectors (else each
+// position's address is a register of its own: see conv_cv_defaults).
+std::vector<ChannelTile> priced_cv_tiles(const ConvGroupShape &s, const ChannelTile &rules, bool input_order,
+                                         const TargetTraits &tt) {
+    const int positions = rules.positions;
+    const int64_t cout = s.output[1], vw = tt.vector_width;
+    std::vector<ChannelTile> tiles;
+    const int64_t channel_vectors = (cout + vw - 1) / vw;
+    const int most_vectors = static_cast<int>(std::min<int64_t>(channel_vectors, 4));
+    for (int nc = 1; nc <= most_vectors; nc++) tiles.push_back({positions, nc});
+    if (tt.vector_registers >= 32 && cout >= 5 * vw) tiles.push_back({4, 5});
+    if (tt.vector_registers >= 32 && input_order) {
+        for (int nc = 1; nc <= std::min(most_vectors, 3); nc++) tiles.push_back({7, nc});
+        // A tile of all the channels where they are 5 to 8 vectors that the rules' tile does not
+        // divide (7 vectors in tiles of 4 compute 8): 3 positions x 7 vectors for 112 channels.
+        // Zen 4, 2 threads, in the networks (bench --against --profile, 3 rounds, the changed
+        // groups summed), 1x1s to 112 channels at 14x14 in 5 x 4 tiles before: EfficientNet-B0's
+        // 672->112 1.11-1.15x, MobileNet-V3's 1.12-1.13x, GoogLeNet's 1.09-1.12x. (Offering every
+        // tile of up to 8 vectors moved 101 groups of 13 networks 0.94-1.15x.)
+        if (channel_vectors >= 5 && channel_vectors <= 8 && channel_vectors % rules.vectors != 0) {
+            const int nc = static_cast<int>(channel_vectors);
+            tiles.push_back({most_tile_positions(nc, tt), nc});
+        }
+    }
+    // Where the positions do not read the input in its order, tiles of a row's positions where that
+    // many divide it (each position the tile's address plus a constant, see lower_blocked_conv),
+    // within the register budget; measured with 32 registers only. (Pointwise convs read in
+    // order; given these too, Inception-V3's 1x1 2048->192 at 8x8 took 4 x 4 tiles, 0.8x.)
+    for (int nc = 1; tt.vector_registers >= 32 && !input_order && nc <= most_vectors; nc++) {
+        const int in_row = row_tile_positions(s.output[3], nc, tt);
+        if (in_row > 0 && in_row != positions) tiles.push_back({in_row, nc});
+    }
+    return tiles;
+}
+
+// The padded or copied input's block (0: planar, no copy unless padded). A padded input is copied
+// anyway: channel-blocked, by 8 (3x3 convs of ResNet-18, 2 threads: 64->64 at 56x56 1.34 -> 1.28 ms,
+// 128->128 at 28x28 1.36 -> 1.28, 256->256 at 14x14 1.35 -> 1.29, stride 2 64->128 0.75 -> 0.70;
+// AVX-512, Zen 5: 128->128 at 28x28 blocks of 4, 8 and 16 alike). Unpadded, the copy costs a pass
+// over the input, and pays where the conv does enough work per input value: read planar, a register
+// tile's positions (other than a 1x1 stride-1 conv's, the input's own order) are each a row and
+// column apart, and LLVM computes their addresses in vector registers in the inner loop, on the FMA
+// ports; from blocks they are the position's pointer plus constants. Sapphire Rapids, AVX-512, 2
+// threads, FLOPs per input value (2 x cout x taps / strides): 1x1 stride 2 256->512 at 28x28 (256)
+// 0.238 -> 0.263 ms; 512->1024 (512) 1.66 -> 1.29; 3x3 stride 2 64->128 at 57x57 (576) 0.67 -> 0.56;
+// 1x1 stride 2 1024->2048 at 14x14 (1024) 1.60 -> 1.06; Inception-V3's 3x3 stride 2 288->384 (1728)
+// 4.31 -> 3.65. (Not for Winograd, whose input transform reads the input: Inception-V3's unpadded
+// 3x3 32->32 at 149x149 0.99 -> 1.18 ms in the network.)
+// A 1x1 conv reading a planar input of many channels over a plane of 14x14 or more: each input
+// channel is a stream of its own (a tile's broadcasts for the next channel are a plane away),
+// more streams than the prefetchers follow; from a blocked copy one. Sapphire Rapids, 2 threads,
+// in the networks (bench --against --profile), the copy per task: SqueezeNet's squeeze convs,
+// 256-512 -> 32-64 at 27x27, 1.4-1.6x; EfficientNet-B0's 80-112 -> 480-672 at 14x14 1.16-1.20x,
+// 480 -> 80 1.10-1.16x, 672 -> 112 0.90-1.06x. (At 7x7 a plane is 3 cache lines: 1152 -> 192
+// 0.83-0.88x, the copy made per channel task; for 16 output channels the copy, a pass over the
+// input for 32 FLOPs a value, costs more than it saves: GoogLeNet's 480 -> 16 at 14x14 0.62x.)
+// Blocks of 8 where a group's first input channel starts one, for whole blocks per unrolled step.
+int conv_cv_input_copy_block(const ConvGroupShape &s, int64_t cin, int64_t group_inputs, bool input_order,
+                             bool winograd, double flops_per_input) {
+    const int64_t cout = s.output[1];
+    const bool planar_streams =
+        input_order && s.input_stored_block == 0 && cin >= 64 && cout >= 32 && s.output[2] * s.output[3] >= 14 * 14;
+    const bool copy_pays = s.padded || planar_streams || (!input_order && !winograd && flops_per_input >= 400);
+    return copy_pays && group_inputs % 8 == 0 ? 8 : 0;
+}
+
+// The input channels a pass of the reduction takes. In one pass with AVX-512's 32 vector registers:
+// passes of up to 64 channels, meant to keep a pass's input rows in L1 for a window's taps, store and
+// reload every accumulator between passes. Zen 4, AVX-512, 2 threads, in the networks (bench
+// --against --profile, 2-3 rounds, the changed groups summed), 1x1 convs: ResNeXt-50 1.03-1.04x
+// (the network 1.03-1.04x), Wide ResNet-50 1.02-1.04x, Inception-V3 1.06-1.07x, MobileNet-V2
+// 1.07-1.12x (batch 8 1.09-1.19x), MobileNet-V3 1.05-1.06x, MnasNet 1.09-1.10x, SqueezeNet 1.05x,
+// EfficientNet-B0 1.04-1.05x, DenseNet-121 1.03-1.16x, RegNet-Y 3.2GF 1.03-1.05x, GoogLeNet
+// 1.01-1.03x, RegNet-Y 800MF 1.00-1.01x; then the 3x3 and 1x7/7x1 (direct, strided or not):
+// Inception-V3's 1.03-1.04x, Wide ResNet-50's 1.04-1.11x, ResNet-18's 1.01-1.03x, GoogLeNet's
+// 1.04-1.07x, DenseNet-121's 1.17-1.19x. Under an AVX2 target (16 registers, tiles whose channels
+// are not unrolled by blocks) on the same machine one pass was slower: ResNeXt-50's 1x1s
+// 0.82-0.86x, MobileNet-V2's 0.78-0.94x.
+int64_t conv_cv_ci_block(int64_t cin, const TargetTraits &tt) {
+    return tt.vector_registers >= 32 ? cin : largest_divisor_at_most(cin, 64);
+}
+
+// Whether the blocked copy is made per task (the rows the task reads, halo included, made again by
+// every channel task of the rows) rather than at root: where that copies each input row at most 3
+// times. At root, in one pass parallel over rows, a task reads rows the other core copied. Zen 5, 2
+// threads, one of the machine's slow spells (interleaved, minima): conv_bias_relu_maxpool (rows
+// copied 1.5 times) 0.73 -> 0.61 ms, resnet_block (1.3) 1.35 -> 1.27, 3x3 128->128 at 28x28 (2
+// channel tasks, 2.6) 0.67 -> 0.63, 64->64 at 128x128 (1.1) 3.23 -> 3.22; 256->256 at 14x14 (4
+// channel tasks, 5.1) 0.63 -> 0.68, kept at root. In a quiet spell alike (cbrm 0.594 either way,
+// resnet_block 1.16 at root, 1.15 per task).
+bool input_copy_per_task(const ConvGroupShape &s, int64_t rows, int64_t channel_tasks) {
+    const int64_t conv_rows = rows * s.tile_stride_y;
+    const int64_t in_rows = (conv_rows - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
+    return channel_tasks * in_rows <= 3 * conv_rows * s.stride_y;
+}
+
 // conv_cv's defaults: register tiles of positions x 4 vectors of channels: AVX2, 3 positions (12
 // accumulators, 3 broadcasts and a weight vector fill the 16 registers); AVX-512, 5 (20 + 5 + 4 of
 // the 32; Zen 5, 2 threads, relu epilogue, blocked I/O: 128->128 at 28x28 3 x 8 0.87 ms, 4 x 4 0.62,
@@ -942,10 +1087,11 @@ int64_t rows_for_tasks(int64_t height, int64_t channel_tasks) {
 // 128->128 at 28x28 1.34 ms (84%); 64->64 at 56x56 1.28 ms (88%), rows of 4 or 8 alike; stride 2
 // 256->512 14x14 -> 7x7 0.71 ms (79%). Tiles of 6 or 7 positions ran at half speed (each position's
 // address is a register of its own: spills), 2 x 6 at 59%.
+// The rules (tile, channel block, rows), then the cost model's partition where it prices one 10%
+// below theirs, then the input copy, the reduction's passes and where the copy is made.
 nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt) {
     // Blocks of rows of T: the conv's output, or a pool's after it.
     const int64_t cout = s.output[1], hout = s.tile_output[2];
-    // A register budget (accumulators + broadcasts + weight vectors), so by the register count.
     const int vw = tt.vector_width;
     const ops::BlockedGroups groups = ops::blocked_groups(s.input[1], cout, s.group, vw);
     const int64_t cin = groups.span;
@@ -954,58 +1100,14 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // Whether the positions read the input in its own order (a 1x1 stride-1 conv): a tile's input
     // addresses are then the first position's plus constants wherever the tile lies.
     const bool input_order = s.weight[2] == 1 && s.weight[3] == 1 && s.stride_x == 1 && s.stride_y == 1;
-    // A short reduction (fewer input channels than a block of 8, a stem's 3) does few FMAs per tap for
-    // the address work of each position: tiles within a row, as for grouped convs. Sapphire Rapids,
-    // AVX-512, 2 threads, in the networks (bench --against --profile, 2-4 alternations): stride-2 3x3
-    // stems to 112x112, 3->16 in 5-position tiles 0.19-0.21 ms, 14 positions 0.16-0.19; 3->32, 5
-    // positions 0.27-0.29, 8 positions 0.24-0.25; ResNet-18's 7x7 3->64, 5 positions 1.29-1.71 ms, 4
-    // positions 1.14-1.46.
-    // Where no tile size divides the row, every row padded to whole tiles (rows_padded: the positions
-    // past the row computed from a zero-extended copy of the input and dropped) where the conv does
-    // enough work per input value for that copy to pay (as the blocked copy's rule below), with the
-    // tile that pads least. SqueezeNet's 7x7 stride-2 3->96 to 109x109, Sapphire Rapids, AVX-512, 2
-    // threads, in the network: 5-position tiles across rows 2.29-2.30 ms, within rows of 110 1.95-1.99
-    // (4 positions, rows of 112, 1.99). Inception-V3's 3x3 stride-2 3->32 to 149x149 (144 FLOPs an
-    // input value): 0.53-0.54 ms either way, 0.57-0.59 with the copy.
     const double flops_per_input =
         2.0 * static_cast<double>(cout * s.weight[2] * s.weight[3]) / static_cast<double>(s.stride_x * s.stride_y);
     bool rows_padded = false;
     const bool winograd = winograd_wins(s, tt);
-    if (!grouped && !input_order && !winograd && cin < 8) {
-        const int in_row = row_tile_positions(s.output[3], ct.vectors, tt);
-        if (in_row > 0) {
-            ct.positions = in_row;
-        } else if (flops_per_input >= 400 && s.output[3] > ct.positions) {
-            int64_t least = 0;
-            for (int np = 4; np <= most_tile_positions(ct.vectors, tt); np++) {
-                const int64_t padded = ceil_div(s.output[3], np) * np;
-                if (least == 0 || padded <= least) {  // ties: the larger tile
-                    least = padded;
-                    ct.positions = np;
-                }
-            }
-            rows_padded = least > s.output[3];
-        }
-    }
+    if (!grouped && !input_order && !winograd && cin < 8)
+        ct = short_reduction_tile(s, ct, flops_per_input, tt, &rows_padded);
     int64_t channel_block = std::min<int64_t>(int64_t{ct.vectors} * vw, cout);
-    // Winograd: at least 64 channels a task, whole register tiles of them, as AVX-512's 4 vectors: a
-    // task transforms its input tiles once for all its output channels, and AVX2's 4 vectors of 8 did
-    // that twice as often (Zen 5 under an AVX2 target, 2 threads, medians of 4 alternations, 32 -> 64
-    // channels: 3x3 64->64 at 128x128 2.77 -> 2.22 ms, conv_bias_relu_maxpool 0.590 -> 0.494,
-    // resnet_block 1.33 -> 0.97, 128->128 at 28x28 0.621 -> 0.515, 512->512 at 14x14 4.53 -> 3.97).
-    // With tiles of 3 vectors (48 channels), the least multiple of them from 64 that divides the
-    // channels (96 -> one task of 96), else 64 where that divides (AVX2's 32 -> 64).
-    if (winograd && channel_block < 64 && cout >= 64) {
-        int64_t whole = 0;
-        for (int64_t m = channel_block; m <= std::min<int64_t>(cout, 2 * 64) && !whole; m += channel_block) {
-            if (m >= 64 && cout % m == 0) whole = m;
-        }
-        if (whole) {
-            channel_block = whole;
-        } else if (64 % channel_block == 0) {
-            channel_block = 64;
-        }
-    }
+    if (winograd) channel_block = winograd_channel_block(channel_block, cout);
     // Every output channel in one block where the weights are the smaller operand
     // (weights_smaller_than_positions): each block of channels reads the task's input rows again, so
     // the tasks split the positions alone. Direct convs (Winograd's blocks are above). Sapphire Rapids, AVX-512, 2
@@ -1022,41 +1124,13 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     // 7x7 in 3 blocks of 3 rows, 9 tasks: 1.45x faster in 4 tasks of all 49 positions x 48 channels).
     // Direct convs of at least 8 input channels with no pool after them (stems and Winograd have
     // tiles of their own above) and at least 1 MFLOP (below, a parallel loop's start, which the
-    // model does not price, is the time: SqueezeNet-style 1x1s on a 1x1 plane); tiles of 7 positions
-    // where those read the input in order (else each position's address is a register of its own:
-    // see above).
+    // model does not price, is the time: SqueezeNet-style 1x1s on a 1x1 plane).
     const int64_t conv_flops =
         2 * s.output[0] * cout * s.output[2] * s.output[3] * s.weight[1] * s.weight[2] * s.weight[3];
     if (!grouped && !winograd && cin >= 8 && !s.pooled && s.tile_stride_x == 1 && s.tile_stride_y == 1 &&
         conv_flops >= 1'000'000) {
-        std::vector<ChannelTile> tiles;
-        const int64_t channel_vectors = (cout + vw - 1) / vw;
-        const int most_vectors = static_cast<int>(std::min<int64_t>(channel_vectors, 4));
-        for (int nc = 1; nc <= most_vectors; nc++) tiles.push_back({ct.positions, nc});
-        if (tt.vector_registers >= 32 && cout >= 5 * vw) tiles.push_back({4, 5});
-        if (tt.vector_registers >= 32 && input_order) {
-            for (int nc = 1; nc <= std::min(most_vectors, 3); nc++) tiles.push_back({7, nc});
-            // A tile of all the channels where they are 5 to 8 vectors that the rules' tile does not
-            // divide (7 vectors in tiles of 4 compute 8): 3 positions x 7 vectors for 112 channels.
-            // Zen 4, 2 threads, in the networks (bench --against --profile, 3 rounds, the changed
-            // groups summed), 1x1s to 112 channels at 14x14 in 5 x 4 tiles before: EfficientNet-B0's
-            // 672->112 1.11-1.15x, MobileNet-V3's 1.12-1.13x, GoogLeNet's 1.09-1.12x. (Offering every
-            // tile of up to 8 vectors moved 101 groups of 13 networks 0.94-1.15x.)
-            if (channel_vectors >= 5 && channel_vectors <= 8 && channel_vectors % ct.vectors != 0) {
-                const int nc = static_cast<int>(channel_vectors);
-                tiles.push_back({most_tile_positions(nc, tt), nc});
-            }
-        }
-        // Where the positions do not read the input in its order, tiles of a row's positions where that
-        // many divide it (each position the tile's address plus a constant, see lower_blocked_conv),
-        // within the register budget; measured with 32 registers only. (Pointwise convs read in
-        // order; given these too, Inception-V3's 1x1 2048->192 at 8x8 took 4 x 4 tiles, 0.8x.)
-        for (int nc = 1; tt.vector_registers >= 32 && !input_order && nc <= most_vectors; nc++) {
-            const int in_row = row_tile_positions(s.output[3], nc, tt);
-            if (in_row > 0 && in_row != ct.positions) tiles.push_back({in_row, nc});
-        }
         const CvPartition rules{ct, rows, channel_block};
-        const CvPartition chosen = cheapest_cv_partition(s, rules, tiles, vw);
+        const CvPartition chosen = cheapest_cv_partition(s, rules, priced_cv_tiles(s, ct, input_order, tt), vw);
         if (chosen.tile.positions != ct.positions || chosen.tile.vectors != ct.vectors || chosen.rows != rows ||
             chosen.channel_block != channel_block) {
             char why[160];
@@ -1070,73 +1144,23 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
         rows = chosen.rows;
         channel_block = chosen.channel_block;
     }
-    const int np = ct.positions, nc = ct.vectors;
-    const int64_t channel_tasks = (cout + channel_block - 1) / channel_block;
-    // A padded input is copied anyway: channel-blocked, by 8 (3x3 convs of ResNet-18, 2 threads:
-    // 64->64 at 56x56 1.34 -> 1.28 ms, 128->128 at 28x28 1.36 -> 1.28, 256->256 at 14x14 1.35 ->
-    // 1.29, stride 2 64->128 0.75 -> 0.70; AVX-512, Zen 5: 128->128 at 28x28 blocks of 4, 8 and 16
-    // alike). Unpadded, the copy costs a pass over the input, and pays where the conv does enough
-    // work per input value: read planar, a register tile's positions (other than a 1x1 stride-1
-    // conv's, the input's own order) are each a row and column apart, and LLVM computes their
-    // addresses in vector registers in the inner loop, on the FMA ports; from blocks they are the
-    // position's pointer plus constants. Sapphire Rapids, AVX-512, 2 threads, FLOPs per input value
-    // (2 x cout x taps / strides): 1x1 stride 2 256->512 at 28x28 (256) 0.238 -> 0.263 ms; 512->1024
-    // (512) 1.66 -> 1.29; 3x3 stride 2 64->128 at 57x57 (576) 0.67 -> 0.56; 1x1 stride 2
-    // 1024->2048 at 14x14 (1024) 1.60 -> 1.06; Inception-V3's 3x3 stride 2 288->384 (1728) 4.31 ->
-    // 3.65. (Not for Winograd, whose input transform reads the input: Inception-V3's unpadded 3x3
-    // 32->32 at 149x149 0.99 -> 1.18 ms in the network.)
-    // A 1x1 conv reading a planar input of many channels over a plane of 14x14 or more: each input
-    // channel is a stream of its own (a tile's broadcasts for the next channel are a plane away),
-    // more streams than the prefetchers follow; from a blocked copy one. Sapphire Rapids, 2 threads,
-    // in the networks (bench --against --profile), the copy per task: SqueezeNet's squeeze convs,
-    // 256-512 -> 32-64 at 27x27, 1.4-1.6x; EfficientNet-B0's 80-112 -> 480-672 at 14x14 1.16-1.20x,
-    // 480 -> 80 1.10-1.16x, 672 -> 112 0.90-1.06x. (At 7x7 a plane is 3 cache lines: 1152 -> 192
-    // 0.83-0.88x, the copy made per channel task; for 16 output channels the copy, a pass over the
-    // input for 32 FLOPs a value, costs more than it saves: GoogLeNet's 480 -> 16 at 14x14 0.62x.)
-    const bool planar_streams =
-        input_order && s.input_stored_block == 0 && cin >= 64 && cout >= 32 && s.output[2] * s.output[3] >= 14 * 14;
-    const bool copy_pays = s.padded || planar_streams || (!input_order && !winograd && flops_per_input >= 400);
-    // (Blocks of 8 a block's first input channel starts, for whole blocks per unrolled step.)
-    const int input_block = copy_pays && groups.group_inputs % 8 == 0 ? 8 : 0;
-    // The reduction over the input channels in one pass with AVX-512's 32 vector registers: passes of
-    // up to 64 channels, meant to keep a pass's input rows in L1 for a window's taps, store and reload
-    // every accumulator between passes. Zen 4, AVX-512, 2 threads, in the networks (bench --against
-    // --profile, 2-3 rounds, the changed groups summed), 1x1 convs: ResNeXt-50 1.03-1.04x (the
-    // network 1.03-1.04x), Wide ResNet-50 1.02-1.04x, Inception-V3 1.06-1.07x, MobileNet-V2
-    // 1.07-1.12x (batch 8 1.09-1.19x), MobileNet-V3 1.05-1.06x, MnasNet 1.09-1.10x, SqueezeNet 1.05x,
-    // EfficientNet-B0 1.04-1.05x, DenseNet-121 1.03-1.16x, RegNet-Y 3.2GF 1.03-1.05x, GoogLeNet
-    // 1.01-1.03x, RegNet-Y 800MF 1.00-1.01x; then the 3x3 and 1x7/7x1 (direct, strided or not):
-    // Inception-V3's 1.03-1.04x, Wide ResNet-50's 1.04-1.11x, ResNet-18's 1.01-1.03x, GoogLeNet's
-    // 1.04-1.07x, DenseNet-121's 1.17-1.19x. Under an AVX2 target (16 registers, tiles whose
-    // channels are not unrolled by blocks) on the same machine one pass was slower: ResNeXt-50's 1x1s
-    // 0.82-0.86x, MobileNet-V2's 0.78-0.94x.
-    const int64_t ci_block = tt.vector_registers >= 32 ? cin : largest_divisor_at_most(cin, 64);
+    const int input_block =
+        conv_cv_input_copy_block(s, cin, groups.group_inputs, input_order, winograd, flops_per_input);
     nlohmann::json p = {{"template", "conv_cv"},
                         {"vector_width", vw},
-                        {"tile_positions", std::min<int64_t>(np, rows * s.tile_output[3])},  // 2 positions: 2
-                        {"tile_c_vectors", nc},
+                        {"tile_positions", std::min<int64_t>(ct.positions, rows * s.tile_output[3])},  // 2 positions: 2
+                        {"tile_c_vectors", ct.vectors},
                         {"block_rows", rows},
                         {"channel_block", channel_block},
-                        {"ci_block", ci_block},
+                        {"ci_block", conv_cv_ci_block(cin, tt)},
                         {"input_block", input_block}};
-    // The blocked copy per task (the rows the task reads, halo included, made again by every channel
-    // task of the rows) rather than at root, where that copies each input row at most 3 times: at
-    // root, in one pass parallel over rows, a task reads rows the other core copied. Zen 5, 2 threads,
-    // one of the machine's slow spells (interleaved, minima): conv_bias_relu_maxpool (rows copied 1.5
-    // times) 0.73 -> 0.61 ms, resnet_block (1.3) 1.35 -> 1.27, 3x3 128->128 at 28x28 (2 channel tasks,
-    // 2.6) 0.67 -> 0.63, 64->64 at 128x128 (1.1) 3.23 -> 3.22; 256->256 at 14x14 (4 channel tasks,
-    // 5.1) 0.63 -> 0.68, kept at root. In a quiet spell alike (cbrm 0.594 either way, resnet_block
-    // 1.16 at root, 1.15 per task).
-    const int64_t conv_rows = rows * s.tile_stride_y;
-    const int64_t in_rows = (conv_rows - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
-    if (input_block > 0 && channel_tasks * in_rows <= 3 * conv_rows * s.stride_y) p["input_at"] = "task";
+    if (input_block > 0 && input_copy_per_task(s, rows, (cout + channel_block - 1) / channel_block))
+        p["input_at"] = "task";
     if (rows_padded) p["position_tiles"] = "in_rows";
     if (winograd) winograd_defaults(p, s, tt);
     if (!partition_why.empty()) p["why"] = partition_why;
     return p;
 }
-
-// Whether a depthwise conv whose input arrives channel-blocked (ConvGroupShape::input_read_blocked)
 // is computed by conv_cv, each lane its own channel (ops::BlockedGroups::own_channel): every tap is
 // then a dense vector load at any stride and row width. conv_dw vectorizes along x instead (a 7-wide
 // row fills 7 of 16 lanes; at stride 2 each tap gathers every other column), so only where it wastes
