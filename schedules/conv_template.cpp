@@ -1473,6 +1473,78 @@ nlohmann::json conv_dw_defaults(const ConvGroupShape &s, const TargetTraits &tt,
     return p;
 }
 
+// conv_xv's register tile: vectors along x, rows, channels.
+struct XvTile {
+    int x_vectors, rows, channels;
+};
+
+// conv_xv under a pool: strips of the pool's output (all rows, strip_c channels: a divisor of the
+// channels, a multiple of the register tile's), the conv's register tile `t` within a strip as
+// without the pool. Per register tile instead, a 2x2 stride-2 pool forces an even row count: 3x3
+// 64->64 at 56x56 (conv_bias_relu_maxpool), one Zen 3 core, two engineers compiling beside it (so
+// slow, but interleaved): 2 rows x 6 channels 2.78-2.80 ms (min of 40 runs), strips of 8 channels
+// with 3 x 4 tiles 2.73-2.78 ms, the unfused model 2.74-2.77 ms.
+nlohmann::json conv_xv_pool_strips(const ConvGroupShape &s, XvTile t, const std::string &order, int vw, int budget) {
+    const int64_t cout = s.output[1], th = s.tile_output[2];
+    const int ny = static_cast<int>(std::min<int64_t>(t.rows, (th - 1) * s.tile_stride_y + 1));
+    const int nc = group_channel_tile(s, t.channels);
+    int strip_c = static_cast<int>(std::min<int64_t>(cout, 2 * nc));
+    for (int d = 8 * budget; d >= nc; d--) {
+        if (cout % d == 0 && d % nc == 0) {
+            strip_c = d;
+            break;
+        }
+    }
+    nlohmann::json p = {
+        {"template", "conv_xv"}, {"vector_width", vw}, {"tile_x_vectors", t.x_vectors}, {"tile_y", ny},
+        {"tile_c", nc},          {"strip_c", strip_c}, {"channel_loop", "inner"},       {"reduction_order", order}};
+    // Few channel strips: split the rows too, for parallel tasks (a padded input only; see
+    // schedule_xv_strips).
+    const int64_t tasks = (cout + strip_c - 1) / strip_c;
+    if (tasks < 4 && s.padded && th >= 2) {
+        const int64_t row_strips = std::min<int64_t>(th, (4 + tasks - 1) / tasks);
+        const int64_t strip_y = (th + row_strips - 1) / row_strips;
+        if ((strip_y - 1) * s.tile_stride_y + 1 >= ny) p["strip_y"] = strip_y;
+    }
+    return p;
+}
+
+// conv_xv over one row of positions (`one_row`, a pointwise group's position view): where the
+// channel tiles go, and the row's tasks.
+void conv_xv_one_row_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetTraits &tt, XvTile t, int vw) {
+    const int64_t cout = s.output[1], tw = s.tile_output[3];
+    // Channel tiles outside the row's tiles while an image's input stays in L2 (every channel tile
+    // reads it again); else inside, so that a tile's input stays in L1 while the channel tiles read
+    // it and the weights stream instead. Zen 5, 2 threads, medians: 1x1 128->256 at 28x28 (392 KB
+    // of input) outside 0.133 ms, inside in 2 tasks 0.134, 8 tasks 0.166; MobileNet-V2's project
+    // conv 144->24 at 56x56 (1.7 MB) outside 0.41 ms (its block), inside 0.20-0.21 (conv_flat 0.205).
+    // Zen 3 (512 KB of L2, AVX2), one thread, 1x1 128->256 at 28x28: outside 0.614 ms, inside
+    // 0.545 (93% of the peak; 2 threads 0.37 -> 0.31, noisy): the input, 77% of the L2, did not
+    // stay there beside the weights and the output. So on AVX2 targets only an input of up to
+    // half of 512 KB keeps the channel tiles outside; with AVX-512 (Zen 5, 1 MB) up to 512 KB.
+    const int64_t input_budget = tt.vector_registers >= 32 ? 512 * 1024 : 256 * 1024;
+    const bool inner = s.input[1] * tw * 4 > input_budget;
+    p["channel_loop"] = inner ? "inner" : "outer";
+    // The row in as few tasks as give, with the channel tiles outside and the images, at least 8,
+    // an even number below 16. Counted as the schedule splits the row: blocks of ceil(tiles /
+    // row_tasks) tiles, so asking for 8 of 49 tiles makes 7 (one thread computes 4 of them). Zen 3,
+    // 2 threads, 128->256 at 28x28, channel tiles inside: 7 tasks 0.308 ms, 10 tasks 0.276, 2 0.280.
+    const int64_t others = (inner ? 1 : (cout + t.channels - 1) / t.channels) * s.output[0],
+                  tiles = (tw + vw * t.x_vectors - 1) / (vw * t.x_vectors);
+    auto made = [&](int64_t asked) {
+        const int64_t per_task = (tiles + asked - 1) / asked;
+        return (tiles + per_task - 1) / per_task;
+    };
+    auto enough = [&](int64_t n) {
+        return n >= tiles || (others * n >= 8 && (others * n >= 16 || others * n % 2 == 0));
+    };
+    int64_t asked = 1;
+    while (!enough(made(asked))) asked++;
+    // Named by the count it makes where asking for that count makes it too.
+    const int64_t count = made(asked), tasks = made(count) == count ? count : asked;
+    if (tasks > 1) p["row_tasks"] = tasks;
+}
+
 // conv_xv's defaults: register tiles of x vectors x rows x channels, or strips of a pool's output.
 nlohmann::json conv_xv_defaults(const ConvGroupShape &s, const TargetTraits &tt, int vw) {
     const int64_t cout = s.output[1], hout = s.output[2];
@@ -1502,35 +1574,8 @@ nlohmann::json conv_xv_defaults(const ConvGroupShape &s, const TargetTraits &tt,
         ny = 2;
         nc = 6 * budget;
     }
-    if (s.pooled && vw <= (tw - 1) * s.tile_stride_x + 1) {
-        // Under a pool: strips of the pool's output (all rows, strip_c channels: a divisor of the
-        // channels, a multiple of the register tile's), the conv's register tile within a strip as
-        // without the pool. Per register tile instead, a 2x2 stride-2 pool forces an even row count:
-        // 3x3 64->64 at 56x56 (conv_bias_relu_maxpool), one Zen 3 core, two engineers compiling
-        // beside it (so slow, but interleaved): 2 rows x 6 channels 2.78-2.80 ms (min of 40 runs),
-        // strips of 8 channels with 3 x 4 tiles 2.73-2.78 ms, the unfused model 2.74-2.77 ms.
-        ny = static_cast<int>(std::min<int64_t>(ny, (th - 1) * s.tile_stride_y + 1));
-        nc = group_channel_tile(s, nc);
-        int strip_c = static_cast<int>(std::min<int64_t>(cout, 2 * nc));
-        for (int d = 8 * budget; d >= nc; d--) {
-            if (cout % d == 0 && d % nc == 0) {
-                strip_c = d;
-                break;
-            }
-        }
-        nlohmann::json p = {
-            {"template", "conv_xv"}, {"vector_width", vw}, {"tile_x_vectors", nx},    {"tile_y", ny},
-            {"tile_c", nc},          {"strip_c", strip_c}, {"channel_loop", "inner"}, {"reduction_order", order}};
-        // Few channel strips: split the rows too, for parallel tasks (a padded input only; see
-        // schedule_xv_strips).
-        const int64_t tasks = (cout + strip_c - 1) / strip_c;
-        if (tasks < 4 && s.padded && th >= 2) {
-            const int64_t row_strips = std::min<int64_t>(th, (4 + tasks - 1) / tasks);
-            const int64_t strip_y = (th + row_strips - 1) / row_strips;
-            if ((strip_y - 1) * s.tile_stride_y + 1 >= ny) p["strip_y"] = strip_y;
-        }
-        return p;
-    }
+    if (s.pooled && vw <= (tw - 1) * s.tile_stride_x + 1)
+        return conv_xv_pool_strips(s, {nx, ny, nc}, order, vw, budget);
     if (s.tile_stride_x > 1 || s.tile_stride_y > 1) {
         nx = 1;
         ny = s.tile_stride_y;  // one row of T per tile
@@ -1569,37 +1614,7 @@ nlohmann::json conv_xv_defaults(const ConvGroupShape &s, const TargetTraits &tt,
                         {"tile_c", nc},
                         {"channel_loop", row_tiles >= 4 ? "inner" : "outer"},
                         {"reduction_order", order}};
-    if (one_row) {
-        // Channel tiles outside the row's tiles while an image's input stays in L2 (every channel tile
-        // reads it again); else inside, so that a tile's input stays in L1 while the channel tiles read
-        // it and the weights stream instead. Zen 5, 2 threads, medians: 1x1 128->256 at 28x28 (392 KB
-        // of input) outside 0.133 ms, inside in 2 tasks 0.134, 8 tasks 0.166; MobileNet-V2's project
-        // conv 144->24 at 56x56 (1.7 MB) outside 0.41 ms (its block), inside 0.20-0.21 (conv_flat 0.205).
-        // Zen 3 (512 KB of L2, AVX2), one thread, 1x1 128->256 at 28x28: outside 0.614 ms, inside
-        // 0.545 (93% of the peak; 2 threads 0.37 -> 0.31, noisy): the input, 77% of the L2, did not
-        // stay there beside the weights and the output. So on AVX2 targets only an input of up to
-        // half of 512 KB keeps the channel tiles outside; with AVX-512 (Zen 5, 1 MB) up to 512 KB.
-        const int64_t input_budget = tt.vector_registers >= 32 ? 512 * 1024 : 256 * 1024;
-        const bool inner = s.input[1] * tw * 4 > input_budget;
-        p["channel_loop"] = inner ? "inner" : "outer";
-        // The row in as few tasks as give, with the channel tiles outside and the images, at least 8,
-        // an even number below 16. Counted as the schedule splits the row: blocks of ceil(tiles /
-        // row_tasks) tiles, so asking for 8 of 49 tiles makes 7 (one thread computes 4 of them). Zen 3,
-        // 2 threads, 128->256 at 28x28, channel tiles inside: 7 tasks 0.308 ms, 10 tasks 0.276, 2 0.280.
-        const int64_t others = (inner ? 1 : (cout + nc - 1) / nc) * s.output[0], tiles = (tw + vw * nx - 1) / (vw * nx);
-        auto made = [&](int64_t asked) {
-            const int64_t per_task = (tiles + asked - 1) / asked;
-            return (tiles + per_task - 1) / per_task;
-        };
-        auto enough = [&](int64_t n) {
-            return n >= tiles || (others * n >= 8 && (others * n >= 16 || others * n % 2 == 0));
-        };
-        int64_t asked = 1;
-        while (!enough(made(asked))) asked++;
-        // Named by the count it makes where asking for that count makes it too.
-        const int64_t count = made(asked), tasks = made(count) == count ? count : asked;
-        if (tasks > 1) p["row_tasks"] = tasks;
-    }
+    if (one_row) conv_xv_one_row_defaults(p, s, tt, {nx, ny, nc}, vw);
     return p;
 }
 
