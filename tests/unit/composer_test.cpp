@@ -1941,6 +1941,57 @@ TEST(Composer, PointwiseConvOfManyPlanarChannelsCopiesItsInputBlocked) {
     }
 }
 
+// A 3x3 depthwise conv (+ ReLU) on C channels of H x W, then a 1x1 conv C -> K (+ bias): two groups,
+// the second reading what the first just made.
+Graph depthwise_then_pointwise_model(int C, int H, int W, int K) {
+    const std::string c = std::to_string(C), k = std::to_string(K);
+    const std::string text = R"({"format": "hfuse-model", "version": 1, "name": "dw_pw",
+      "inputs": [{"name": "x", "shape": [1, )" +
+                             c + ", " + std::to_string(H) + ", " + std::to_string(W) + R"(]}],
+      "weights": {"wd": {"shape": [)" +
+                             c + R"(, 1, 3, 3], "uniform": [-0.4, 0.4], "seed": 1},
+                  "wp": {"shape": [)" +
+                             k + ", " + c + R"(, 1, 1], "uniform": [-0.1, 0.1], "seed": 2},
+                  "bp": {"shape": [)" +
+                             k + R"(], "uniform": [-0.5, 0.5], "seed": 3}},
+      "nodes": [{"name": "dw", "op": "Conv", "inputs": ["x", "wd"],
+                 "attrs": {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "group": )" +
+                             c + R"(}},
+                {"name": "relu", "op": "Relu", "inputs": ["dw"]},
+                {"name": "project", "op": "Conv", "inputs": ["relu", "wp", "bp"], "attrs": {"kernel_shape": [1, 1]}}],
+      "outputs": ["project"]})";
+    return json_model(json::parse(text));
+}
+
+TEST(Composer, PointwiseConvReadsInPlaceWhatTheGroupBeforeMade) {
+    // AVX-512 defaults: a 1x1 conv reading many planar channels copies them blocked (the rule above)
+    // unless the group right before it made them and they are at most 512 KB an image (still in the
+    // caches): MobileNet-V2's project conv, 384 -> 64 at 14x14 (301 KB), reads them in place and says
+    // why; at 28x28 (1.2 MB) it copies. Under AVX2 (not measured) it copies. In place on an odd plane
+    // against the reference.
+    const Halide::Target avx512("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
+    auto project = [](const Graph &g, const Halide::Target &t) {
+        const FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("x86")}), t);
+        EXPECT_EQ(plan.groups.size(), 2u);
+        return plan.groups.back().schedule;
+    };
+    const json near = project(depthwise_then_pointwise_model(384, 14, 14, 64), avx512);
+    ASSERT_EQ(near.value("template", ""), "conv_cv") << near.dump();
+    EXPECT_EQ(near.value("input_block", -1), 0) << near.dump();
+    EXPECT_FALSE(near.contains("input_at")) << near.dump();
+    EXPECT_NE(near.value("why", "").find("in place"), std::string::npos) << near.dump();
+    const json large = project(depthwise_then_pointwise_model(384, 28, 28, 64), avx512);
+    ASSERT_EQ(large.value("template", ""), "conv_cv") << large.dump();
+    EXPECT_EQ(large.value("input_block", 0), 8) << large.dump();
+    const json avx2 = project(depthwise_then_pointwise_model(384, 14, 14, 64), kTarget);
+    EXPECT_EQ(avx2.value("why", "").find("in place"), std::string::npos) << avx2.dump();
+    FusedGraph odd = with_default_schedules(
+        plan_fusion(depthwise_then_pointwise_model(200, 15, 13, 64), {load_rules("x86")}), avx512);
+    ASSERT_EQ(odd.groups.size(), 2u);
+    ASSERT_EQ(odd.groups[1].schedule.value("input_block", -1), 0) << odd.groups[1].schedule.dump();
+    test::expect_plan_matches_reference(odd, 1e-4);
+}
+
 TEST(Composer, ConvCvTilesWithinRowsPaddedToWholeTiles) {
     // A stem reading its planar input, no tile size dividing its rows (SqueezeNet's 7x7 stride 2 to
     // 109 wide): every row padded to whole tiles, the size padding least (110 = 22 x 5), so each
