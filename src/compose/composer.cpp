@@ -1074,10 +1074,15 @@ FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target)
     // 0.92-0.95x. Reading a Concat's value (its planes written by groups long before, partly) in place
     // was slower: DenseNet-121's 35 1x1s 0.81-0.97x, SqueezeNet's squeeze convs 0.73-0.86x. Measured
     // with 32 vector registers only (AVX2's conv_cv reduces in passes of 64 channels).
-    const exec::ValueLayouts layouts = exec::choose_value_layouts(plan, target);
-    const bool measured = schedules::target_traits(target).vector_registers >= 32;
+    if (filled.empty() || schedules::target_traits(target).vector_registers < 32) return plan;
+    exec::ValueLayouts layouts;
+    try {
+        layouts = exec::choose_value_layouts(plan, target);
+    } catch (const Error &) {
+        return plan;  // a schedule of the plan's own is wrong: compose_group reports it, naming the field
+    }
     for (size_t i : filled) {
-        if (!measured || !reads_planar_value_just_made(plan, i, layouts, 512 * 1024)) continue;
+        if (!reads_planar_value_just_made(plan, i, layouts, 512 * 1024)) continue;
         nlohmann::json &p = plan.groups[i].schedule;
         p["input_block"] = 0;
         p.erase("input_at");
