@@ -1013,6 +1013,25 @@ std::vector<ChannelTile> priced_cv_tiles(const ConvGroupShape &s, const ChannelT
     return tiles;
 }
 
+// Whether a pointwise conv reads its planar input in place, just made by the group right before it
+// (ConvGroupShape::input_just_made), rather than through a blocked copy ("planar streams" below):
+// the copy pays where the planes stream in from L3 or memory, not where they are still in the
+// caches, and then costs a pass; so where an image's input is at most 512 KB (half a core's L2 on
+// this machine, as conv_xv's one-row rule). Zen 4, AVX-512, 2 threads, in the networks (bench
+// --against --profile, 2 rounds, each group's median): MobileNet-V2's seven 14x14 project convs
+// after their depthwise convs 1.07-1.15x, RegNet-Y 800MF's 1x1s after the squeeze-excitation's
+// scaling 0.99-1.40x (seven of eleven 1.14-1.18x), MnasNet's 0.99-1.14x, EfficientNet-B0's
+// 0.88-1.05x, GoogLeNet's after a pool 0.97-1.06x, MobileNet-V3's 80-channel projects 0.94-0.95x.
+// Larger inputs: Inception-V3's 1x1s after its pools (0.9-1.4 MB) 0.93-0.94x summed, SqueezeNet's
+// first squeeze (746 KB) 0.92-0.95x. Reading a Concat's value in place was slower: DenseNet-121's 35
+// 1x1s 0.81-0.97x, SqueezeNet's squeeze convs 0.73-0.86x (hence the fact excludes them). Measured
+// with 32 vector registers only (AVX2's conv_cv reduces in passes of 64 channels).
+bool reads_just_made_in_place(const ConvGroupShape &s, bool input_order, const TargetTraits &tt) {
+    const int64_t image_bytes = 4 * s.input[1] * s.input[2] * s.input[3];
+    return s.input_just_made && input_order && s.group == 1 && !s.padded && tt.vector_registers >= 32 &&
+           image_bytes <= 512 * 1024;
+}
+
 // The padded or copied input's block (0: planar, no copy unless padded). A padded input is copied
 // anyway: channel-blocked, by 8 (3x3 convs of ResNet-18, 2 threads: 64->64 at 56x56 1.34 -> 1.28 ms,
 // 128->128 at 28x28 1.36 -> 1.28, 256->256 at 14x14 1.35 -> 1.29, stride 2 64->128 0.75 -> 0.70;
@@ -1035,8 +1054,11 @@ std::vector<ChannelTile> priced_cv_tiles(const ConvGroupShape &s, const ChannelT
 // 0.83-0.88x, the copy made per channel task; for 16 output channels the copy, a pass over the
 // input for 32 FLOPs a value, costs more than it saves: GoogLeNet's 480 -> 16 at 14x14 0.62x.)
 // Blocks of 8 where a group's first input channel starts one, for whole blocks per unrolled step.
+// No copy where a pointwise conv reads a planar input the group right before it made
+// (reads_just_made_in_place).
 int conv_cv_input_copy_block(const ConvGroupShape &s, int64_t cin, int64_t group_inputs, bool input_order,
-                             bool winograd, double flops_per_input) {
+                             bool winograd, double flops_per_input, const TargetTraits &tt) {
+    if (reads_just_made_in_place(s, input_order, tt)) return 0;
     const int64_t cout = s.output[1];
     const bool planar_streams =
         input_order && s.input_stored_block == 0 && cin >= 64 && cout >= 32 && s.output[2] * s.output[3] >= 14 * 14;
@@ -1145,7 +1167,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
         channel_block = chosen.channel_block;
     }
     const int input_block =
-        conv_cv_input_copy_block(s, cin, groups.group_inputs, input_order, winograd, flops_per_input);
+        conv_cv_input_copy_block(s, cin, groups.group_inputs, input_order, winograd, flops_per_input, tt);
     nlohmann::json p = {{"template", "conv_cv"},
                         {"vector_width", vw},
                         {"tile_positions", std::min<int64_t>(ct.positions, rows * s.tile_output[3])},  // 2 positions: 2
@@ -1158,7 +1180,11 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
         p["input_at"] = "task";
     if (rows_padded) p["position_tiles"] = "in_rows";
     if (winograd) winograd_defaults(p, s, tt);
-    if (!partition_why.empty()) p["why"] = partition_why;
+    std::string why = partition_why;
+    if (reads_just_made_in_place(s, input_order, tt))
+        why += std::string(why.empty() ? "" : "; ") +
+               "reads its planar input in place, just made by the group before (no blocked copy)";
+    if (!why.empty()) p["why"] = why;
     return p;
 }
 // is computed by conv_cv, each lane its own channel (ops::BlockedGroups::own_channel): every tap is

@@ -60,6 +60,11 @@ struct ConvGroupShape {
     // conv_cv group whose only reader this is), so a depthwise conv_cv reads it in place (compose's
     // with_default_schedules finds it).
     bool input_read_blocked = false;
+    // For defaults: the conv's input is a planar value the group right before it made (not a
+    // Concat's, whose planes groups long before wrote in part), so still in the caches where it is
+    // small: conv_cv may read it in place rather than copy it blocked (compose's
+    // with_default_schedules finds it).
+    bool input_just_made = false;
 };
 
 // `shape` with the conv computed alone, at root over its whole output (T = the conv's output, no

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -828,11 +829,20 @@ namespace hfuse {
 
 namespace {
 
+// What the plan around a group tells its defaults (schedules::ConvGroupShape's fields of these
+// names), found by with_default_schedules from its neighbours' schedules.
+struct PlanFacts {
+    bool output_read_blocked = false;
+    bool input_read_blocked = false;
+    bool input_just_made = false;
+};
+
 nlohmann::json defaults_for_shapes(const Graph &g, const FusedGroup &grp, const Halide::Target &target,
-                                   bool output_read_blocked = false, bool input_read_blocked = false) {
+                                   const PlanFacts &facts = {}) {
     compose::Analysis a = compose::analyse(g, grp);
-    a.conv.output_read_blocked = output_read_blocked;
-    a.conv.input_read_blocked = input_read_blocked;
+    a.conv.output_read_blocked = facts.output_read_blocked;
+    a.conv.input_read_blocked = facts.input_read_blocked;
+    a.conv.input_just_made = facts.input_just_made;
     nlohmann::json p;
     switch (a.family) {
     case compose::Family::Conv:
@@ -858,10 +868,11 @@ nlohmann::json defaults_for_shapes(const Graph &g, const FusedGroup &grp, const 
     return p;
 }
 
-// The group's defaults, given whether every reader of its output would read it channel-blocked.
+// The group's defaults, given what the plan around it tells (e.g. whether every reader of its output
+// would read it channel-blocked).
 nlohmann::json defaults_with_readers(const Graph &g, const FusedGroup &grp, const Halide::Target &target,
-                                     bool output_read_blocked) {
-    nlohmann::json p = defaults_for_shapes(g, grp, target, output_read_blocked);
+                                     const PlanFacts &facts) {
+    nlohmann::json p = defaults_for_shapes(g, grp, target, facts);
     // A pointwise conv whose rows tile badly by (x, y) (conv_flat's): on its group's position view,
     // conv_xv's register tiles run along all positions and the epilogue is stored from the
     // accumulators, where conv_flat's go through its strip (compose/position_view.h). (Rows of whole
@@ -993,24 +1004,21 @@ bool input_stored_blocked_for(const FusedGraph &plan, const FusedGroup &grp) {
     return false;
 }
 
-// Whether plan.groups[i], a pointwise conv_cv copying its input channel-blocked (input_block), reads
-// a planar value the group right before it computed (not a Concat's, which groups long before wrote
-// in part), of at most `cached_bytes` an image: a value still in the caches.
-bool reads_planar_value_just_made(const FusedGraph &plan, size_t i, const exec::ValueLayouts &layouts,
-                                  int64_t cached_bytes) {
+// Whether the conv of plan.groups[i], a conv_cv group copying its input channel-blocked
+// (input_block), reads a planar value the group right before it computed, not a Concat's
+// (schedules::ConvGroupShape::input_just_made).
+bool input_just_made(const FusedGraph &plan, size_t i, const exec::ValueLayouts &layouts) {
     const FusedGroup &grp = plan.groups[i];
     const nlohmann::json &p = grp.schedule;
     if (i == 0 || !p.is_object() || p.value("template", "") != "conv_cv" || p.contains("compute") ||
-        p.value("input_block", 0) == 0 || schedules::conv_cv_winograd(p))
+        p.value("input_block", 0) == 0)
         return false;
     const Graph &g = plan.graph;
     const Node *master = g.find_node(grp.master);
-    if (!master || !planner::is_pointwise_conv(g, *master)) return false;
+    if (!master || master->inputs.empty()) return false;
     const std::string &v = master->inputs[0];
     const Node *in = g.producer(v);
     if (!in || in->op == "Concat" || !exec::layout_of(layouts, v).planar()) return false;
-    const Shape &shape = g.type_of(v).shape;
-    if (shape.size() != 4 || 4 * shape[1] * shape[2] * shape[3] > cached_bytes) return false;
     const std::vector<std::string> &before = plan.groups[i - 1].nodes;
     return std::find(before.begin(), before.end(), in->name) != before.end();
 }
@@ -1018,11 +1026,12 @@ bool reads_planar_value_just_made(const FusedGraph &plan, size_t i, const exec::
 }  // namespace
 
 nlohmann::json default_schedule_params(const Graph &g, const FusedGroup &grp, const Halide::Target &target) {
-    return defaults_with_readers(g, grp, target, false);
+    return defaults_with_readers(g, grp, target, {});
 }
 
 FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target) {
     std::vector<size_t> filled;
+    std::map<size_t, PlanFacts> facts;  // the filled groups' facts found so far
     for (size_t i = 0; i < plan.groups.size(); i++) {
         FusedGroup &grp = plan.groups[i];
         if (!grp.schedule.empty()) continue;
@@ -1043,8 +1052,12 @@ FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target)
         if (grp.schedule.value("template", "") != "conv_dw" || grp.schedule.contains("producer_tile_c") ||
             grp.schedule.contains("compute") || !input_stored_blocked_for(plan, grp))
             continue;
-        nlohmann::json p = defaults_for_shapes(plan.graph, grp, target, false, true);
-        if (p.value("template", "") == "conv_cv") grp.schedule = p;
+        PlanFacts f;
+        f.input_read_blocked = true;
+        nlohmann::json p = defaults_for_shapes(plan.graph, grp, target, f);
+        if (p.value("template", "") != "conv_cv") continue;
+        grp.schedule = p;
+        facts[i] = f;
     }
     // Then, with its readers' schedules known: a conv group whose readers would all read its output
     // channel-blocked, given the defaults for that (conv_cv, its tiles stored as they lie). The
@@ -1054,26 +1067,20 @@ FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target)
         const std::string tmpl = grp.schedule.value("template", "");
         if (tmpl != "conv_xv" && tmpl != "conv_flat") continue;
         if (!output_read_blocked(plan, grp, target)) continue;
-        nlohmann::json p = defaults_with_readers(plan.graph, grp, target, true);
-        if (p.value("template", "") == "conv_cv") grp.schedule = p;
+        PlanFacts f = facts[i];
+        f.output_read_blocked = true;
+        nlohmann::json p = defaults_with_readers(plan.graph, grp, target, f);
+        if (p.value("template", "") != "conv_cv") continue;
+        grp.schedule = p;
+        facts[i] = f;
     }
     for (size_t i : filled) {
         FusedGroup &grp = plan.groups[i];
         if (grp.schedule.contains("row_bands") && !readers_split_rows(plan, grp)) grp.schedule.erase("row_bands");
     }
-    // A pointwise conv_cv reads a planar input the group right before it made in place rather than
-    // through its blocked copy (schedules::conv_cv_input_copy_block's "planar streams"): the copy pays
-    // where the planes stream in from L3 or memory, not where they are still in the caches, and then
-    // costs a pass; so where an image's input is at most 512 KB (half a core's L2 on this machine, as
-    // conv_xv's one-row rule). Zen 4, AVX-512, 2 threads, in the networks (bench --against --profile,
-    // 2 rounds, each group's median): MobileNet-V2's seven 14x14 project convs after their depthwise
-    // convs 1.07-1.15x, RegNet-Y 800MF's 1x1s after the squeeze-excitation's scaling 0.99-1.40x (seven
-    // of eleven 1.14-1.18x), MnasNet's 0.99-1.14x, EfficientNet-B0's 0.88-1.05x, GoogLeNet's after a
-    // pool 0.97-1.06x, MobileNet-V3's 80-channel projects 0.94-0.95x. Larger inputs: Inception-V3's
-    // 1x1s after its pools (0.9-1.4 MB) 0.93-0.94x summed, SqueezeNet's first squeeze (746 KB)
-    // 0.92-0.95x. Reading a Concat's value (its planes written by groups long before, partly) in place
-    // was slower: DenseNet-121's 35 1x1s 0.81-0.97x, SqueezeNet's squeeze convs 0.73-0.86x. Measured
-    // with 32 vector registers only (AVX2's conv_cv reduces in passes of 64 channels).
+    // Last, with every group's layout known: a conv_cv group reading a planar value the group right
+    // before it made, which it may read in place (schedules::conv_cv_input_copy_block). Only for 32
+    // vector registers, where the template's rule applies.
     if (filled.empty() || schedules::target_traits(target).vector_registers < 32) return plan;
     exec::ValueLayouts layouts;
     try {
@@ -1082,12 +1089,11 @@ FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target)
         return plan;  // a schedule of the plan's own is wrong: compose_group reports it, naming the field
     }
     for (size_t i : filled) {
-        if (!reads_planar_value_just_made(plan, i, layouts, 512 * 1024)) continue;
-        nlohmann::json &p = plan.groups[i].schedule;
-        p["input_block"] = 0;
-        p.erase("input_at");
-        const std::string why = "reads its planar input in place, just made by the group before (no blocked copy)";
-        p["why"] = p.contains("why") ? p["why"].get<std::string>() + "; " + why : why;
+        if (!input_just_made(plan, i, layouts)) continue;
+        PlanFacts f = facts[i];
+        f.input_just_made = true;
+        nlohmann::json p = defaults_with_readers(plan.graph, plan.groups[i], target, f);
+        if (p.value("template", "") == "conv_cv") plan.groups[i].schedule = p;
     }
     return plan;
 }
