@@ -144,6 +144,25 @@ class OpsMix(nn.Module):
         return torch.softmax(self.fc(h), dim=-1), m
 
 
+class MathMix(nn.Module):
+    """The math ops a transformer exports: LayerNorm decomposed (ReduceMean, Sub, Pow, Sqrt, Div) and
+    exact GELU (Div, Erf, Add, Mul) at opsets before 17, then Exp, Log, Abs, Neg, Reciprocal, Max, Min
+    and Pow by a computed exponent."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(12, 16)
+        self.norm = nn.LayerNorm(16)
+
+    def forward(self, x):  # N x 5 x 12
+        h = F.gelu(self.fc(x))
+        h = self.norm(h)
+        a = torch.exp(-h.abs()) + torch.log(h * h + 1.0)
+        b = torch.reciprocal(h.abs() + 0.5) - torch.neg(h)
+        m = torch.maximum(a, b) + torch.minimum(a, torch.sqrt(h * h + 0.25))
+        return torch.pow(a + 0.5, torch.sigmoid(m)) * 0.5
+
+
 def models():
     """(name, module factory, input shape, opset, export options)."""
     dyn = {"input": {0: "batch"}, "output": {0: "batch"}}
@@ -162,6 +181,7 @@ def models():
         ("ops_mix_opset9", OpsMix, [1, 3, 12, 12], 9, {}),
         ("ops_mix_opset11", OpsMix, [1, 3, 12, 12], 11, {}),
         ("ops_mix_opset17", OpsMix, [1, 3, 12, 12], 17, {}),
+        ("math_mix", MathMix, [2, 5, 12], 13, {}),
     ]
 
 
@@ -284,7 +304,7 @@ def main():
     nodes = [helper.make_node("TopK", ["input", "k"], ["v1", "i1"], name="topk_a", axis=-1),
              helper.make_node("TopK", ["v1", "k"], ["v2", "i2"], name="topk_b", axis=-1),
              helper.make_node("Relu", ["v2"], ["r"], name="relu"),
-             helper.make_node("Erf", ["r"], ["e"], name="erf"),
+             helper.make_node("Hardmax", ["r"], ["e"], name="hardmax"),
              helper.make_node("FusedGemm", ["e", "e"], ["output"], name="fused", domain="com.microsoft")]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 8])],
                           [helper.make_tensor_value_info("output", TensorProto.FLOAT, None)], [k])

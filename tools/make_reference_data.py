@@ -405,6 +405,33 @@ def shape_cases():
     pad_case([2, 3, 6], [0, 0, 0, 0, 0, 5], mode="reflect")
 
 
+def math_cases():
+    """Erf, Sqrt, Reciprocal, Exp, Log, Neg, Abs, Pow and the variadic Max, Min, Sum, Mean (after the
+    other families, so their cases keep their seeds)."""
+    def unary(op, fn, lo, hi):
+        x = rand(2, 3, 4, 5, lo=lo, hi=hi)
+        case(op, {}, [act(x)], fn(x))
+
+    unary("Erf", torch.erf, -4, 4)
+    unary("Sqrt", torch.sqrt, 0, 9)
+    unary("Reciprocal", torch.reciprocal, 0.1, 4)
+    unary("Exp", torch.exp, -20, 20)
+    unary("Log", torch.log, 1e-3, 1e3)
+    unary("Neg", torch.neg, -4, 4)
+    unary("Abs", torch.abs, -4, 4)
+    x = rand(2, 3, 4, 5, lo=0.1, hi=3)
+    for e in (2.0, 3.0, 0.5, -1.0, 1.7):
+        case("Pow", {}, [act(x), weight(torch.tensor(e, dtype=torch.float64))], torch.pow(x, e))
+    y = rand(1, 3, 1, 5, lo=-2, hi=2)
+    case("Pow", {}, [act(x), act(y)], torch.pow(x, y))
+    a, b, c = rand(2, 3, 4, 5), rand(3, 1, 5), rand(5)
+    case("Max", {}, [act(a), act(b), weight(c)], torch.maximum(torch.maximum(a, b), c))
+    case("Min", {}, [act(a), act(b), weight(c)], torch.minimum(torch.minimum(a, b), c))
+    case("Sum", {}, [act(a), act(b), weight(c)], a + b + c)
+    case("Mean", {}, [act(a), act(b), weight(c)], (a + b + c) / 3)
+    case("Max", {}, [act(a)], a)
+
+
 def main():
     torch.manual_seed(0)
     conv_cases()
@@ -412,6 +439,7 @@ def main():
     elementwise_cases()
     linalg_cases()
     shape_cases()
+    math_cases()
     text = json.dumps(CASES, separators=(",", ":"))
     with open(OUT_PATH, "w") as f:
         f.write(text + "\n")

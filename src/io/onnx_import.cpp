@@ -607,6 +607,62 @@ OpImport binary(double (*f)(double, double), bool is_div = false) {
     return imp;
 }
 
+// Erf, Sqrt, Reciprocal, Exp, Log, Neg, Abs: folded on a constant (Neg and Abs keep integers, as in
+// shape computations), hfuse's own op otherwise.
+OpImport unary_math(double (*f)(double), bool keeps_ints = false) {
+    OpImport imp;
+    imp.fold = [f, keeps_ints](Importer &im, const OnnxNode &n) {
+        const Constant &x = im.constant(n.inputs[0]);
+        const bool ints = keeps_ints && is_int(x);
+        return std::vector<Constant>{elementwise(
+            {&x}, ints, [f](const std::vector<double> &a) { return f(a[0]); }, "input 0")};
+    };
+    imp.emit = [](Importer &im, const OnnxNode &n) { im.emit_same(n); };
+    return imp;
+}
+
+// Max, Min, Sum, Mean: any number of inputs, folded on constants (integers stay integers but for
+// Mean), hfuse's own op otherwise.
+OpImport variadic(double (*f)(double, double), bool mean = false) {
+    OpImport imp;
+    imp.fold = [f, mean](Importer &im, const OnnxNode &n) {
+        auto in = constant_inputs(im, n);
+        bool ints = !mean;
+        for (const Constant *c : in) ints = ints && c && is_int(*c);
+        auto g = [f, mean](const std::vector<double> &a) {
+            double v = a[0];
+            for (size_t i = 1; i < a.size(); i++) v = f(v, a[i]);
+            return mean ? v / static_cast<double>(a.size()) : v;
+        };
+        return std::vector<Constant>{elementwise(in, ints, g, "inputs")};
+    };
+    imp.emit = [](Importer &im, const OnnxNode &n) { im.emit_same(n); };
+    return imp;
+}
+
+// Pow: folded on constants; otherwise hfuse's Pow, an integer exponent given as a constant (opset 12
+// lets it be int64) made a float one.
+OpImport pow_import() {
+    OpImport imp = binary([](double a, double b) { return std::pow(a, b); });
+    imp.emit = [](Importer &im, const OnnxNode &n) {
+        if (!n.has(1) || !im.is_constant(n.inputs[1]) || !is_int(im.constant(n.inputs[1]))) {
+            im.emit_same(n);
+            return;
+        }
+        const Constant &e = im.constant(n.inputs[1]);
+        Node p;
+        p.name = n.name;
+        p.op = "Pow";
+        p.inputs = {n.inputs[0],
+                    im.add_constant(n.name + "/exponent",
+                                    elementwise(
+                                        {&e}, false, [](const std::vector<double> &a) { return a[0]; }, "input 1"))};
+        p.outputs = {n.outputs[0]};
+        im.emit(std::move(p));
+    };
+    return imp;
+}
+
 // An op hfuse has under the same name and in its opset-13 form. With constant inputs it is emitted as
 // well: hfuse's fold_constants rewrite evaluates it (with Halide) before planning.
 OpImport same() {
@@ -889,6 +945,18 @@ const std::map<std::string, OpImport> &op_imports() {
         t["Sub"] = binary([](double a, double b) { return a - b; });
         t["Mul"] = binary([](double a, double b) { return a * b; });
         t["Div"] = binary([](double a, double b) { return a / b; }, true);
+        t["Pow"] = pow_import();
+        t["Max"] = variadic([](double a, double b) { return std::isnan(a) || a > b ? a : b; });
+        t["Min"] = variadic([](double a, double b) { return std::isnan(a) || a < b ? a : b; });
+        t["Sum"] = variadic([](double a, double b) { return a + b; });
+        t["Mean"] = variadic([](double a, double b) { return a + b; }, true);
+        t["Erf"] = unary_math([](double x) { return std::erf(x); });
+        t["Sqrt"] = unary_math([](double x) { return std::sqrt(x); });
+        t["Reciprocal"] = unary_math([](double x) { return 1.0 / x; });
+        t["Exp"] = unary_math([](double x) { return std::exp(x); });
+        t["Log"] = unary_math([](double x) { return std::log(x); });
+        t["Neg"] = unary_math([](double x) { return -x; }, true);
+        t["Abs"] = unary_math([](double x) { return std::abs(x); }, true);
         t["Equal"].fold = [](Importer &im, const OnnxNode &n) {
             auto in = constant_inputs(im, n);
             return std::vector<Constant>{elementwise(

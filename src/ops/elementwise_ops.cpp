@@ -1,6 +1,7 @@
-// Unary activations (Relu, LeakyRelu, Clip, Sigmoid, Tanh, HardSigmoid, HardSwish) and the binary
-// arithmetic ops with numpy broadcasting (Add, Sub, Mul, Div). Both families are tables: one entry per
-// op holding only its formula, sharing a single schema builder.
+// Unary activations and math (Relu, LeakyRelu, Clip, Sigmoid, Tanh, HardSigmoid, HardSwish, Erf,
+// Sqrt, Reciprocal, Exp, Log, Neg, Abs), the binary arithmetic ops with numpy broadcasting (Add, Sub,
+// Mul, Div; Pow apart, for its constant exponents) and the variadic ones (Max, Min, Sum, Mean). Each
+// family is a table: one entry per op holding only its formula, sharing a single schema builder.
 #include "halide_util.h"
 #include "hfuse/error.h"
 #include "op_families.h"
@@ -78,6 +79,13 @@ const std::vector<UnaryOp> &unary_ops() {
         {"HardSwish",
          {},
          [](const Expr &x, const LowerContext &) { return x * Halide::clamp(x * (1.0f / 6.0f) + 0.5f, 0.0f, 1.0f); }},
+        {"Erf", {}, [](const Expr &x, const LowerContext &) { return vector_erf(x); }},
+        {"Sqrt", {}, [](const Expr &x, const LowerContext &) { return Halide::sqrt(x); }},
+        {"Reciprocal", {}, [](const Expr &x, const LowerContext &) { return 1.0f / x; }},
+        {"Exp", {}, [](const Expr &x, const LowerContext &) { return vector_exp(x); }},
+        {"Log", {}, [](const Expr &x, const LowerContext &) { return vector_log(x); }},
+        {"Neg", {}, [](const Expr &x, const LowerContext &) { return -x; }},
+        {"Abs", {}, [](const Expr &x, const LowerContext &) { return Halide::abs(x); }},
     };
     return table;
 }
@@ -142,11 +150,89 @@ OpSchema binary_schema(const BinaryOp &op) {
     return s;
 }
 
+// Pow: C's pow, broadcast. An exponent given as a weight of one value the code knows (the executor
+// keys such small weights by value): the small integers and halves that models use (LayerNorm's
+// square, GELU's cube, a square root) become multiplications and square roots, which vectorize
+// where Halide::pow calls libm once per lane.
+std::optional<Expr> pow_by_constant(const Expr &a, float e) {
+    if (e == 0.0f) return Expr(1.0f);
+    if (e == 1.0f) return a;
+    if (e == 2.0f) return a * a;
+    if (e == 3.0f) return a * a * a;
+    if (e == 4.0f) return (a * a) * (a * a);
+    if (e == 0.5f) return Halide::sqrt(a);
+    if (e == -0.5f) return 1.0f / Halide::sqrt(a);
+    if (e == -1.0f) return 1.0f / a;
+    if (e == -2.0f) return 1.0f / (a * a);
+    return std::nullopt;
+}
+
+OpSchema pow_schema() {
+    OpSchema s = binary_schema({"Pow", [](const Expr &a, const Expr &b) { return Halide::pow(a, b); }});
+    s.lower = [](const LowerContext &ctx) {
+        std::vector<Expr> args = as_exprs(make_vars(ctx.output_types[0].rank()));
+        Expr a = ctx.inputs[0](broadcast_coords(ctx.input_types[0]->shape, args));
+        Expr b = ctx.inputs[1](broadcast_coords(ctx.input_types[1]->shape, args));
+        std::optional<Expr> by_constant;
+        if (const Constant *k = ctx.constants.size() > 1 ? ctx.constants[1] : nullptr; k && k->f32.size() == 1)
+            by_constant = pow_by_constant(a, k->f32[0]);
+        Func out(func_name(ctx));
+        out(args) = by_constant ? *by_constant : Halide::pow(a, b);
+        return Lowered{{out}, {}, {}};
+    };
+    return s;
+}
+
+// ---- variadic ops with numpy broadcasting ------------------------------------------------------------
+
+struct VariadicOp {
+    const char *name;
+    Expr (*combine)(const Expr &a, const Expr &b);
+    bool mean = false;  // the combination divided by the number of inputs
+};
+
+const VariadicOp variadic_ops[] = {
+    {"Max", [](const Expr &a, const Expr &b) { return Halide::max(a, b); }},
+    {"Min", [](const Expr &a, const Expr &b) { return Halide::min(a, b); }},
+    {"Sum", [](const Expr &a, const Expr &b) { return a + b; }},
+    {"Mean", [](const Expr &a, const Expr &b) { return a + b; }, true},
+};
+
+OpSchema variadic_schema(const VariadicOp &op) {
+    OpSchema s;
+    s.name = op.name;
+    s.kind = PatternKind::Broadcast;
+    s.min_inputs = 1;
+    s.max_inputs = -1;
+    s.flops = one_per_element;
+    s.infer = [](const InferContext &ctx) {
+        Shape out = ctx.inputs[0]->shape;
+        for (size_t i = 1; i < ctx.inputs.size(); i++)
+            out = broadcast_shapes(out, ctx.inputs[i]->shape, "input " + std::to_string(i));
+        return std::vector<TensorType>{{DType::Float32, out}};
+    };
+    s.lower = [op](const LowerContext &ctx) {
+        std::vector<Expr> args = as_exprs(make_vars(ctx.output_types[0].rank()));
+        Expr e;
+        for (size_t i = 0; i < ctx.inputs.size(); i++) {
+            Expr v = ctx.inputs[i](broadcast_coords(ctx.input_types[i]->shape, args));
+            e = e.defined() ? op.combine(e, v) : v;
+        }
+        if (op.mean) e = e * (1.0f / static_cast<float>(ctx.inputs.size()));
+        Func out(func_name(ctx));
+        out(args) = e;
+        return Lowered{{out}, {}, {}};
+    };
+    return s;
+}
+
 }  // namespace
 
 void register_elementwise_ops(std::vector<OpSchema> &ops) {
     for (const UnaryOp &op : unary_ops()) ops.push_back(unary_schema(op));
     for (const BinaryOp &op : binary_ops) ops.push_back(binary_schema(op));
+    ops.push_back(pow_schema());
+    for (const VariadicOp &op : variadic_ops) ops.push_back(variadic_schema(op));
 }
 
 }  // namespace hfuse::ops

@@ -95,10 +95,40 @@ Halide::Func constant_func(const Halide::Buffer<float> &values, const std::strin
     return f;
 }
 
+namespace {
+
+// IEEE float constants by their bits: Halide's simplifier keeps them as they are.
+Halide::Expr float_bits(uint32_t bits) {
+    return Halide::reinterpret(Halide::Float(32), Halide::Expr(bits));
+}
+
+}  // namespace
+
 Halide::Expr vector_exp(const Halide::Expr &x) {
-    // fast_exp is nonsense outside the float range; below -87 the true value is (nearly) denormal.
+    // fast_exp is nonsense outside the float range; below -87 the true value is (nearly) denormal,
+    // above log(FLT_MAX) it overflows.
     Halide::Expr e = Halide::fast_exp(Halide::clamp(x, -87.0f, 88.0f));
-    return Halide::select(x < -87.0f, 0.0f, e);
+    return Halide::select(x<-87.0f, 0.0f, x> 88.7228394f, float_bits(0x7f800000), e);
+}
+
+Halide::Expr vector_log(const Halide::Expr &x) {
+    // fast_log is accurate on positive finite floats alone.
+    const Halide::Expr inf = float_bits(0x7f800000), nan = float_bits(0x7fc00000);
+    return Halide::select(x > 0.0f && x < inf, Halide::fast_log(x), x == 0.0f, -inf, x == inf, inf, nan);
+}
+
+Halide::Expr vector_erf(const Halide::Expr &x) {
+    // Below |x| = 0.5 its Taylor series to x^9 (the next term, x^11 / 1320, is below 4e-7 there and
+    // keeps the error relative near 0); above, Abramowitz and Stegun's 7.1.26 (absolute error
+    // 1.5e-7) on |x|, odd. erf is +-1 in float beyond |x| = 4 (the exp underflows to 0 first).
+    const Halide::Expr a = Halide::abs(x), x2 = x * x;
+    const Halide::Expr series =
+        1.12837917f * x * (1.0f + x2 * (-1.0f / 3 + x2 * (1.0f / 10 + x2 * (-1.0f / 42 + x2 * (1.0f / 216)))));
+    const Halide::Expr t = 1.0f / (1.0f + 0.3275911f * a);
+    const Halide::Expr poly =
+        t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+    const Halide::Expr tail = 1.0f - poly * vector_exp(-x2);
+    return Halide::select(a < 0.5f, series, x < 0.0f, -tail, tail);
 }
 
 Halide::Expr vector_tanh(const Halide::Expr &x) {

@@ -127,15 +127,24 @@ RefTensor map_unary(const RefTensor &x, F f) {
     return out;
 }
 
+// The binary arithmetic ops and Max, Min, Sum, Mean: `f` folded over the inputs left to right, each
+// step broadcast (numpy); Mean divides the sum by their number.
 template <typename F>
-std::vector<RefTensor> map_binary(const OpArgs &a, F f) {
-    const RefTensor &x = a.in(0), &y = a.in(1);
-    RefTensor out = zeros(broadcast_shapes(x.shape, y.shape, "inputs"));
-    walk<2>(out.shape, {broadcast_strides(x.shape, out.shape), broadcast_strides(y.shape, out.shape)}, {0, 0},
-            [&](int64_t i, const std::array<int64_t, 2> &o) {
-                out.data[i] = static_cast<float>(f(double(x.data[o[0]]), double(y.data[o[1]])));
-            });
-    return {out};
+std::vector<RefTensor> map_variadic(const OpArgs &a, F f, bool mean = false) {
+    RefTensor acc = a.in(0);
+    for (size_t k = 1; k < a.inputs.size(); k++) {
+        const RefTensor &y = a.in(static_cast<int>(k));
+        RefTensor out = zeros(broadcast_shapes(acc.shape, y.shape, "input " + std::to_string(k)));
+        walk<2>(out.shape, {broadcast_strides(acc.shape, out.shape), broadcast_strides(y.shape, out.shape)}, {0, 0},
+                [&](int64_t i, const std::array<int64_t, 2> &o) {
+                    out.data[i] = static_cast<float>(f(double(acc.data[o[0]]), double(y.data[o[1]])));
+                });
+        acc = std::move(out);
+    }
+    if (mean) {
+        for (float &v : acc.data) v = static_cast<float>(double(v) / double(a.inputs.size()));
+    }
+    return {acc};
 }
 
 Eigen::Map<const MatrixF> as_matrix(const float *data, int64_t rows, int64_t cols) {
@@ -787,10 +796,50 @@ const std::map<std::string, OpFn> &op_table() {
              const double hi = a.scalar(2, "input 2 (max)", std::numeric_limits<float>::infinity());
              return std::vector<RefTensor>{map_unary(a.in(0), [&](double x) { return std::min(std::max(x, lo), hi); })};
          }},
-        {"Add", [](const OpArgs &a) { return map_binary(a, [](double x, double y) { return x + y; }); }},
-        {"Sub", [](const OpArgs &a) { return map_binary(a, [](double x, double y) { return x - y; }); }},
-        {"Mul", [](const OpArgs &a) { return map_binary(a, [](double x, double y) { return x * y; }); }},
-        {"Div", [](const OpArgs &a) { return map_binary(a, [](double x, double y) { return x / y; }); }},
+        {"Add", [](const OpArgs &a) { return map_variadic(a, [](double x, double y) { return x + y; }); }},
+        {"Sub", [](const OpArgs &a) { return map_variadic(a, [](double x, double y) { return x - y; }); }},
+        {"Mul", [](const OpArgs &a) { return map_variadic(a, [](double x, double y) { return x * y; }); }},
+        {"Div", [](const OpArgs &a) { return map_variadic(a, [](double x, double y) { return x / y; }); }},
+        {"Pow", [](const OpArgs &a) { return map_variadic(a, [](double x, double y) { return std::pow(x, y); }); }},
+        {"Max",
+         [](const OpArgs &a) {
+             // NaN wins, as in numpy's maximum (std::max would keep whichever came first).
+             return map_variadic(a, [](double x, double y) { return std::isnan(x) || x > y ? x : y; });
+         }},
+        {"Min",
+         [](const OpArgs &a) {
+             return map_variadic(a, [](double x, double y) { return std::isnan(x) || x < y ? x : y; });
+         }},
+        {"Sum", [](const OpArgs &a) { return map_variadic(a, [](double x, double y) { return x + y; }); }},
+        {"Mean",
+         [](const OpArgs &a) {
+             return map_variadic(
+                 a, [](double x, double y) { return x + y; }, true);
+         }},
+        {"Erf",
+         [](const OpArgs &a) {
+             return std::vector<RefTensor>{map_unary(a.in(0), [](double x) { return std::erf(x); })};
+         }},
+        {"Sqrt",
+         [](const OpArgs &a) {
+             return std::vector<RefTensor>{map_unary(a.in(0), [](double x) { return std::sqrt(x); })};
+         }},
+        {"Reciprocal",
+         [](const OpArgs &a) { return std::vector<RefTensor>{map_unary(a.in(0), [](double x) { return 1.0 / x; })}; }},
+        {"Exp",
+         [](const OpArgs &a) {
+             return std::vector<RefTensor>{map_unary(a.in(0), [](double x) { return std::exp(x); })};
+         }},
+        {"Log",
+         [](const OpArgs &a) {
+             return std::vector<RefTensor>{map_unary(a.in(0), [](double x) { return std::log(x); })};
+         }},
+        {"Neg",
+         [](const OpArgs &a) { return std::vector<RefTensor>{map_unary(a.in(0), [](double x) { return -x; })}; }},
+        {"Abs",
+         [](const OpArgs &a) {
+             return std::vector<RefTensor>{map_unary(a.in(0), [](double x) { return std::abs(x); })};
+         }},
         {"Softmax", softmax},
         {"Gemm", gemm},
         {"MatMul", matmul},

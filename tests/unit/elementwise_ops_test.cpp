@@ -1,6 +1,8 @@
 // Activations and broadcasting arithmetic, checked against the reference evaluator.
 #include "op_test_util.h"
 
+#include <cmath>
+
 namespace hfuse::test {
 namespace {
 
@@ -71,7 +73,54 @@ TEST(ElementwiseOps, BinaryBroadcasting) {
     check_op({"Div", {}, {activation({n, c, h, w}), weight({1, c, 1, 1}, 0.5, 2.0)}}, kTol);
 }
 
+// Erf, Sqrt, Reciprocal, Exp, Log, Neg, Abs on [-1, 1] (Sqrt and Log of a negative are NaN there,
+// as in the reference), then over the ranges where their vectorized forms switch formula or reach
+// the float limits.
+TEST(ElementwiseOps, UnaryMath) {
+    Rng rng(303);
+    for (const char *op : {"Erf", "Sqrt", "Reciprocal", "Exp", "Log", "Neg", "Abs"}) {
+        check_op({op, {}, {activation(odd_shape(rng, rng.uniform_int(0, 4)))}}, kTol);
+    }
+    check_op({"Erf", {}, {weight({5, 41}, -6, 6)}}, kTol);      // the series below 0.5, the tail, +-1
+    check_op({"Erf", {}, {weight({3, 17}, -0.6, 0.6)}}, 1e-6);  // relative near 0, where erf(x) ~ 1.13x
+    check_op({"Exp", {}, {weight({7, 13}, -100, 100)}}, kTol);  // 0 below -87, +inf above 88.7
+    check_op({"Exp", {}, {weight({7, 13}, -10, 10)}}, kTol);
+    check_op({"Log", {}, {weight({7, 13}, 1e-6, 1e6)}}, kTol);
+    check_op({"Log", {}, {weight_values({4}, {0.0f, -0.0f, INFINITY, -1.0f})}}, kTol);  // -inf, -inf, inf, NaN
+    check_op({"Sqrt", {}, {weight({5, 9}, 0, 1000)}}, kTol);
+    check_op({"Reciprocal", {}, {weight({5, 9}, 0.01, 100)}}, kTol);
+}
+
+// Pow by each exponent it turns into multiplications or square roots, by others (libm's pow), by an
+// activation, and broadcast either way.
+TEST(ElementwiseOps, Pow) {
+    const Shape s = {2, 3, 5, 7};
+    for (float e : {0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 0.5f, -0.5f, -1.0f, -2.0f, 1.7f, -3.0f}) {
+        SCOPED_TRACE(e);
+        check_op({"Pow", {}, {weight(s, 0.1, 3), weight_values({}, {e})}}, kTol);
+        check_op({"Pow", {}, {activation(s), weight_values({1}, {e})}}, kTol);  // negative bases
+    }
+    check_op({"Pow", {}, {weight(s, 0.1, 3), activation(s)}}, kTol);
+    check_op({"Pow", {}, {weight({1, 3, 1, 1}, 0.5, 2), activation(s)}}, kTol);
+    check_op({"Pow", {}, {activation(s), weight({7}, -2, 2)}}, kTol);
+}
+
+// Max, Min, Sum, Mean over one to four inputs, broadcast.
+TEST(ElementwiseOps, Variadic) {
+    const std::vector<std::vector<InputSpec>> cases = {
+        {activation({3, 5})},
+        {activation({2, 3, 5}), activation({2, 3, 5})},
+        {activation({2, 1, 5}), weight({3, 1}), activation({5})},
+        {activation({}), activation({1, 4, 1, 3}), weight({1, 1, 5, 1}), activation({3})},
+    };
+    for (const char *op : {"Max", "Min", "Sum", "Mean"}) {
+        for (const auto &inputs : cases) check_op({op, {}, inputs}, kTol);
+    }
+}
+
 TEST(ElementwiseOps, Errors) {
+    expect_op_error({"Max", {}, {activation({2, 3}), activation({3}), activation({2})}}, "input 2");
+    expect_op_error({"Pow", {}, {activation({2, 3}), activation({4})}}, "do not broadcast");
     expect_op_error({"Add", {}, {activation({2, 3}), activation({4})}}, "do not broadcast");
     expect_op_error({"Mul", {}, {activation({2, 3, 5}), weight({2, 1})}}, "do not broadcast");
     expect_op_error({"Clip", {}, {activation({3}), activation({})}}, "must be a weight");

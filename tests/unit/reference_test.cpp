@@ -131,12 +131,27 @@ TEST(ReferenceTorch, MatchesPyTorch) {
               << worst_case << ")\n";
 
     // The data must keep covering every op the reference implements.
-    for (const char *op :
-         {"Conv",        "BatchNormalization", "Relu",          "LeakyRelu", "Clip",   "Sigmoid",  "Tanh",
-          "HardSigmoid", "HardSwish",          "Add",           "Sub",       "Mul",    "Div",      "MaxPool",
-          "AveragePool", "GlobalAveragePool",  "GlobalMaxPool", "Gemm",      "MatMul", "Softmax",  "Flatten",
-          "Reshape",     "Transpose",          "Concat",        "Split",     "Slice",  "Identity", "Dropout",
-          "Pad"}) {
+    for (const char *op : {"Conv",          "BatchNormalization",
+                           "Relu",          "LeakyRelu",
+                           "Clip",          "Sigmoid",
+                           "Tanh",          "HardSigmoid",
+                           "HardSwish",     "Add",
+                           "Sub",           "Mul",
+                           "Div",           "MaxPool",
+                           "AveragePool",   "GlobalAveragePool",
+                           "GlobalMaxPool", "Gemm",
+                           "MatMul",        "Softmax",
+                           "Flatten",       "Reshape",
+                           "Transpose",     "Concat",
+                           "Split",         "Slice",
+                           "Identity",      "Dropout",
+                           "Pad",           "Erf",
+                           "Sqrt",          "Reciprocal",
+                           "Exp",           "Log",
+                           "Neg",           "Abs",
+                           "Pow",           "Max",
+                           "Min",           "Sum",
+                           "Mean"}) {
         EXPECT_TRUE(ops.count(op)) << op << " has no PyTorch case";
     }
 }
