@@ -34,7 +34,17 @@ Graph fold_batchnorm(Graph graph);
 // Removes nodes whose values no node reads and the model does not return (and weights only they read).
 Graph remove_dead_nodes(Graph graph);
 
-// The pre-planning pipeline: remove_dead_nodes, fold_constants, remove_identities, fold_batchnorm.
+// Replaces LayerNorm written as ReduceMean, Sub, Pow (or Mul), ReduceMean, Add, Sqrt, Div [, Mul by a
+// weight] [, Add of a weight] over trailing axes by one LayerNormalization node (the pattern's
+// intermediates read by the pattern alone, its epsilon, scale and bias weights).
+Graph fuse_layer_norm(Graph graph);
+
+// Replaces exact GELU written as Div(x, sqrt 2) (or Mul by 1 / sqrt 2), Erf, Add 1, and the products
+// with x and 0.5 by one Gelu node.
+Graph fuse_gelu(Graph graph);
+
+// The pre-planning pipeline: remove_dead_nodes, fold_constants, remove_identities, fold_batchnorm,
+// fuse_layer_norm, fuse_gelu.
 Graph simplify(Graph graph);
 
 }  // namespace hfuse

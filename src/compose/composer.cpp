@@ -60,7 +60,8 @@ const char *family_needs(Family f) {
     case Family::Conv: return "a group led by a 2-D Conv";
     case Family::Gemm: return "a group led by a Gemm or MatMul";
     case Family::Pool: return "a group led by a MaxPool or AveragePool";
-    case Family::Reduction: return "a group led by a Softmax, GlobalAveragePool or GlobalMaxPool";
+    case Family::Reduction:
+        return "a group led by a Softmax, GlobalAveragePool, GlobalMaxPool or LayerNormalization (last axis)";
     case Family::None: break;
     }
     return "";
@@ -373,6 +374,15 @@ void analyse_pool(const Graph &g, const FusedGroup &grp, Analysis &a) {
     a.pool = pool_group_shape(g, *a.master, shape, pool_input_inlined(g, grp, *a.master));
 }
 
+// A LayerNormalization over the last axis alone: its stages (the sum and the squared deviations, each
+// one update along that axis) are placed as Softmax's max and sum are.
+bool normalizes_last_axis(const Graph &g, const Node &n) {
+    if (n.op != "LayerNormalization") return false;
+    const int64_t rank = static_cast<int64_t>(g.type_of(n.outputs[0]).shape.size());
+    const int64_t axis = Attributes(n.attrs).get_int("axis", -1);
+    return rank > 0 && (axis == -1 || axis == rank - 1);
+}
+
 void analyse_reduction(const Graph &g, const FusedGroup &grp, Analysis &a) {
     const Shape shape = g.type_of(a.master->outputs[0]).shape;
     const int rank = static_cast<int>(shape.size());
@@ -410,7 +420,7 @@ Analysis analyse(const Graph &g, const FusedGroup &grp) {
         analyse_gemm(g, grp, a);
     } else if (op == "MaxPool" || op == "AveragePool") {
         analyse_pool(g, grp, a);
-    } else if (op == "Softmax" || is_global_pool(*a.master)) {
+    } else if (op == "Softmax" || is_global_pool(*a.master) || normalizes_last_axis(g, *a.master)) {
         analyse_reduction(g, grp, a);
     }
     return a;

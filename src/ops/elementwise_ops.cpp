@@ -1,5 +1,5 @@
 // Unary activations and math (Relu, LeakyRelu, Clip, Sigmoid, Tanh, HardSigmoid, HardSwish, Erf,
-// Sqrt, Reciprocal, Exp, Log, Neg, Abs), the binary arithmetic ops with numpy broadcasting (Add, Sub,
+// Sqrt, Reciprocal, Exp, Log, Neg, Abs, Gelu), the binary arithmetic ops with numpy broadcasting (Add, Sub,
 // Mul, Div; Pow apart, for its constant exponents) and the variadic ones (Max, Min, Sum, Mean). Each
 // family is a table: one entry per op holding only its formula, sharing a single schema builder.
 #include "halide_util.h"
@@ -57,7 +57,22 @@ struct UnaryOp {
     int max_inputs = 1;
     std::vector<int> constant_inputs = {};
     void (*check)(const InferContext &ctx) = nullptr;  // extra validation beyond arity and types
+    std::vector<std::string> string_attributes = {};   // not type-checked as floats (check() does)
 };
+
+// Gelu (opset 20): x * Phi(x), Phi the standard normal CDF, exactly through erf ("none") or by
+// tanh's approximation ("tanh").
+bool gelu_tanh(const Attributes &attrs) {
+    const std::string mode = attrs.get_string("approximate", "none");
+    if (mode != "none" && mode != "tanh")
+        fail_field("approximate", "must be \"none\" or \"tanh\", got \"" + mode + "\"");
+    return mode == "tanh";
+}
+
+Expr gelu(const Expr &x, const LowerContext &ctx) {
+    if (gelu_tanh(ctx.attrs)) return 0.5f * x * (1.0f + vector_tanh(0.797884561f * (x + 0.044715f * x * x * x)));
+    return 0.5f * x * (1.0f + vector_erf(x * 0.707106781f));
+}
 
 const std::vector<UnaryOp> &unary_ops() {
     static const std::vector<UnaryOp> table = {
@@ -86,6 +101,7 @@ const std::vector<UnaryOp> &unary_ops() {
         {"Log", {}, [](const Expr &x, const LowerContext &) { return vector_log(x); }},
         {"Neg", {}, [](const Expr &x, const LowerContext &) { return -x; }},
         {"Abs", {}, [](const Expr &x, const LowerContext &) { return Halide::abs(x); }},
+        {"Gelu", {}, gelu, 1, {}, [](const InferContext &ctx) { gelu_tanh(ctx.attrs); }, {"approximate"}},
     };
     return table;
 }
@@ -96,6 +112,7 @@ OpSchema unary_schema(const UnaryOp &op) {
     s.kind = PatternKind::Elementwise;
     s.max_inputs = op.max_inputs;
     s.attributes = op.attributes;
+    s.attributes.insert(s.attributes.end(), op.string_attributes.begin(), op.string_attributes.end());
     s.constant_inputs = op.constant_inputs;
     s.flops = one_per_element;
     auto check = op.check;

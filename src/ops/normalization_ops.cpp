@@ -1,5 +1,5 @@
-// BatchNormalization (inference), Softmax (opset 13: along one axis) and ReduceMean (opset 13: axes
-// as an attribute).
+// BatchNormalization (inference), Softmax (opset 13: along one axis), LayerNormalization (opset 17)
+// and ReduceMean (opset 13: axes as an attribute).
 #include "halide_util.h"
 #include "hfuse/error.h"
 #include "op_families.h"
@@ -101,6 +101,83 @@ Lowered lower_softmax(const LowerContext &ctx) {
     return {{out}, {max_f, sum_f}, {}};
 }
 
+// LayerNormalization (opset 17): over the dims from `axis` on, (x - mean) / sqrt(var + epsilon) *
+// Scale + B, Scale and B broadcast to those dims. Only the first output (Y): Mean and InvStdDev are
+// training outputs.
+int layer_norm_axis(const Attributes &attrs, int rank) {
+    if (rank == 0) fail_field("input 0 (X)", "must have rank >= 1");
+    return normalize_axis(attrs.get_int("axis", -1), rank, "axis");
+}
+
+std::vector<TensorType> infer_layer_norm(const InferContext &ctx) {
+    const TensorType &x = *ctx.inputs[0];
+    const int axis = layer_norm_axis(ctx.attrs, x.rank());
+    ctx.attrs.get_float("epsilon", 1e-5f);
+    const int64_t stash = ctx.attrs.get_int("stash_type", 1);
+    if (stash != 1) fail_field("stash_type", "only 1 (float32 statistics) is supported, got " + std::to_string(stash));
+    const Shape normalized(x.shape.begin() + axis, x.shape.end());
+    for (int i = 1; i <= 2; i++) {
+        if (!ctx.has_input(i)) continue;
+        const Shape &p = ctx.inputs[i]->shape;
+        // Broadcast to the normalized dims alone (aligned at the innermost): any leading dims beyond
+        // them must be 1.
+        bool ok = true;
+        for (size_t d = 0; d < p.size(); d++) {
+            const size_t from_end = p.size() - 1 - d;
+            if (from_end >= normalized.size()) {
+                ok = ok && p[d] == 1;
+            } else {
+                const int64_t n = normalized[normalized.size() - 1 - from_end];
+                ok = ok && (p[d] == n || p[d] == 1);
+            }
+        }
+        if (!ok) {
+            fail_field(i == 1 ? "input 1 (Scale)" : "input 2 (B)",
+                       "shape [" + to_string(p) + "] does not broadcast to the normalized dims [" +
+                           to_string(normalized) + "] of X [" + to_string(x.shape) + "] (axis " + std::to_string(axis) +
+                           ")");
+        }
+    }
+    return {x};
+}
+
+// Two stages as Softmax's, each a pure definition and one update over the normalized dims: the sum,
+// then the sum of squared deviations from the mean (two passes: no cancellation).
+Lowered lower_layer_norm(const LowerContext &ctx) {
+    const TensorType &type = ctx.output_types[0];
+    const int rank = type.rank();
+    const int axis = layer_norm_axis(ctx.attrs, rank);
+    const int k = rank - axis;  // the normalized dims are Halide args 0 .. k - 1
+    const float eps = ctx.attrs.get_float("epsilon", 1e-5f);
+    std::vector<Expr> args = as_exprs(make_vars(rank));
+    const std::vector<Expr> outer(args.begin() + k, args.end());
+    Halide::Region region;
+    int64_t count = 1;
+    for (int i = 0; i < k; i++) {
+        const int64_t extent = type.shape[rank - 1 - i];
+        region.push_back({0, to_int(extent, "input 0 (X)")});
+        count *= extent;
+    }
+    Halide::RDom r(region, func_name(ctx, "r"));
+    std::vector<Expr> along = args;
+    for (int i = 0; i < k; i++) along[i] = r[i];
+    const float inv_count = 1.0f / static_cast<float>(count);
+
+    const Func &x = ctx.inputs[0];
+    Func sum_f(func_name(ctx, "sum")), sq_f(func_name(ctx, "sq")), out(func_name(ctx));
+    sum_f(outer) = 0.0f;
+    sum_f(outer) += x(along);
+    Expr mean = sum_f(outer) * inv_count;
+    sq_f(outer) = 0.0f;
+    Expr dev = x(along) - mean;
+    sq_f(outer) += dev * dev;
+    Expr y = (x(args) - mean) / Halide::sqrt(sq_f(outer) * inv_count + eps);
+    y = y * ctx.inputs[1](broadcast_coords(ctx.input_types[1]->shape, args));
+    if (ctx.has_input(2)) y = y + ctx.inputs[2](broadcast_coords(ctx.input_types[2]->shape, args));
+    out(args) = y;
+    return {{out}, {sum_f, sq_f}, {}};
+}
+
 // ReduceMean's reduced dims (ONNX order; all of them when `axes` is absent) and output shape.
 struct ReducePlan {
     std::vector<bool> reduced;
@@ -190,6 +267,20 @@ void register_normalization_ops(std::vector<OpSchema> &ops) {
         return 4.0 * static_cast<double>(num_elements(outputs[0].shape));
     };
     ops.push_back(std::move(softmax));
+
+    OpSchema ln;
+    ln.name = "LayerNormalization";
+    ln.kind = PatternKind::Reduction;
+    ln.min_inputs = 2;
+    ln.max_inputs = 3;
+    ln.attributes = {"axis", "epsilon", "stash_type"};
+    ln.infer = infer_layer_norm;
+    ln.lower = lower_layer_norm;
+    // The sum, the squared deviations (subtract, multiply-add), then normalise, scale and shift.
+    ln.flops = [](const InferContext &, const std::vector<TensorType> &outputs) {
+        return 7.0 * static_cast<double>(num_elements(outputs[0].shape));
+    };
+    ops.push_back(std::move(ln));
 
     OpSchema mean;
     mean.name = "ReduceMean";

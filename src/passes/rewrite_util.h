@@ -1,4 +1,5 @@
-// Helpers shared by the graph rewrites (fold_constants, remove_identities, fold_batchnorm): queries
+// Helpers shared by the graph rewrites (fold_constants, remove_identities, fold_batchnorm, fuse_layer_norm,
+// fuse_gelu): queries
 // about how values are used, rewiring, fresh names, and removing what a rewrite left unused.
 #pragma once
 
@@ -35,6 +36,25 @@ inline int producer_index(const Graph &g, const std::string &value) {
 inline const Constant *float_weight(const Graph &g, const std::string &value) {
     auto it = g.weights.find(value);
     return it != g.weights.end() && it->second.type.dtype == DType::Float32 ? &it->second : nullptr;
+}
+
+// Index in g.nodes of the one node reading `value` once, or -1 (no reader, several, or a model output:
+// a value a pattern rewrite may fold away).
+inline int sole_reader(const Graph &g, const std::string &value) {
+    if (is_model_output(g, value) || count_uses(g, value) != 1) return -1;
+    for (size_t i = 0; i < g.nodes.size(); i++) {
+        const std::vector<std::string> &in = g.nodes[i].inputs;
+        if (std::find(in.begin(), in.end(), value) != in.end()) return static_cast<int>(i);
+    }
+    return -1;
+}
+
+// The value of `value` if it is a float32 weight holding one value (any shape of extent-1 dims).
+inline bool float_scalar(const Graph &g, const std::string &value, float *out) {
+    const Constant *k = float_weight(g, value);
+    if (!k || k->f32.size() != 1) return false;
+    *out = k->f32[0];
+    return true;
 }
 
 // Makes every node that reads `from` read `to` instead.

@@ -1,6 +1,7 @@
 // simplify(): the rewrites run before fusion planning. Constants fold first so that a weight computed
 // by nodes (a Transpose of a weight) is a weight when fold_batchnorm looks for one, and identities go
 // before fold_batchnorm so an Identity between a Conv and its BatchNormalization does not block the fold.
+// The pattern fusions come last, when their constants (an epsilon, sqrt 2) are weights.
 #include "hfuse/passes.h"
 
 #include <set>
@@ -23,7 +24,8 @@ std::set<std::string> source_names(const Graph &g) {
 
 Graph simplify(Graph graph) {
     const std::set<std::string> before = source_names(graph);
-    Graph out = fold_batchnorm(remove_identities(fold_constants(remove_dead_nodes(std::move(graph)))));
+    Graph out = fuse_gelu(
+        fuse_layer_norm(fold_batchnorm(remove_identities(fold_constants(remove_dead_nodes(std::move(graph)))))));
     // Names that no node stands for any more are recorded, so plans may still list them.
     const std::set<std::string> after = source_names(out);
     for (const std::string &n : before) {

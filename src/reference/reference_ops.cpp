@@ -400,6 +400,62 @@ std::vector<RefTensor> softmax(const OpArgs &a) {
     return {out};
 }
 
+// LayerNormalization: per row of the dims from `axis` on, in double, the mean then the variance.
+std::vector<RefTensor> layer_norm(const OpArgs &a) {
+    const RefTensor &x = a.in(0);
+    const int axis = normalize_axis(a.attrs.get_int("axis", -1), rank(x), "axis");
+    const double eps = a.attrs.get_float("epsilon", 1e-5f);
+    const Shape normalized(x.shape.begin() + axis, x.shape.end());
+    const int64_t len = dims_product(x.shape, axis, rank(x)), rows = dims_product(x.shape, 0, axis);
+    // Scale and B laid over one row (broadcast to the normalized dims).
+    auto row_of = [&](int i) {
+        std::vector<double> v(len, i == 1 ? 1.0 : 0.0);
+        if (!a.has(i)) return v;
+        const RefTensor &p = a.in(i);
+        Shape shape = p.shape;  // leading 1s beyond the normalized dims dropped
+        while (shape.size() > normalized.size() && shape.front() == 1) shape.erase(shape.begin());
+        if (shape.size() > normalized.size())
+            fail_field("inputs", "Scale or B does not broadcast to the normalized dims");
+        const Strides s = broadcast_strides(shape, normalized);
+        const Strides own = strides_of(normalized);
+        for (int64_t j = 0; j < len; j++) {
+            int64_t at = 0, rest = j;
+            for (size_t d = 0; d < normalized.size(); d++) {
+                at += (rest / own[d]) * s[d];
+                rest %= own[d];
+            }
+            v[j] = p.data[at];
+        }
+        return v;
+    };
+    const std::vector<double> scale = row_of(1), bias = row_of(2);
+    RefTensor out = zeros(x.shape);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *row = x.data.data() + r * len;
+        double mean = 0, var = 0;
+        for (int64_t j = 0; j < len; j++) mean += row[j];
+        mean /= double(len);
+        for (int64_t j = 0; j < len; j++) var += (row[j] - mean) * (row[j] - mean);
+        var /= double(len);
+        const double inv = 1.0 / std::sqrt(var + eps);
+        for (int64_t j = 0; j < len; j++)
+            out.data[r * len + j] = static_cast<float>((row[j] - mean) * inv * scale[j] + bias[j]);
+    }
+    return {out};
+}
+
+// Gelu: x * Phi(x), exactly (erf) or by tanh's approximation.
+std::vector<RefTensor> gelu(const OpArgs &a) {
+    const std::string mode = a.attrs.get_string("approximate", "none");
+    if (mode != "none" && mode != "tanh")
+        fail_field("approximate", "must be \"none\" or \"tanh\", got \"" + mode + "\"");
+    const bool tanh_form = mode == "tanh";
+    return {map_unary(a.in(0), [tanh_form](double x) {
+        if (tanh_form) return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+        return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    })};
+}
+
 std::vector<RefTensor> gemm(const OpArgs &a) {
     const RefTensor &ta = a.in(0), &tb = a.in(1);
     if (rank(ta) != 2 || rank(tb) != 2) fail_field("inputs", "A and B must be matrices");
@@ -841,6 +897,8 @@ const std::map<std::string, OpFn> &op_table() {
              return std::vector<RefTensor>{map_unary(a.in(0), [](double x) { return std::abs(x); })};
          }},
         {"Softmax", softmax},
+        {"LayerNormalization", layer_norm},
+        {"Gelu", gelu},
         {"Gemm", gemm},
         {"MatMul", matmul},
         {"Flatten", flatten},

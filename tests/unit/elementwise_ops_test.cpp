@@ -118,7 +118,15 @@ TEST(ElementwiseOps, Variadic) {
     }
 }
 
+TEST(ElementwiseOps, Gelu) {
+    check_op({"Gelu", {}, {activation({2, 3, 5, 7})}}, kTol);
+    check_op({"Gelu", {{"approximate", "none"}}, {weight({5, 41}, -8, 8)}}, kTol);
+    check_op({"Gelu", {{"approximate", "tanh"}}, {weight({5, 41}, -8, 8)}}, kTol);
+    check_op({"Gelu", {{"approximate", "tanh"}}, {activation({3, 17})}}, kTol);
+}
+
 TEST(ElementwiseOps, Errors) {
+    expect_op_error({"Gelu", {{"approximate", "fast"}}, {activation({3})}}, "approximate");
     expect_op_error({"Max", {}, {activation({2, 3}), activation({3}), activation({2})}}, "input 2");
     expect_op_error({"Pow", {}, {activation({2, 3}), activation({4})}}, "do not broadcast");
     expect_op_error({"Add", {}, {activation({2, 3}), activation({4})}}, "do not broadcast");

@@ -1,4 +1,4 @@
-// BatchNormalization (inference), Softmax and ReduceMean, checked against the reference evaluator.
+// BatchNormalization (inference), Softmax, LayerNormalization and ReduceMean, checked against the reference evaluator.
 #include "op_test_util.h"
 
 namespace hfuse::test {
@@ -73,7 +73,25 @@ TEST(NormalizationOps, ReduceMeanAxesAndKeepdims) {
     }
 }
 
+// LayerNormalization over the last axis (the reduction template's rows, odd widths for the vector
+// tails) and over several trailing dims (the simple schedule), Scale and B of every broadcast form,
+// B left out, a computed Scale.
+TEST(NormalizationOps, LayerNormAxesAndParameters) {
+    check_op({"LayerNormalization", {}, {activation({3, 37}), weight({37}), weight({37})}}, kTol);
+    check_op({"LayerNormalization", {{"epsilon", 0.1}}, {activation({2, 5, 16}), weight({16}), weight({1, 16})}}, kTol);
+    check_op({"LayerNormalization", {{"axis", 2}}, {activation({2, 3, 4, 5}), weight({4, 5}), weight({1, 5})}}, kTol);
+    check_op({"LayerNormalization", {{"axis", -3}}, {activation({2, 3, 4, 5}), weight({3, 1, 5})}}, kTol);
+    check_op({"LayerNormalization", {{"axis", 0}}, {activation({3, 7}), weight({1})}}, kTol);
+    check_op({"LayerNormalization", {}, {activation({1, 9, 33}), activation({33}), activation({1, 1, 33})}}, kTol);
+    check_op({"LayerNormalization", {}, {activation({5}), weight({5}), weight({})}}, kTol);
+}
+
 TEST(NormalizationOps, Errors) {
+    expect_op_error({"LayerNormalization", {}, {activation({2, 3, 4}), weight({3})}}, "input 1 (Scale)");
+    expect_op_error({"LayerNormalization", {{"axis", 2}}, {activation({2, 3, 4}), weight({4}), weight({2, 4})}},
+                    "input 2 (B)");
+    expect_op_error({"LayerNormalization", {{"axis", 3}}, {activation({2, 3, 4}), weight({4})}}, "out of range");
+    expect_op_error({"LayerNormalization", {{"stash_type", 0}}, {activation({2, 4}), weight({4})}}, "stash_type");
     expect_op_error({"BatchNormalization", {}, bn_inputs(activation({2, 3, 4}), 4)}, "must have shape [3]");
     expect_op_error(
         {"BatchNormalization", {}, {activation({2, 3}), weight({3}), weight({1, 3}), weight({3}), weight({3}, 0.1, 1)}},

@@ -1,4 +1,5 @@
-// The rewrites run before fusion planning (fold_constants, remove_identities, fold_batchnorm, simplify):
+// The rewrites run before fusion planning (fold_constants, remove_identities, fold_batchnorm, fuse_layer_norm,
+// fuse_gelu, simplify):
 // each case checks the structure of the rewritten graph and that it computes the same model outputs
 // as the original, both run through the unfused Halide executor.
 #include "hfuse/error.h"
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <optional>
 #include <set>
+#include <tuple>
 
 namespace hfuse {
 namespace {
@@ -569,6 +571,141 @@ TEST(RewriteRemoveDeadNodes, DeadNodesRunAsWrittenToo) {
     EXPECT_EQ(ex.num_groups(), 1);
     auto out = ex.run({{"x", tensor_from_data({1, 2, 3, 3}, data.data())}});
     for (int i = 0; i < 18; i++) EXPECT_EQ(out.at("kept").data()[i], std::max(data[i], 0.0f)) << i;
+}
+
+// ---- fuse_layer_norm ----
+
+// LayerNorm over `axes` of "x" as PyTorch writes it before opset 17, ending in "y"; `square` Pow or
+// Mul, the affine part optional.
+Builder layer_norm_pattern(Shape shape, json axes, const std::string &square, bool affine,
+                           const std::string &mean_op = "ReduceMean") {
+    Builder b;
+    b.input("x", shape);
+    b.weight("two", {}, 2, 2).weight("eps", {1}, 1e-3, 1e-3);
+    const json mean_attrs = mean_op == "ReduceMean" ? json{{"axes", axes}} : json::object();
+    b.node("mean", mean_op, {"x"}, mean_attrs).node("sub", "Sub", {"x", "mean"});
+    if (square == "Pow") {
+        b.node("square", "Pow", {"sub", "two"});
+    } else {
+        b.node("square", "Mul", {"sub", "sub"});
+    }
+    b.node("var", mean_op, {"square"}, mean_attrs).node("add_eps", "Add", {"var", "eps"});
+    b.node("sqrt", "Sqrt", {"add_eps"})
+        .node("div", "Div", {"sub", "sqrt"}, json::object(), affine ? Strings{} : Strings{"y"});
+    if (affine) {
+        const Shape normalized(shape.end() - static_cast<long>(axes.size()), shape.end());
+        b.weight("gamma", normalized, 0.5, 1.5).weight("beta", normalized, -0.5, 0.5);
+        b.node("scale", "Mul", {"gamma", "div"}).node("shift", "Add", {"scale", "beta"}, json::object(), {"y"});
+    }
+    return b;
+}
+
+TEST(RewriteFuseLayerNorm, PyTorchPatternBecomesOneNode) {
+    const Graph before = layer_norm_pattern({2, 5, 24}, {-1}, "Pow", true).build({"y"});
+    const Graph after = fuse_layer_norm(before);
+    ASSERT_EQ(after.nodes.size(), 1u);
+    const Node &ln = after.nodes[0];
+    EXPECT_EQ(ln.op, "LayerNormalization");
+    EXPECT_EQ(ln.inputs, (Strings{"x", "gamma", "beta"}));
+    EXPECT_EQ(ln.attrs.value("axis", 0), 2);
+    EXPECT_FLOAT_EQ(ln.attrs.value("epsilon", 0.0f), 1e-3f);
+    EXPECT_FALSE(after.is_weight("two") || after.is_weight("eps"));
+    expect_same_outputs(before, after);
+}
+
+TEST(RewriteFuseLayerNorm, SquareAsMulNoAffineSeveralAxesAndGlobalPool) {
+    for (const auto &[shape, axes, square, affine, mean_op] :
+         std::vector<std::tuple<Shape, json, std::string, bool, std::string>>{
+             {{3, 7}, json{1}, "Mul", false, "ReduceMean"},
+             {{2, 3, 4, 5}, json{-2, -1}, "Pow", true, "ReduceMean"},
+             {{2, 3, 4, 5}, json{3, 2, 1}, "Mul", true, "ReduceMean"},
+             {{2, 6, 9}, json::array(), "Pow", true, "GlobalAveragePool"}}) {
+        SCOPED_TRACE(axes.dump() + " " + square + " " + mean_op);
+        const json reduce_axes = mean_op == "GlobalAveragePool" ? json{2} : axes;
+        const Graph before = layer_norm_pattern(shape, reduce_axes, square, affine, mean_op).build({"y"});
+        const Graph after = fuse_layer_norm(before);
+        ASSERT_EQ(count_op(after, "LayerNormalization"), 1);
+        EXPECT_EQ(after.nodes.size(), 1u);
+        expect_same_outputs(before, after);
+    }
+}
+
+TEST(RewriteFuseLayerNorm, NotFusedWhereAnIntermediateIsReadElsewhereOrTheAxesAreNotTrailing) {
+    {
+        Builder b = layer_norm_pattern({2, 5, 8}, {-1}, "Pow", true);
+        const Graph g = b.node("other", "Relu", {"sub"}).build({"y", "other"});
+        EXPECT_EQ(count_op(fuse_layer_norm(g), "LayerNormalization"), 0);
+    }
+    {
+        const Graph g = layer_norm_pattern({2, 5, 8}, {1}, "Pow", false).build({"y"});
+        EXPECT_EQ(count_op(fuse_layer_norm(g), "LayerNormalization"), 0);
+    }
+    {
+        // A square that is not one (Pow by 3).
+        Builder b;
+        b.input("x", {2, 8}).weight("three", {}, 3, 3).weight("eps", {}, 1e-5, 1e-5);
+        b.node("mean", "ReduceMean", {"x"}, {{"axes", {-1}}}).node("sub", "Sub", {"x", "mean"});
+        b.node("cube", "Pow", {"sub", "three"}).node("var", "ReduceMean", {"cube"}, {{"axes", {-1}}});
+        b.node("add", "Add", {"var", "eps"}).node("sqrt", "Sqrt", {"add"});
+        const Graph g = b.node("div", "Div", {"sub", "sqrt"}, json::object(), {"y"}).build({"y"});
+        EXPECT_EQ(count_op(fuse_layer_norm(g), "LayerNormalization"), 0);
+    }
+}
+
+TEST(RewriteFuseLayerNorm, ScaleOverOtherDimsStaysAMul) {
+    // gamma [5, 1] scales rows, not the normalized dim: the LayerNorm takes no Scale, the Mul stays.
+    Builder b = layer_norm_pattern({2, 5, 8}, {-1}, "Pow", false);
+    const Graph before = b.weight("rows", {5, 1}).node("m", "Mul", {"y", "rows"}, json::object(), {"z"}).build({"z"});
+    const Graph after = fuse_layer_norm(before);
+    EXPECT_EQ(count_op(after, "LayerNormalization"), 1);
+    EXPECT_EQ(count_op(after, "Mul"), 1);
+    expect_same_outputs(before, after);
+}
+
+// ---- fuse_gelu ----
+
+TEST(RewriteFuseGelu, EveryNestingBecomesOneNode) {
+    for (int form = 0; form < 3; form++) {
+        SCOPED_TRACE(form);
+        Builder b;
+        b.input("x", {2, 3, 17});
+        b.weight("sqrt2", {}, std::sqrt(2.0), std::sqrt(2.0)).weight("inv_sqrt2", {1}, std::sqrt(0.5), std::sqrt(0.5));
+        b.weight("one", {}, 1, 1).weight("half", {}, 0.5, 0.5);
+        if (form == 1) {
+            b.node("scaled", "Mul", {"inv_sqrt2", "x"});
+        } else {
+            b.node("scaled", "Div", {"x", "sqrt2"});
+        }
+        b.node("erf", "Erf", {"scaled"}).node("plus", "Add", {"one", "erf"});
+        if (form == 2) {
+            b.node("hx", "Mul", {"half", "x"}).node("y", "Mul", {"hx", "plus"});
+        } else {
+            b.node("xp", "Mul", {"x", "plus"}).node("y", "Mul", {"xp", "half"});
+        }
+        const Graph before = b.build({"y"});
+        const Graph after = fuse_gelu(before);
+        ASSERT_EQ(after.nodes.size(), 1u);
+        EXPECT_EQ(after.nodes[0].op, "Gelu");
+        EXPECT_EQ(after.nodes[0].inputs, Strings{"x"});
+        EXPECT_FALSE(after.is_weight("one") || after.is_weight("half") ||
+                     after.is_weight(form == 1 ? "inv_sqrt2" : "sqrt2"));
+        expect_same_outputs(before, after);
+    }
+}
+
+TEST(RewriteFuseGelu, NotFusedWithOtherConstantsOrSharedValues) {
+    auto pattern = [](double half, bool share_erf) {
+        Builder b;
+        b.input("x", {4, 9}).weight("sqrt2", {}, std::sqrt(2.0), std::sqrt(2.0)).weight("one", {}, 1, 1);
+        b.weight("half", {}, half, half);
+        b.node("scaled", "Div", {"x", "sqrt2"}).node("erf", "Erf", {"scaled"}).node("plus", "Add", {"erf", "one"});
+        b.node("xp", "Mul", {"x", "plus"}).node("y", "Mul", {"xp", "half"});
+        if (share_erf) b.node("e2", "Relu", {"erf"});
+        return b.build(share_erf ? Strings{"y", "e2"} : Strings{"y"});
+    };
+    EXPECT_EQ(count_op(fuse_gelu(pattern(0.6, false)), "Gelu"), 0);
+    EXPECT_EQ(count_op(fuse_gelu(pattern(0.5, true)), "Gelu"), 0);
+    EXPECT_EQ(count_op(fuse_gelu(pattern(0.5, false)), "Gelu"), 1);
 }
 
 TEST(RewriteSimplify, AllRewritesTogether) {
