@@ -25,8 +25,17 @@
 //
 // Parameters: vector_width, tile_x_vectors (gemm_nv) or tile_x (gemm_dot), tile_y, unroll_k (the
 // reduction loop split and its inner part unrolled), parallel_tasks (1: serial; n: the tile loop cut
-// into n parallel tasks) and compute ("tile": per tile of the group output; "root": P materialised
-// at root by its own tiles, the rest of the group by the simple schedule).
+// into n parallel tasks), compute ("tile": per tile of the group output; "root": P materialised
+// at root by its own tiles, the rest of the group by the simple schedule) and tile_order
+// ("columns_inner", the default: a row tile's column tiles in turn; "rows_inner": a panel of columns
+// through every row tile, so a B larger than A streams in once).
+//
+// The rows tile_y counts are M's, or where M is 1 the batch dim before it (a seq-first transformer's
+// [S, 1, D] input times a weight [D, N] is S rows). A constant B, Gemm's [N, K] and MatMul's [K, N]
+// alike, is packed at compile time in panels of the tile's columns (src/ops/linalg_ops.cpp). A
+// transformer encoder layer (d 512, 8 heads, feed-forward 2048, 64 tokens), AVX-512, 2 threads, in
+// the network: the feed-forward 512 -> 2048 + GELU 1.69 -> 0.87 ms packed, the [64, 1, 512] input
+// projection 1.24 -> 0.60 ms with its 64 rows tiled.
 #pragma once
 
 #include "hfuse/tensor.h"

@@ -657,9 +657,7 @@ OpLowerings op_lowerings(const Graph &g, const FusedGroup &grp, const Halide::Ta
             GemmLowering gl;
             gl.panel = schedules::vector_width_param(params, target, true) *
                        schedules::param_int(params, "tile_x_vectors", 1, std::numeric_limits<int>::max());
-            for (const Node *product : a.products) {
-                if (product->op == "Gemm") forms.gemm[product->name] = gl;
-            }
+            for (const Node *product : a.products) forms.gemm[product->name] = gl;
         }
     } catch (Error &e) {
         if (master) e.at_node(master->name, master->op);

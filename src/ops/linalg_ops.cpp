@@ -58,17 +58,30 @@ GemmDims gemm_dims(const Attributes &attrs, const TensorType &a, const TensorTyp
 // from L2), in panels of 16 columns 0.98; the LSTM cell (2 x 512x128) compiled 4.8 -> 2.6 us. The
 // MLP's 784->256 in 2 tasks: one panel of 256 columns no faster than serial (each task's half rows
 // pull in the other half), panels of the task's 128 columns as fast as 3 tasks of dot products.
-Halide::Buffer<float> packed_kn(const Constant &b, const GemmDims &d, int panel) {
-    const int n = to_int(d.n, "input 1 (B)"), k = to_int(d.k, "input 1 (B)");
+// B (k x n values, stored [N, K] when `n_major`, else [K, N]) in panels: packed(x % panel, r, x / panel)
+// = B's column x at row r.
+Halide::Buffer<float> packed_panels(const Constant &b, int64_t k64, int64_t n64, bool n_major, int panel) {
+    const int n = to_int(n64, "input 1 (B)"), k = to_int(k64, "input 1 (B)");
     if (b.f32.size() != static_cast<size_t>(n) * k) fail_field("input 1 (B)", "a constant B must be float32");
     if (panel <= 0 || panel > n) panel = n;
     Halide::Buffer<float> packed(panel, k, (n + panel - 1) / panel);
     packed.fill(0.0f);
     const float *w = b.f32.data();
     for (int x = 0; x < n; x++) {
-        for (int r = 0; r < k; r++) packed(x % panel, r, x / panel) = w[int64_t(x) * k + r];
+        for (int r = 0; r < k; r++) {
+            packed(x % panel, r, x / panel) = n_major ? w[int64_t(x) * k + r] : w[int64_t(r) * n + x];
+        }
     }
     return packed;
+}
+
+Halide::Buffer<float> packed_kn(const Constant &b, const GemmDims &d, int panel) {
+    return packed_panels(b, d.k, d.n, true, panel);
+}
+
+// The columns of a matrix operand B [..., K, N].
+int64_t b_columns(const TensorType &b) {
+    return b.shape.back();
 }
 
 std::vector<TensorType> infer_gemm(const InferContext &ctx) {
@@ -181,7 +194,19 @@ Lowered lower_matmul(const LowerContext &ctx) {
         return out;
     };
     Expr a = ctx.inputs[0](operand_args(k, m, d.a_batch, d.a_vector));
-    Expr b = ctx.inputs[1](operand_args(n, k, d.b_batch, d.b_vector));
+    Expr b;
+    if (ctx.constants.size() > 1 && ctx.constants[1] && !d.b_vector && d.b_batch.empty() &&
+        ctx.gemm_lowering.panel > 0) {
+        // A constant matrix B [K, N] (a linear layer exported as MatMul) in panels of the register
+        // tile's columns, as Gemm's: the tile's k loop then streams one contiguous panel, where B's rows
+        // lie N floats apart.
+        Halide::Buffer<float> packed =
+            packed_panels(*ctx.constants[1], d.k, b_columns(*ctx.input_types[1]), false, ctx.gemm_lowering.panel);
+        const int panel = packed.dim(0).extent();
+        b = constant_func(packed, func_name(ctx, "packed_b"))(n % panel, k, n / panel);
+    } else {
+        b = ctx.inputs[1](operand_args(n, k, d.b_batch, d.b_vector));
+    }
     return {{accumulate(ctx, args, 0.0f, a * b)}, {}, {}};
 }
 

@@ -61,6 +61,18 @@ TEST(LinalgOps, MatMulShapes) {
     check_op({"MatMul", {}, {activation({3, 1, m, k}), activation({1, 5, k, n})}}, kTol);  // both broadcast
 }
 
+// Linear layers as transformers export them: a constant B [K, N] packed in the register tile's
+// panels (N not a multiple of the panel: a zero-padded last one), rows in M or, where M is 1, in the
+// batch dim before it (a seq-first [S, 1, D] input), the tile order chosen by B's size; shapes large
+// enough for gemm_nv's 14-row tiles and several parallel tasks, odd so edge tiles shift inwards.
+TEST(LinalgOps, MatMulLinearLayers) {
+    check_op({"MatMul", {}, {activation({37, 1, 45}), weight({45, 83})}}, kTol);          // [S, 1, K]: rows in S
+    check_op({"MatMul", {}, {activation({2, 29, 45}), weight({45, 83})}}, kTol);          // [B, S, K]
+    check_op({"MatMul", {}, {activation({31, 45}), weight({45, 200})}}, kTol);            // B larger: rows inner
+    check_op({"MatMul", {}, {activation({3, 5, 1, 19}), weight({19, 40})}}, kTol);        // rows in 5, batch 3
+    check_op({"MatMul", {}, {activation({33, 1, 21}), activation({33, 21, 48})}}, kTol);  // batched B, M = 1
+}
+
 TEST(LinalgOps, Errors) {
     expect_op_error({"Gemm", {}, {activation({3, 4}), activation({5, 6})}}, "inner dimensions do not match");
     expect_op_error({"Gemm", {{"transA", 1}}, {activation({3, 4}), activation({4, 6})}}, "has K=4");
