@@ -153,6 +153,8 @@ class MathMix(nn.Module):
         super().__init__()
         self.fc = nn.Linear(12, 16)
         self.norm = nn.LayerNorm(16)
+        nn.init.uniform_(self.norm.weight, 0.5, 1.5)
+        nn.init.uniform_(self.norm.bias, -0.5, 0.5)
 
     def forward(self, x):  # N x 5 x 12
         h = F.gelu(self.fc(x))
@@ -182,6 +184,7 @@ def models():
         ("ops_mix_opset11", OpsMix, [1, 3, 12, 12], 11, {}),
         ("ops_mix_opset17", OpsMix, [1, 3, 12, 12], 17, {}),
         ("math_mix", MathMix, [2, 5, 12], 13, {}),
+        ("math_mix_opset17", MathMix, [2, 5, 12], 17, {}),
     ]
 
 
@@ -242,7 +245,111 @@ def hand_built():
         helper.make_node("Unsqueeze", ["row", "axes"], ["output"], name="unsqueeze")],
         [vi("input", [1, 4, 1, 3])], [vi("output", [1, 3])], [], 13),
         x, [x.reshape(4, 3)[2].reshape(1, 3)]))
+
+    # Opsets 18 to 21 (beyond what the installed onnx knows, so not checked): IR 8 for 18, 9 for 19, 10 for 21.
+    def ints(*v):
+        return torch.tensor(v, dtype=torch.int64)
+
+    # Opset 18: Split's num_outputs (7 channels in 3: 3, 3 and 1), ReduceMean's axes as an input (the
+    # spatial dims: a GlobalAveragePool; the last dim; none: every dim; none with noop_with_empty_axes:
+    # the identity), Pad's axes input (dims 2 and -1 only).
+    x = rand(1, 7, 4, 5)
+    a, b, c = x[:, :3], x[:, 3:6], x[:, 6:]
+    s = a.mean((2, 3), keepdim=True) + b.mean(-1, keepdim=True)
+    out.append(("opset18_split_reduce_pad", model([
+        helper.make_node("Split", ["input"], ["a", "b", "c"], name="split", axis=1, num_outputs=3),
+        helper.make_node("ReduceMean", ["a", "spatial"], ["m1"], name="mean_spatial"),
+        helper.make_node("ReduceMean", ["b", "last"], ["m2"], name="mean_last", keepdims=1),
+        helper.make_node("Add", ["m1", "m2"], ["s"], name="add"),
+        helper.make_node("ReduceMean", ["s"], ["n"], name="mean_noop", noop_with_empty_axes=1),
+        helper.make_node("ReduceMean", ["c"], ["m3"], name="mean_all"),
+        helper.make_node("Add", ["n", "m3"], ["output0"], name="add_all"),
+        helper.make_node("Pad", ["c", "pads", "value", "pad_axes"], ["output1"], name="pad")],
+        [vi("input", [1, 7, 4, 5])], [vi("output0", [1, 3, 4, 1]), vi("output1", [1, 1, 5, 8])],
+        [("spatial", ints(2, 3)), ("last", ints(-1)), ("pads", ints(1, 2, 0, 1)), ("value", torch.tensor(0.5)),
+         ("pad_axes", ints(2, -1))], 18, ir=8),
+        x, [s + c.mean().reshape(1, 1, 1, 1), F.pad(c, (2, 1, 1, 0), value=0.5)]))
+    # Opset 19: AveragePool with dilations (of 1); Resize (nearest) with antialias, axes and
+    # keep_aspect_ratio_policy: scales for dims 2 and 3 (half_pixel, round_prefer_floor: output o reads
+    # o // 2), sizes for the last dim only (asymmetric, floor: o reads floor(o * 3 / 7)).
+    x = rand(1, 2, 6, 6)
+    p = F.avg_pool2d(x, 3, 2, 1, count_include_pad=False)  # 3 x 3
+    up = torch.tensor([o // 2 for o in range(6)])
+    wide = torch.tensor([o * 3 // 7 for o in range(7)])
+    out.append(("opset19_pool_resize", model([
+        helper.make_node("AveragePool", ["input"], ["p"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
+                         pads=[1, 1, 1, 1], dilations=[1, 1], count_include_pad=0, ceil_mode=0),
+        helper.make_node("Resize", ["p", "", "scales"], ["output0"], name="resize_scales", mode="nearest",
+                         axes=[2, 3], antialias=0, keep_aspect_ratio_policy="stretch"),
+        helper.make_node("Resize", ["p", "", "", "sizes"], ["output1"], name="resize_sizes", mode="nearest",
+                         axes=[-1], coordinate_transformation_mode="asymmetric", nearest_mode="floor",
+                         keep_aspect_ratio_policy="not_smaller")],
+        [vi("input", [1, 2, 6, 6])], [vi("output0", [1, 2, 6, 6]), vi("output1", [1, 2, 3, 7])],
+        [("scales", torch.tensor([2.0, 2.0])), ("sizes", ints(7))], 19, ir=9),
+        x, [p[:, :, up][:, :, :, up], p[:, :, :, wide]]))
+    # Opset 21: a conv net's ops at their opset-21 versions (Cast, Reshape, Transpose gained types).
+    x, w, bias = rand(1, 3, 6, 6), rand(4, 3, 3, 3), rand(4)
+    y = torch.relu(F.conv2d(x, w, bias, padding=1))
+    out.append(("opset21_conv", model([
+        helper.make_node("Conv", ["input", "W", "B"], ["y"], name="conv", pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+        helper.make_node("Relu", ["y"], ["r"], name="relu"),
+        helper.make_node("Cast", ["r"], ["f"], name="cast", to=TensorProto.FLOAT),
+        helper.make_node("Reshape", ["f", "shape"], ["flat"], name="reshape"),
+        helper.make_node("Transpose", ["flat"], ["output"], name="transpose", perm=[0, 2, 1])],
+        [vi("input", [1, 3, 6, 6])], [vi("output", [1, 36, 4])], [("W", w), ("B", bias), ("shape", ints(1, 4, 36))],
+        21, ir=10),
+        x, [y.reshape(1, 4, 36).transpose(1, 2)]))
+    # Opset 20's Gelu, exact and by tanh, and opset 17's LayerNormalization over two axes.
+    x, g, b = rand(2, 3, 4, 5), rand(4, 5) + 1.5, rand(5)
+    out.append(("gelu_layer_norm_opset20", model([
+        helper.make_node("Gelu", ["input"], ["exact"], name="gelu"),
+        helper.make_node("Gelu", ["input"], ["output1"], name="gelu_tanh", approximate="tanh"),
+        helper.make_node("LayerNormalization", ["exact", "gamma", "beta"], ["output0"], name="ln", axis=2,
+                         epsilon=1e-3)],
+        [vi("input", [2, 3, 4, 5])], [vi("output0", [2, 3, 4, 5]), vi("output1", [2, 3, 4, 5])],
+        [("gamma", g), ("beta", b)], 20, ir=9),
+        x, [F.layer_norm(F.gelu(x), [4, 5], g, b.expand(4, 5), eps=1e-3), F.gelu(x, approximate="tanh")]))
     return out
+
+
+def opset_error_models():
+    """Models hfuse refuses with one error each (tests/unit/onnx_import_test.cpp checks the messages):
+    name -> ModelProto."""
+    from onnx import TensorProto, helper, numpy_helper
+    import numpy as np
+
+    def model(nodes, outputs, inits, opset, ir, shape=(1, 1, 4, 4)):
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, list(shape))],
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs], inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="make_onnx_models")
+        m.ir_version = ir
+        return m
+
+    def ints(name, *v):
+        return numpy_helper.from_array(np.array(v, dtype=np.int64), name)
+
+    float8 = TensorProto()  # float8e4m3fn (type 17, IR 9), which onnx 1.12's helpers do not know
+    float8.name, float8.data_type, float8.raw_data = "w8", 17, bytes([0x38, 0x40, 0x44, 0x48])
+    float8.dims.extend([4])
+    return {
+        "error_opset22": model([helper.make_node("Relu", ["input"], ["output"], name="relu")], ["output"], [], 22, 10),
+        "error_pad_wrap_opset19": model(
+            [helper.make_node("Pad", ["input", "pads"], ["output"], name="pad", mode="wrap")], ["output"],
+            [ints("pads", 0, 0, 1, 1, 0, 0, 1, 1)], 19, 9),
+        "error_resize_aspect_opset18": model(
+            [helper.make_node("Resize", ["input", "", "", "sizes"], ["output"], name="resize", mode="nearest",
+                              axes=[2, 3], keep_aspect_ratio_policy="not_larger")], ["output"],
+            [ints("sizes", 8, 6)], 18, 8),
+        "error_avgpool_dilations_opset19": model(
+            [helper.make_node("AveragePool", ["input"], ["output"], name="pool", kernel_shape=[2, 2],
+                              dilations=[2, 2])], ["output"], [], 19, 9),
+        "error_split_num_outputs_opset18": model(
+            [helper.make_node("Split", ["input"], ["a", "b", "c"], name="split", axis=2, num_outputs=3)],
+            ["a", "b", "c"], [], 18, 8),
+        "error_float8_opset21": model(
+            [helper.make_node("Add", ["input", "w8"], ["output"], name="add")], ["output"], [float8], 21, 10,
+            shape=(1, 4)),
+    }
 
 
 def main():
@@ -285,7 +392,8 @@ def main():
         manifest.append(entry)
         print("%-20s opset %2d  %s" % (name, opset, " ".join(ops)))
     for name, m, x, ys in hand_built():
-        onnx.checker.check_model(m)
+        if m.opset_import[0].version <= onnx.defs.onnx_opset_version():  # the opsets the installed onnx knows
+            onnx.checker.check_model(m)
         onnx.save(m, os.path.join(OUT, name + ".onnx"))
         save_f32(os.path.join(OUT, name + ".input.f32"), x)
         entry = {"name": name, "model": name + ".onnx", "opset": m.opset_import[0].version,
@@ -310,6 +418,8 @@ def main():
                           [helper.make_tensor_value_info("output", TensorProto.FLOAT, None)], [k])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
     onnx.save(m, os.path.join(OUT, "unsupported_ops.onnx"))
+    for name, m in opset_error_models().items():
+        onnx.save(m, os.path.join(OUT, name + ".onnx"))
 
     with open(os.path.join(OUT, "models.json"), "w") as f:
         json.dump({"torch": torch.__version__, "models": manifest}, f, indent=1)

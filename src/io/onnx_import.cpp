@@ -20,8 +20,11 @@ namespace {
 using namespace onnx_io;
 using nlohmann::json;
 
-// The default-domain opsets whose semantics the translation below knows.
-constexpr int64_t kMinOpset = 9, kMaxOpset = 17;
+// The default-domain opsets whose semantics the translation below knows. Of the ops imported, 18 to 21
+// change Split (num_outputs), Pad (an axes input; mode wrap), ReduceMean (axes as an input,
+// noop_with_empty_axes), Resize (antialias, axes, keep_aspect_ratio_policy; half_pixel_symmetric) and
+// AveragePool (dilations); the rest only gain element types (float8, int4, ...), which read_tensor refuses.
+constexpr int64_t kMinOpset = 9, kMaxOpset = 21;
 
 std::string quote(const std::string &s) {
     return "'" + s + "'";
@@ -737,12 +740,63 @@ void emit_split(Importer &im, const OnnxNode &n) {
         std::vector<int64_t> split = Attributes(n.attrs).get_ints("split");
         s.inputs.push_back(im.add_constant(n.name + "/split", make_ints({static_cast<int64_t>(split.size())}, split)));
     }
+    // Split-18's num_outputs: parts of ceil(dim / num_outputs), the last one smaller when that does not
+    // divide the dim. (Without it or a split input, the outputs share the dim equally, as before 18.)
+    if (n.attrs.contains("num_outputs")) {
+        const int64_t parts = int_attr(n, "num_outputs", 0);
+        if (s.inputs.size() > 1) fail_field("num_outputs", "give either num_outputs or the split input, not both");
+        if (parts != static_cast<int64_t>(n.outputs.size())) {
+            fail_field("num_outputs", "is " + std::to_string(parts) + ", but the node has " +
+                                          std::to_string(n.outputs.size()) + " outputs");
+        }
+        const Shape &in = im.type_of(n.inputs[0]).shape;
+        const int axis = axis_in(int_attr(n, "axis", 0), static_cast<int64_t>(in.size()), "axis");
+        const int64_t chunk = (in[axis] + parts - 1) / parts, last = in[axis] - chunk * (parts - 1);
+        if (last <= 0) {
+            fail_field("num_outputs", "splitting dim " + std::to_string(axis) + " (" + std::to_string(in[axis]) +
+                                          ") into " + std::to_string(parts) + " parts of " + std::to_string(chunk) +
+                                          " leaves the last part empty; hfuse requires positive dims");
+        }
+        std::vector<int64_t> sizes(parts, chunk);
+        sizes.back() = last;
+        s.inputs.push_back(im.add_constant(n.name + "/split", make_ints({parts}, sizes)));
+    }
     im.emit(std::move(s));
 }
 
 void emit_pad(Importer &im, const OnnxNode &n) {
-    if (im.opset() >= 11) {
+    if (im.opset() >= 11 && !n.has(3)) {
         im.emit_same(n);
+        return;
+    }
+    if (im.opset() >= 11) {
+        // Pad-18's axes input: pads for those axes only (begins, then ends), the other axes unpadded.
+        const int64_t rank = static_cast<int64_t>(im.type_of(n.inputs[0]).shape.size());
+        const std::string axes_field = Importer::input_field(3, "axes");
+        const std::vector<int64_t> axes = ints_of(im.constant_input(n, 3, "axes"));
+        const std::vector<int64_t> pads = ints_of(im.constant_input(n, 1, "pads"));
+        const int64_t k = static_cast<int64_t>(axes.size());
+        if (static_cast<int64_t>(pads.size()) != 2 * k) {
+            fail_field(Importer::input_field(1, "pads"), "has " + std::to_string(pads.size()) + " values; the " +
+                                                             std::to_string(k) + " axes " + list_ints(axes) + " need " +
+                                                             std::to_string(2 * k));
+        }
+        std::vector<int64_t> full(2 * rank, 0);
+        std::set<int> seen;
+        for (int64_t i = 0; i < k; i++) {
+            const int a = axis_in(axes[i], rank, axes_field);
+            if (!seen.insert(a).second) fail_field(axes_field, "axis " + std::to_string(axes[i]) + " is given twice");
+            full[a] = pads[i];
+            full[a + rank] = pads[i + k];
+        }
+        Node p;
+        p.name = n.name;
+        p.op = "Pad";
+        p.inputs = {n.inputs[0], im.add_constant(n.name + "/pads", make_ints({2 * rank}, full))};
+        if (n.has(2)) p.inputs.push_back(n.inputs[2]);
+        p.attrs = n.attrs;
+        p.outputs = {n.outputs[0]};
+        im.emit(std::move(p));
         return;
     }
     Attributes a(n.attrs);
@@ -803,12 +857,43 @@ void emit_batch_norm(Importer &im, const OnnxNode &n) {
     im.emit(std::move(b));
 }
 
+// AveragePool-19's dilations: hfuse's AveragePool has none, so only dilations of 1 (the default) are
+// taken.
+void emit_average_pool(Importer &im, const OnnxNode &n) {
+    if (!n.attrs.contains("dilations")) {
+        im.emit_same(n);
+        return;
+    }
+    const std::vector<int64_t> d = Attributes(n.attrs).get_ints("dilations");
+    for (int64_t v : d) {
+        if (v != 1)
+            fail_field("dilations", "only 1s are supported (hfuse's AveragePool has none), got " + list_ints(d));
+    }
+    OnnxNode plain = n;
+    plain.attrs.erase("dilations");
+    im.emit_same(plain);
+}
+
 // A ReduceMean over every spatial dim of an N x C x ... tensor is a GlobalAveragePool (hfuse's reduction
 // template), followed by a Reshape when the dims are not kept; any other ReduceMean stays one.
 void emit_reduce_mean(Importer &im, const OnnxNode &n) {
     const Shape &in = im.type_of(n.inputs[0]).shape;
     const int64_t rank = static_cast<int64_t>(in.size());
     std::optional<std::vector<int64_t>> axes = axes_operand(im, n, 18);
+    // From opset 18, no axes input or an empty one reduces every dim, unless noop_with_empty_axes makes
+    // the node an identity.
+    if (im.opset() >= 18 && (!axes || axes->empty())) {
+        if (int_attr(n, "noop_with_empty_axes", 0) != 0) {
+            Node id;
+            id.name = n.name;
+            id.op = "Identity";
+            id.inputs = {n.inputs[0]};
+            id.outputs = {n.outputs[0]};
+            im.emit(std::move(id));
+            return;
+        }
+        axes.reset();
+    }
     const bool keep = int_attr(n, "keepdims", 1) != 0;
     std::set<int64_t> reduced;
     if (axes) {
@@ -837,6 +922,85 @@ void emit_reduce_mean(Importer &im, const OnnxNode &n) {
     im.emit(std::move(r));
 }
 
+// Resize-18's attributes, resolved into the opset-13 form hfuse's Resize takes (r: inputs as the node's,
+// an empty roi or scales already left out): antialias is dropped (it changes only the linear and cubic
+// modes, which hfuse's nearest-only Resize refuses); keep_aspect_ratio_policy is taken where it is
+// stretch (the default) or the sizes keep the input's aspect ratio (where every policy is stretch);
+// `axes` (roi, scales and sizes given for those axes only) is expanded to every axis.
+void resolve_resize_18(Importer &im, const OnnxNode &n, Node &r) {
+    const Shape &in = im.type_of(n.inputs[0]).shape;
+    const int64_t rank = static_cast<int64_t>(in.size());
+    const int64_t antialias = int_attr(n, "antialias", 0);
+    if (antialias != 0 && antialias != 1) fail_field("antialias", "must be 0 or 1, got " + std::to_string(antialias));
+    r.attrs.erase("antialias");
+
+    const bool has_axes = n.attrs.contains("axes");
+    std::vector<int64_t> axes;  // resolved
+    if (has_axes) {
+        std::set<int> seen;
+        for (int64_t a : Attributes(n.attrs).get_ints("axes")) {
+            const int k = axis_in(a, rank, "axes");
+            if (!seen.insert(k).second) fail_field("axes", "axis " + std::to_string(a) + " is given twice");
+            axes.push_back(k);
+        }
+        r.attrs.erase("axes");
+    } else {
+        for (int64_t i = 0; i < rank; i++) axes.push_back(i);
+    }
+    const int64_t k = static_cast<int64_t>(axes.size());
+    const bool has_scales = r.inputs.size() > 2 && !r.inputs[2].empty();
+    const bool has_sizes = r.inputs.size() > 3 && !r.inputs[3].empty();
+    std::vector<int64_t> sizes, dims;  // sizes given, and the input dims they are for
+    for (int64_t a : axes) dims.push_back(in[a]);
+
+    const std::string policy = Attributes(n.attrs).get_string("keep_aspect_ratio_policy", "stretch");
+    if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller") {
+        fail_field("keep_aspect_ratio_policy", "must be stretch, not_larger or not_smaller, got '" + policy + "'");
+    }
+    r.attrs.erase("keep_aspect_ratio_policy");
+    if (has_sizes && (has_axes || policy != "stretch")) {
+        sizes = ints_of(im.constant_input(n, 3, "sizes"));
+        if (static_cast<int64_t>(sizes.size()) != k) {
+            fail_field(Importer::input_field(3, "sizes"), "has " + std::to_string(sizes.size()) +
+                                                              " values; one per resized axis (" + std::to_string(k) +
+                                                              ") is needed");
+        }
+    }
+    if (has_sizes && policy != "stretch") {
+        // not_larger and not_smaller scale every axis by the smallest / largest sizes[i] / dims[i]: the
+        // same as stretch only where those ratios are all equal.
+        bool same_ratio = true;
+        for (int64_t i = 0; i < k; i++) {
+            same_ratio = same_ratio && sizes[i] >= 1 && sizes[i] <= kMaxTensorElements &&
+                         sizes[i] * dims[0] == sizes[0] * dims[i];
+        }
+        if (!same_ratio) {
+            fail_field("keep_aspect_ratio_policy",
+                       "'" + policy + "' is supported only for sizes in the input's aspect ratio (as stretch), sizes " +
+                           list_ints(sizes) + " for dims " + list_ints(dims) + " are not");
+        }
+    }
+    if (!has_axes) return;
+    // roi is read only by tf_crop_and_resize, which hfuse's Resize refuses.
+    if (r.inputs.size() > 1) r.inputs[1] = "";
+    if (has_scales) {
+        const Constant &c = im.constant_input(n, 2, "scales");
+        if (count(c) != k) {
+            fail_field(Importer::input_field(2, "scales"), "has " + std::to_string(count(c)) +
+                                                               " values; one per resized axis (" + std::to_string(k) +
+                                                               ") is needed");
+        }
+        std::vector<float> full(rank, 1.0f);
+        for (int64_t i = 0; i < k; i++) full[axes[i]] = static_cast<float>(as_double(c, i));
+        r.inputs[2] = im.add_constant(n.name + "/scales", make_floats({rank}, full));
+    }
+    if (has_sizes) {
+        std::vector<int64_t> full(in.begin(), in.end());
+        for (int64_t i = 0; i < k; i++) full[axes[i]] = sizes[i];
+        r.inputs[3] = im.add_constant(n.name + "/sizes", make_ints({rank}, full));
+    }
+}
+
 void emit_resize(Importer &im, const OnnxNode &n) {
     Node r;
     r.name = n.name;
@@ -856,6 +1020,7 @@ void emit_resize(Importer &im, const OnnxNode &n) {
                 r.inputs[i] = "";
             }
         }
+        resolve_resize_18(im, n, r);
     }
     while (!r.inputs.empty() && r.inputs.back().empty()) r.inputs.pop_back();
     im.emit(std::move(r));
@@ -940,6 +1105,7 @@ const std::map<std::string, OpImport> &op_imports() {
         t["ReduceMean"].emit = emit_reduce_mean;
         t["Resize"].emit = emit_resize;
         t["Upsample"].emit = emit_upsample;
+        t["AveragePool"].emit = emit_average_pool;
 
         t["Add"] = binary([](double a, double b) { return a + b; });
         t["Sub"] = binary([](double a, double b) { return a - b; });
@@ -957,6 +1123,8 @@ const std::map<std::string, OpImport> &op_imports() {
         t["Log"] = unary_math([](double x) { return std::log(x); });
         t["Neg"] = unary_math([](double x) { return -x; }, true);
         t["Abs"] = unary_math([](double x) { return std::abs(x); }, true);
+        t["Gelu"] = same();
+        t["LayerNormalization"] = same();
         t["Equal"].fold = [](Importer &im, const OnnxNode &n) {
             auto in = constant_inputs(im, n);
             return std::vector<Constant>{elementwise(

@@ -1,4 +1,4 @@
-// ONNX models (opsets 9-17, default domain) read into hfuse's Graph: the ops hfuse has are mapped to
+// ONNX models (opsets 9-21, default domain) read into hfuse's Graph: the ops hfuse has are mapped to
 // its opset-13 forms, constant subgraphs (Constant, Shape -> Gather -> Unsqueeze -> Concat, Cast,
 // ConstantOfShape, ...) are evaluated here so they never reach Halide, and a few ops are rewritten
 // into hfuse's (Squeeze/Unsqueeze of activations -> Reshape, Upsample -> Resize, a ReduceMean over

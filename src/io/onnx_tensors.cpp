@@ -40,6 +40,16 @@ const char *type_name(int t) {
     case onnx::TensorProto::UINT32: return "uint32";
     case onnx::TensorProto::UINT64: return "uint64";
     case onnx::TensorProto::BFLOAT16: return "bfloat16";
+    case onnx::TensorProto::COMPLEX64: return "complex64";
+    case onnx::TensorProto::COMPLEX128: return "complex128";
+    // Types newer than the ONNX headers hfuse builds with (IR 9 and 10, opsets 19 and 21); none is read.
+    case 17: return "float8e4m3fn";
+    case 18: return "float8e4m3fnuz";
+    case 19: return "float8e5m2";
+    case 20: return "float8e5m2fnuz";
+    case 21: return "uint4";
+    case 22: return "int4";
+    case 23: return "float4e2m1";
     default: return "an unknown type";
     }
 }
@@ -164,7 +174,8 @@ Constant read_tensor(const onnx::TensorProto &t, const std::string &dir, const s
     const int esize = element_bytes(type);
     if (esize == 0) {
         fail_field(field,
-                   std::string("element type ") + type_name(type) + " is not supported (numbers and bools only)");
+                   std::string("element type ") + type_name(type) +
+                       " is not supported (hfuse reads float32/64, float16, bfloat16, 8- to 64-bit integers, bool)");
     }
     if (t.has_segment()) fail_field(field, "segmented tensors are not supported");
     const int64_t n = count(shape);

@@ -189,6 +189,26 @@ TEST(OnnxImportErrors, UnsupportedOpsAreListedAllAtOnce) {
                      "Hardmax (node 'hardmax')", "com.microsoft.FusedGemm (node 'fused')"});
 }
 
+// Opsets 18 to 21 are read (opset18_split_reduce_pad, opset19_pool_resize and opset21_conv run above);
+// what they add that hfuse cannot compute is refused naming the node and the field.
+TEST(OnnxImportErrors, OpsetsAbove21AndWhatOpsets18To21AddThatHfuseLacks) {
+    expect_contains(
+        load_error(kData + "error_opset22.onnx"),
+        {"error_opset22.onnx: ", "field 'opset_import'", "opset 22 is not supported", "hfuse reads opsets 9 to 21"});
+    expect_contains(load_error(kData + "error_pad_wrap_opset19.onnx"),
+                    {"error_pad_wrap_opset19.onnx: ", "node 'pad' (Pad): field 'mode'", "got 'wrap'"});
+    expect_contains(load_error(kData + "error_resize_aspect_opset18.onnx"),
+                    {"node 'resize' (Resize): field 'keep_aspect_ratio_policy'", "'not_larger' is supported only",
+                     "sizes [8, 6] for dims [4, 4]"});
+    expect_contains(load_error(kData + "error_avgpool_dilations_opset19.onnx"),
+                    {"node 'pool' (AveragePool): field 'dilations'", "only 1s are supported", "got [2, 2]"});
+    expect_contains(
+        load_error(kData + "error_split_num_outputs_opset18.onnx"),
+        {"node 'split' (Split): field 'num_outputs'", "dim 2 (4) into 3 parts of 2 leaves the last part empty"});
+    expect_contains(load_error(kData + "error_float8_opset21.onnx"),
+                    {"error_float8_opset21.onnx: ", "initializer 'w8'", "element type float8e4m3fn is not supported"});
+}
+
 TEST(OnnxImportErrors, TruncatedCorruptAndEmptyFiles) {
     const std::string dir = work_dir("broken");
     std::ifstream in(kData + "resnet_small.onnx", std::ios::binary);
