@@ -266,8 +266,20 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, Analysis &a) {
     if (!a.conv_root) find_pointwise_producer(g, grp, mem, a);
 }
 
+// Whether `value` is a Transpose's output whose second-last dim is its input's last, computed in the
+// group (inlined into its reader): read as B [..., K, N], it lies as its input does, contiguous along
+// K (attention's K^T: the keys [S, heads, d] transposed to [heads, d, S], perm [1, 2, 0]).
+bool transposed_in_group(const Graph &g, const FusedGroup &grp, const std::string &value) {
+    const Node *t = g.producer(value);
+    if (!t || t->op != "Transpose" || std::find(grp.nodes.begin(), grp.nodes.end(), t->name) == grp.nodes.end())
+        return false;
+    const std::vector<int64_t> perm = Attributes(t->attrs).get_ints("perm", {});
+    const int64_t r = static_cast<int64_t>(perm.size());
+    return r >= 2 && perm[r - 2] == r - 1;
+}
+
 // K and whether the operand indexed by the output's innermost dim is contiguous along K.
-void gemm_layout(const Graph &g, const Node &n, int64_t &k, bool &k_contiguous) {
+void gemm_layout(const Graph &g, const FusedGroup &grp, const Node &n, int64_t &k, bool &k_contiguous) {
     const Shape &a = g.type_of(n.inputs[0]).shape;
     if (n.op == "Gemm") {
         Attributes at(n.attrs);
@@ -276,7 +288,7 @@ void gemm_layout(const Graph &g, const Node &n, int64_t &k, bool &k_contiguous) 
         k_contiguous = at.get_int("transB", 0) != 0 && !g.is_weight(n.inputs[1]);
     } else {  // MatMul: B [..., K, N] is contiguous along N, unless B is a vector (then x indexes A's rows)
         k = a.back();
-        k_contiguous = g.type_of(n.inputs[1]).rank() == 1;
+        k_contiguous = g.type_of(n.inputs[1]).rank() == 1 || transposed_in_group(g, grp, n.inputs[1]);
     }
 }
 
@@ -289,7 +301,7 @@ void analyse_gemm(const Graph &g, const FusedGroup &grp, Analysis &a) {
     Members mem(g, grp);
     a.gemm.output = shape;
     bool contiguous = false;
-    gemm_layout(g, *a.master, a.gemm.k, contiguous);
+    gemm_layout(g, grp, *a.master, a.gemm.k, contiguous);
     a.gemm.k_contiguous = contiguous;
     a.products = {a.master};
     for (const std::string &name : grp.nodes) {
@@ -300,7 +312,7 @@ void analyse_gemm(const Graph &g, const FusedGroup &grp, Analysis &a) {
             return;
         }
         int64_t k;
-        gemm_layout(g, *n, k, contiguous);
+        gemm_layout(g, grp, *n, k, contiguous);
         a.gemm.k = std::max(a.gemm.k, k);
         a.products.push_back(n);
     }

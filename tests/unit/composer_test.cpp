@@ -997,6 +997,24 @@ FusedGraph one_group(const Graph &model) {
     return with_default_schedules(check_plan(f), kTarget);
 }
 
+// Attention's scores: Q [heads, S, d] times the keys transposed in the group ([S, heads, d] to
+// [heads, d, S], perm [1, 2, 0]; and [0, 2, 1]). B then lies contiguous along K (gemm_dot's dot
+// products), where gemm_nv would gather it with stride heads * d; the plan computes the same.
+TEST(Composer, MatMulOfKeysTransposedInTheGroupTakesDotProducts) {
+    const int H = 3, S = 21, D = 16;
+    for (const json &perm : {json{1, 2, 0}, json{0, 2, 1}}) {
+        SCOPED_TRACE(perm.dump());
+        const bool seq_first = perm == json{1, 2, 0};
+        const json nodes = {{{"name", "kt"}, {"op", "Transpose"}, {"inputs", {"k"}}, {"attrs", {{"perm", perm}}}},
+                            {{"name", "scores"}, {"op", "MatMul"}, {"inputs", {"q", "kt"}}}};
+        const Shape k_shape = seq_first ? Shape{S, H, D} : Shape{H, S, D};
+        const Graph g = json_model(model_json({{"q", {H, S, D}}, {"k", k_shape}}, json::object(), nodes, "scores"));
+        FusedGraph plan = one_group(g);
+        EXPECT_EQ(plan.groups[0].schedule.value("template", ""), "gemm_dot");
+        test::expect_plan_matches_reference(plan, 1e-4);
+    }
+}
+
 TEST(Composer, SqueezeExcitationGateRunsOnItsPlaneAsOneRow) {
     // A squeeze-and-excitation block's last group: fc2 (a 1x1 conv on the pooled 1x1 plane) +
     // Sigmoid + Mul of the block's 9 x 11 input by the gate. The conv goes at root (the Mul is no
