@@ -146,8 +146,8 @@ class OpsMix(nn.Module):
 
 class MathMix(nn.Module):
     """The math ops a transformer exports: LayerNorm decomposed (ReduceMean, Sub, Pow, Sqrt, Div) and
-    exact GELU (Div, Erf, Add, Mul) at opsets before 17, then Exp, Log, Abs, Neg, Reciprocal, Max, Min
-    and Pow by a computed exponent."""
+    exact GELU (Div, Erf, Add, Mul) at opsets before 17, then Exp, Log, Abs, Neg, Reciprocal, Max, Min,
+    Expand and Pow by a computed exponent."""
 
     def __init__(self):
         super().__init__()
@@ -155,6 +155,7 @@ class MathMix(nn.Module):
         self.norm = nn.LayerNorm(16)
         nn.init.uniform_(self.norm.weight, 0.5, 1.5)
         nn.init.uniform_(self.norm.bias, -0.5, 0.5)
+        self.token = nn.Parameter(torch.rand(1, 1, 16) - 0.5)
 
     def forward(self, x):  # N x 5 x 12
         h = F.gelu(self.fc(x))
@@ -162,6 +163,8 @@ class MathMix(nn.Module):
         a = torch.exp(-h.abs()) + torch.log(h * h + 1.0)
         b = torch.reciprocal(h.abs() + 0.5) - torch.neg(h)
         m = torch.maximum(a, b) + torch.minimum(a, torch.sqrt(h * h + 0.25))
+        # Expand of a weight (a class token over the batch: folded at import) and of an activation.
+        m = m + self.token.expand(x.shape[0], -1, -1) + h[:, :1, :].expand(-1, x.shape[1], -1)
         return torch.pow(a + 0.5, torch.sigmoid(m)) * 0.5
 
 

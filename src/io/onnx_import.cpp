@@ -1123,6 +1123,23 @@ const std::map<std::string, OpImport> &op_imports() {
         t["Log"] = unary_math([](double x) { return std::log(x); });
         t["Neg"] = unary_math([](double x) { return -x; }, true);
         t["Abs"] = unary_math([](double x) { return std::abs(x); }, true);
+        // Expand: folded on a constant (a class token broadcast to the batch); hfuse's own op otherwise.
+        t["Expand"].fold = [](Importer &im, const OnnxNode &n) {
+            const Constant &x = im.constant(n.inputs[0]);
+            const std::vector<int64_t> dims = ints_of(im.constant_input(n, 1, "shape"));
+            const Shape target(dims.begin(), dims.end());
+            for (int64_t d : dims) {
+                if (d < 1) fail_field(Importer::input_field(1, "shape"), "has dim " + std::to_string(d));
+            }
+            if (count(target) > kMaxTensorElements) fail_field(Importer::input_field(1, "shape"), "is too large");
+            const Constant like = make_ints(target, std::vector<int64_t>(count(target), 0));  // the shape alone
+            return std::vector<Constant>{elementwise(
+                {&x, &like}, is_int(x), [](const std::vector<double> &a) { return a[0]; }, "inputs")};
+        };
+        t["Expand"].emit = [](Importer &im, const OnnxNode &n) {
+            im.constant_input(n, 1, "shape");
+            im.emit_same(n);
+        };
         t["Gelu"] = same();
         t["LayerNormalization"] = same();
         t["Equal"].fold = [](Importer &im, const OnnxNode &n) {

@@ -1,4 +1,4 @@
-// Data-movement ops (ONNX opset 13): Flatten, Reshape, Transpose, Concat, Split, Slice, Identity,
+// Data-movement ops (ONNX opset 13): Expand, Flatten, Reshape, Transpose, Concat, Split, Slice, Identity,
 // Dropout (inference), Pad and Resize (nearest). Every output element reads at most one input element, so all of them
 // are Injective with no FLOPs; each Halide definition maps output coordinates to input coordinates
 // using the static shapes.
@@ -129,6 +129,18 @@ Lowered single_output(Func f) {
 
 Expr int_expr(int64_t v) {
     return Expr(to_int(v, "index"));
+}
+
+// ---- Expand: numpy broadcasting of the input to a shape (its dims, or the input's where they are 1).
+
+Shape expand_shape(const Operands &op) {
+    const std::vector<int64_t> shape = op.ints(1, "shape").value();
+    for (int64_t d : shape) {
+        if (d < 1)
+            fail_field(input_field(1, "shape"),
+                       "has dim " + std::to_string(d) + " in " + list(shape) + "; hfuse requires positive dims");
+    }
+    return broadcast_shapes(op.shape(0), Shape(shape.begin(), shape.end()), input_field(1, "shape"));
 }
 
 // ---- Flatten and Reshape: same element order, new shape.
@@ -721,6 +733,17 @@ void register_shape_ops(std::vector<OpSchema> &ops) {
     reshape.infer = [](const InferContext &ctx) { return float_output(reshape_shape(Operands(ctx))); };
     reshape.lower = lower_reshape;
     ops.push_back(std::move(reshape));
+
+    OpSchema expand = injective_op("Expand", 2, 2, {}, {1});
+    expand.infer = [](const InferContext &ctx) { return float_output(expand_shape(Operands(ctx))); };
+    expand.lower = [](const LowerContext &ctx) {
+        const Shape out = expand_shape(Operands(ctx));
+        std::vector<Expr> args = as_exprs(make_vars(static_cast<int>(out.size())));
+        Func f(func_name(ctx));
+        f(args) = ctx.inputs[0](broadcast_coords(ctx.input_types[0]->shape, args));
+        return Lowered{{f}, {}, {}};
+    };
+    ops.push_back(std::move(expand));
 
     OpSchema transpose = injective_op("Transpose", 1, 1, {"perm"});
     transpose.infer = [](const InferContext &ctx) {

@@ -519,6 +519,15 @@ std::vector<RefTensor> flatten(const OpArgs &a) {
     return {reshaped(x, {dims_product(x.shape, 0, split_at), dims_product(x.shape, split_at, rank(x))})};
 }
 
+std::vector<RefTensor> expand(const OpArgs &a) {
+    const RefTensor &x = a.in(0);
+    const std::vector<int64_t> &s = a.ints(1, "input 1 (shape)");
+    RefTensor out = zeros(broadcast_shapes(x.shape, Shape(s.begin(), s.end()), "input 1 (shape)"));
+    walk<1>(out.shape, {broadcast_strides(x.shape, out.shape)}, {0},
+            [&](int64_t i, const std::array<int64_t, 1> &o) { out.data[i] = x.data[o[0]]; });
+    return {out};
+}
+
 std::vector<RefTensor> reshape(const OpArgs &a) {
     const RefTensor &x = a.in(0);
     Shape shape = a.ints(1, "input 1 (shape)");
@@ -903,6 +912,7 @@ const std::map<std::string, OpFn> &op_table() {
         {"MatMul", matmul},
         {"Flatten", flatten},
         {"Reshape", reshape},
+        {"Expand", expand},
         {"Transpose", transpose},
         {"Concat", concat},
         {"Split", split},

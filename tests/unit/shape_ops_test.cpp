@@ -34,6 +34,16 @@ OpCase reshape_case(const Shape &in, std::vector<int64_t> shape, json attrs = js
 
 // ---- Flatten
 
+// Expand: the input broadcast to a shape of higher rank, 1s in either taking the other's dim.
+TEST(ShapeOpsExpand, Broadcasts) {
+    check_op({"Expand", json::object(), {activation({3, 1, 5}), ints({2, 3, 4, 5})}});
+    check_op({"Expand", json::object(), {activation({3, 4, 5}), ints({1, 1, 5})}});  // shape's 1s keep the input's
+    check_op({"Expand", json::object(), {activation({1}), ints({3, 7})}});
+    check_op({"Expand", json::object(), {activation({2, 1}), ints({2, 9})}});
+    expect_op_error({"Expand", json::object(), {activation({3, 2}), ints({3, 4})}}, "do not broadcast");
+    expect_op_error({"Expand", json::object(), {activation({3}), ints({0, 3})}}, "positive dims");
+}
+
 TEST(ShapeOpsFlatten, RandomShapesAndAxes) {
     Rng rng(11);
     for (int t = 0; t < 5; t++) {
