@@ -666,6 +666,16 @@ OpImport pow_import() {
     return imp;
 }
 
+// `n`'s first output as a copy of its first input (removed before planning by remove_identities).
+void emit_identity(Importer &im, const OnnxNode &n) {
+    Node id;
+    id.name = n.name;
+    id.op = "Identity";
+    id.inputs = {n.inputs[0]};
+    id.outputs = {n.outputs[0]};
+    im.emit(std::move(id));
+}
+
 // An op hfuse has under the same name and in its opset-13 form. With constant inputs it is emitted as
 // well: hfuse's fold_constants rewrite evaluates it (with Halide) before planning.
 OpImport same() {
@@ -884,12 +894,7 @@ void emit_reduce_mean(Importer &im, const OnnxNode &n) {
     // the node an identity.
     if (im.opset() >= 18 && (!axes || axes->empty())) {
         if (int_attr(n, "noop_with_empty_axes", 0) != 0) {
-            Node id;
-            id.name = n.name;
-            id.op = "Identity";
-            id.inputs = {n.inputs[0]};
-            id.outputs = {n.outputs[0]};
-            im.emit(std::move(id));
+            emit_identity(im, n);
             return;
         }
         axes.reset();
@@ -1244,12 +1249,7 @@ const std::map<std::string, OpImport> &op_imports() {
                 fail_field("to", std::string("casting an activation to ") + type_name(static_cast<int>(to)) +
                                      " is not supported (hfuse computes in float32)");
             }
-            Node id;
-            id.name = n.name;
-            id.op = "Identity";
-            id.inputs = {n.inputs[0]};
-            id.outputs = {n.outputs[0]};
-            im.emit(std::move(id));
+            emit_identity(im, n);
         };
 
         t["ConstantOfShape"].fold = [](Importer &im, const OnnxNode &n) {

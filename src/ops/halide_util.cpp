@@ -105,10 +105,15 @@ Halide::Expr float_bits(uint32_t bits) {
 }  // namespace
 
 Halide::Expr vector_exp(const Halide::Expr &x) {
-    // fast_exp is nonsense outside the float range; below -87 the true value is (nearly) denormal,
-    // above log(FLT_MAX) it overflows.
-    Halide::Expr e = Halide::fast_exp(Halide::clamp(x, -87.0f, 88.0f));
-    return Halide::select(x<-87.0f, 0.0f, x> 88.7228394f, float_bits(0x7f800000), e);
+    // fast_exp is nonsense outside the float range (its 2^k overflows past 88): below -87 the true
+    // value is (nearly) denormal, above log(FLT_MAX) it overflows, and between 88 and that limit it is
+    // e^(x - 1) * e.
+    const Halide::Expr underflows = (x < -87.0f);
+    const Halide::Expr overflows = (x > 88.7228394f);
+    const Halide::Expr near_limit = (x > 88.0f);
+    const Halide::Expr e = Halide::fast_exp(Halide::clamp(x, -87.0f, 88.0f));
+    const Halide::Expr top = Halide::fast_exp(Halide::clamp(x, 88.0f, 88.7228394f) - 1.0f) * 2.71828183f;
+    return Halide::select(underflows, 0.0f, overflows, float_bits(0x7f800000), near_limit, top, e);
 }
 
 Halide::Expr vector_log(const Halide::Expr &x) {

@@ -15,14 +15,6 @@ bool near(float v, double want) {
     return std::abs(double(v) - want) <= 1e-6 * std::abs(want);
 }
 
-// The other input of binary node `n` than `value`, or "" when `value` is not one of its two inputs.
-std::string other_input(const Node &n, const std::string &value) {
-    if (n.inputs.size() != 2) return "";
-    if (n.inputs[0] == value) return n.inputs[1];
-    if (n.inputs[1] == value) return n.inputs[0];
-    return "";
-}
-
 bool is_scalar(const Graph &g, const std::string &value, double want) {
     float v = 0;
     return passes::float_scalar(g, value, &v) && near(v, want);
@@ -51,18 +43,18 @@ std::optional<GeluMatch> match(const Graph &g, size_t i) {
         return std::nullopt;
     }
     const int add = passes::sole_reader(g, erf.outputs[0]);
-    if (add < 0 || g.nodes[add].op != "Add" || !is_scalar(g, other_input(g.nodes[add], erf.outputs[0]), 1.0))
+    if (add < 0 || g.nodes[add].op != "Add" || !is_scalar(g, passes::other_input(g.nodes[add], erf.outputs[0]), 1.0))
         return std::nullopt;
     const std::string one_plus = g.nodes[add].outputs[0];
     const int mul = passes::sole_reader(g, one_plus);
     if (mul < 0 || g.nodes[mul].op != "Mul") return std::nullopt;
-    const std::string other = other_input(g.nodes[mul], one_plus);
+    const std::string other = passes::other_input(g.nodes[mul], one_plus);
     m.nodes = {static_cast<size_t>(scaled), i, static_cast<size_t>(add), static_cast<size_t>(mul)};
     if (other == m.x) {
         // Mul(x, 1 + erf) then Mul(., 0.5).
         const int half = passes::sole_reader(g, g.nodes[mul].outputs[0]);
         if (half < 0 || g.nodes[half].op != "Mul" ||
-            !is_scalar(g, other_input(g.nodes[half], g.nodes[mul].outputs[0]), 0.5))
+            !is_scalar(g, passes::other_input(g.nodes[half], g.nodes[mul].outputs[0]), 0.5))
             return std::nullopt;
         m.nodes.push_back(static_cast<size_t>(half));
         m.out = g.nodes[half].outputs[0];
@@ -71,7 +63,7 @@ std::optional<GeluMatch> match(const Graph &g, size_t i) {
     // Mul(Mul(x, 0.5), 1 + erf).
     const int half = passes::producer_index(g, other);
     if (half < 0 || g.nodes[half].op != "Mul" || passes::sole_reader(g, other) != mul ||
-        other_input(g.nodes[half], m.x).empty() || !is_scalar(g, other_input(g.nodes[half], m.x), 0.5))
+        passes::other_input(g.nodes[half], m.x).empty() || !is_scalar(g, passes::other_input(g.nodes[half], m.x), 0.5))
         return std::nullopt;
     m.nodes.push_back(static_cast<size_t>(half));
     m.out = g.nodes[mul].outputs[0];
@@ -87,27 +79,11 @@ Graph fuse_gelu(Graph g) {
             i++;
             continue;
         }
-        const size_t last = *std::max_element(m->nodes.begin(), m->nodes.end());
         Node gelu;
-        gelu.name = g.nodes[i].name;
-        gelu.absorbed = g.nodes[i].absorbed;
         gelu.op = "Gelu";
         gelu.inputs = {m->x};
         gelu.outputs = {m->out};
-        std::vector<std::string> orphaned;  // the constants sqrt(2), 1 and 0.5
-        for (size_t k : m->nodes) {
-            if (k != i) passes::absorb(gelu, g.nodes[k]);
-            for (const std::string &v : g.nodes[k].inputs) {
-                if (g.is_weight(v)) orphaned.push_back(v);
-            }
-        }
-        g.nodes[last] = std::move(gelu);
-        std::vector<size_t> gone = m->nodes;
-        std::sort(gone.rbegin(), gone.rend());
-        for (size_t k : gone) {
-            if (k != last) g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(k));
-        }
-        passes::drop_if_unused(g, orphaned);
+        passes::replace_pattern(g, m->nodes, i, std::move(gelu));
         // The pattern's first node (its scaling of x) may come before the Erf: scan again from there.
         i = std::min(i, *std::min_element(m->nodes.begin(), m->nodes.end()));
     }

@@ -32,14 +32,6 @@ std::optional<int64_t> trailing_mean_axis(const Graph &g, const Node &n) {
     return axes.front();
 }
 
-// The other input of binary node `n` than `value`, or "" when `value` is not one of its two inputs.
-std::string other_input(const Node &n, const std::string &value) {
-    if (n.inputs.size() != 2) return "";
-    if (n.inputs[0] == value) return n.inputs[1];
-    if (n.inputs[1] == value) return n.inputs[0];
-    return "";
-}
-
 // A float weight that broadcasts to the normalized dims alone (its dims beyond them are 1).
 bool normalized_parameter(const Graph &g, const std::string &value, int64_t normalized_rank) {
     const Constant *k = passes::float_weight(g, value);
@@ -93,7 +85,7 @@ std::optional<LayerNormMatch> match(const Graph &g, size_t i) {
     if (var < 0 || trailing_mean_axis(g, g.nodes[var]) != axis) return std::nullopt;
     const int add = passes::sole_reader(g, g.nodes[var].outputs[0]);
     if (add < 0 || g.nodes[add].op != "Add" ||
-        !passes::float_scalar(g, other_input(g.nodes[add], g.nodes[var].outputs[0]), &m.epsilon))
+        !passes::float_scalar(g, passes::other_input(g.nodes[add], g.nodes[var].outputs[0]), &m.epsilon))
         return std::nullopt;
     const int sqrt = passes::sole_reader(g, g.nodes[add].outputs[0]);
     if (sqrt < 0 || g.nodes[sqrt].op != "Sqrt") return std::nullopt;
@@ -111,7 +103,7 @@ std::optional<LayerNormMatch> match(const Graph &g, size_t i) {
     for (const char *op : {"Mul", "Add"}) {
         const int next = passes::sole_reader(g, y);
         if (next < 0 || g.nodes[next].op != op) continue;
-        const std::string p = other_input(g.nodes[next], y);
+        const std::string p = passes::other_input(g.nodes[next], y);
         if (p.empty() || !normalized_parameter(g, p, normalized_rank)) continue;
         (std::string(op) == "Mul" ? m.scale : m.bias) = p;
         m.nodes.push_back(static_cast<size_t>(next));
@@ -130,13 +122,10 @@ Graph fuse_layer_norm(Graph g) {
             i++;
             continue;
         }
-        const size_t last = *std::max_element(m->nodes.begin(), m->nodes.end());
         Node ln;
-        ln.name = g.nodes[i].name;
-        ln.absorbed = g.nodes[i].absorbed;
         ln.op = "LayerNormalization";
         if (m->scale.empty()) {
-            m->scale = passes::fresh_value_name(g, ln.name + ".scale");
+            m->scale = passes::fresh_value_name(g, g.nodes[i].name + ".scale");
             Constant one;
             one.type = {DType::Float32, {1}};
             one.f32 = {1.0f};
@@ -146,21 +135,7 @@ Graph fuse_layer_norm(Graph g) {
         if (!m->bias.empty()) ln.inputs.push_back(m->bias);
         ln.outputs = {m->out};
         ln.attrs = {{"axis", m->axis}, {"epsilon", m->epsilon}};
-        std::vector<std::string> orphaned;  // the square's and the Add's constants
-        for (size_t k : m->nodes) {
-            if (k != i) passes::absorb(ln, g.nodes[k]);
-            for (const std::string &v : g.nodes[k].inputs) {
-                if (g.is_weight(v) && v != m->scale && v != m->bias) orphaned.push_back(v);
-            }
-        }
-        // The new node takes the last pattern node's place (its inputs, x and weights, come before).
-        g.nodes[last] = std::move(ln);
-        std::vector<size_t> gone = m->nodes;
-        std::sort(gone.rbegin(), gone.rend());
-        for (size_t k : gone) {
-            if (k != last) g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(k));
-        }
-        passes::drop_if_unused(g, orphaned);
+        passes::replace_pattern(g, m->nodes, i, std::move(ln));
         // Nodes before i are unchanged (the pattern starts at i), so the scan goes on from there.
     }
     return prepare(std::move(g));

@@ -76,6 +76,14 @@ inline void absorb(Node &into, const Node &removed) {
     into.absorbed.insert(into.absorbed.end(), removed.absorbed.begin(), removed.absorbed.end());
 }
 
+// The other input of binary node `n` than `value`, or "" when `value` is not one of its two inputs.
+inline std::string other_input(const Node &n, const std::string &value) {
+    if (n.inputs.size() != 2) return "";
+    if (n.inputs[0] == value) return n.inputs[1];
+    if (n.inputs[1] == value) return n.inputs[0];
+    return "";
+}
+
 // After a rewrite dropped the readers of `values`: erases those that nothing reads any more and that
 // are not model outputs -- weights, and nodes none of whose outputs is used (then, in turn, their
 // inputs). Only values the rewrite orphaned are considered: dead code of the user's model stays.
@@ -97,6 +105,26 @@ inline void drop_if_unused(Graph &g, std::vector<std::string> values) {
         values.insert(values.end(), n.inputs.begin(), n.inputs.end());
         g.nodes.erase(g.nodes.begin() + p);
     }
+}
+
+// Replaces the nodes at `pattern` (indices into g.nodes) by `into`, which takes the place of the
+// last of them (its inputs, read from before the pattern, come earlier) and the name of
+// g.nodes[named_after], absorbing every pattern node; weights the pattern alone read go.
+inline void replace_pattern(Graph &g, std::vector<size_t> pattern, size_t named_after, Node into) {
+    into.name = g.nodes[named_after].name;
+    into.absorbed = g.nodes[named_after].absorbed;
+    std::vector<std::string> orphaned;
+    for (size_t k : pattern) {
+        if (k != named_after) absorb(into, g.nodes[k]);
+        for (const std::string &v : g.nodes[k].inputs) {
+            if (g.is_weight(v)) orphaned.push_back(v);
+        }
+    }
+    std::sort(pattern.rbegin(), pattern.rend());
+    g.nodes[pattern.front()] = std::move(into);
+    for (size_t i = 1; i < pattern.size(); i++)
+        g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(pattern[i]));
+    drop_if_unused(g, orphaned);
 }
 
 }  // namespace hfuse::passes

@@ -85,6 +85,7 @@ TEST(ElementwiseOps, UnaryMath) {
     check_op({"Erf", {}, {weight({3, 17}, -0.6, 0.6)}}, 1e-6);  // relative near 0, where erf(x) ~ 1.13x
     check_op({"Exp", {}, {weight({7, 13}, -100, 100)}}, kTol);  // 0 below -87, +inf above 88.7
     check_op({"Exp", {}, {weight({7, 13}, -10, 10)}}, kTol);
+    check_op({"Exp", {}, {weight_values({5}, {88.3f, 88.7f, 88.8f, -87.5f, -86.9f})}}, kTol);  // by the limits
     check_op({"Log", {}, {weight({7, 13}, 1e-6, 1e6)}}, kTol);
     check_op({"Log", {}, {weight_values({4}, {0.0f, -0.0f, INFINITY, -1.0f})}}, kTol);  // -inf, -inf, inf, NaN
     check_op({"Sqrt", {}, {weight({5, 9}, 0, 1000)}}, kTol);
