@@ -506,6 +506,24 @@ void schedule_by_placement(const Graph &g, const FusedGroup &plan, exec::Lowered
                 schedules::schedule_global_pool(w, f, pool, schedules::reduction_default_params(pool, target), target);
                 done.insert(f.name());
                 done.insert(w.name());
+            } else if (ln.node->op == "Softmax" && !inlined && !shape.empty() && !done.count(f.name())) {
+                // A Softmax behind a product computed at root (attention's scores): its stages per row,
+                // as in a group of its own, rather than the simple schedule's root stages. Transformer
+                // encoder (64 tokens, 8 heads), Zen 4, 2 threads: scores + softmax 0.24 -> 0.155 ms a
+                // layer, the encoder 0.93x -> 0.97-0.98x ONNX Runtime.
+                schedules::ReductionGroupShape r;
+                r.output = shape;
+                const int64_t rank = static_cast<int64_t>(shape.size());
+                int64_t axis = Attributes(ln.node->attrs).get_int("axis", -1);
+                if (axis < 0) axis += rank;
+                r.axis_arg = static_cast<int>(rank - 1 - axis);
+                r.reduced = shape[axis];
+                Halide::Func w = root_wrapper(g, group, ln.node->outputs[i], f, shape);
+                schedules::schedule_softmax(w, ln.funcs.stages, r, schedules::reduction_default_params(r, target),
+                                            target);
+                done.insert(f.name());
+                done.insert(w.name());
+                for (const Halide::Func &st : ln.funcs.stages) done.insert(st.name());
             } else if (!inlined || f.has_update_definition()) {
                 root(f, shape);
             }

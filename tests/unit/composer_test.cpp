@@ -1015,6 +1015,19 @@ TEST(Composer, MatMulOfKeysTransposedInTheGroupTakesDotProducts) {
     }
 }
 
+// The scores' Softmax in the product's group (the product at root): its stages per row by the
+// reduction template's Softmax schedule, rows of 21 (a vector and a tail), the same values.
+TEST(Composer, SoftmaxAfterARootProductRunsByRows) {
+    const int H = 3, S = 21, D = 16;
+    const json nodes = {{{"name", "kt"}, {"op", "Transpose"}, {"inputs", {"k"}}, {"attrs", {{"perm", {1, 2, 0}}}}},
+                        {{"name", "scores"}, {"op", "MatMul"}, {"inputs", {"q", "kt"}}},
+                        {{"name", "attn"}, {"op", "Softmax"}, {"inputs", {"scores"}}, {"attrs", {{"axis", -1}}}}};
+    const Graph g = json_model(model_json({{"q", {H, S, D}}, {"k", {S, H, D}}}, json::object(), nodes, "attn"));
+    FusedGraph plan = one_group(g);
+    EXPECT_EQ(plan.groups[0].schedule.value("compute", ""), "root");
+    test::expect_plan_matches_reference(plan, 1e-4);
+}
+
 TEST(Composer, SqueezeExcitationGateRunsOnItsPlaneAsOneRow) {
     // A squeeze-and-excitation block's last group: fc2 (a 1x1 conv on the pooled 1x1 plane) +
     // Sigmoid + Mul of the block's 9 x 11 input by the gate. The conv goes at root (the Mul is no
