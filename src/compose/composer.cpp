@@ -39,6 +39,19 @@ schedules::ReductionGroupShape global_pool_shape(const Graph &g, const Node &n) 
     return r;
 }
 
+// A reduction along one axis (Softmax, LayerNormalization over the last axis) of rank >= 1: its
+// output, the Halide arg of its axis and that axis's extent.
+schedules::ReductionGroupShape axis_reduction_shape(const Graph &g, const Node &n) {
+    schedules::ReductionGroupShape r;
+    r.output = g.type_of(n.outputs[0]).shape;
+    const int rank = static_cast<int>(r.output.size());
+    int64_t axis = Attributes(n.attrs).get_int("axis", -1);
+    if (axis < 0) axis += rank;
+    r.axis_arg = rank - 1 - static_cast<int>(axis);
+    r.reduced = r.output[axis];
+    return r;
+}
+
 Family family_of_template(const std::string &tmpl) {
     if (tmpl == "simple") return Family::None;
     if (tmpl == "conv_xv" || tmpl == "conv_dw" || tmpl == "conv_flat" || tmpl == "conv_cv") return Family::Conv;
@@ -407,10 +420,7 @@ void analyse_reduction(const Graph &g, const FusedGroup &grp, Analysis &a) {
             a.why = "a scalar softmax";
             return;
         }
-        int64_t axis = Attributes(a.master->attrs).get_int("axis", -1);
-        if (axis < 0) axis += rank;
-        r.axis_arg = rank - 1 - static_cast<int>(axis);
-        r.reduced = shape[axis];
+        r = axis_reduction_shape(g, *a.master);
     }
     Members mem(g, grp);
     int end = follow_epilogue(g, mem, mem.ng.index.at(a.master->name), elementwise_of_shape(g, shape), a.chain, a.why);
@@ -511,13 +521,7 @@ void schedule_by_placement(const Graph &g, const FusedGroup &plan, exec::Lowered
                 // as in a group of its own, rather than the simple schedule's root stages. Transformer
                 // encoder (64 tokens, 8 heads), Zen 4, 2 threads: scores + softmax 0.24 -> 0.155 ms a
                 // layer, the encoder 0.93x -> 0.97-0.98x ONNX Runtime.
-                schedules::ReductionGroupShape r;
-                r.output = shape;
-                const int64_t rank = static_cast<int64_t>(shape.size());
-                int64_t axis = Attributes(ln.node->attrs).get_int("axis", -1);
-                if (axis < 0) axis += rank;
-                r.axis_arg = static_cast<int>(rank - 1 - axis);
-                r.reduced = shape[axis];
+                const schedules::ReductionGroupShape r = axis_reduction_shape(g, *ln.node);
                 Halide::Func w = root_wrapper(g, group, ln.node->outputs[i], f, shape);
                 schedules::schedule_softmax(w, ln.funcs.stages, r, schedules::reduction_default_params(r, target),
                                             target);
