@@ -48,9 +48,10 @@ GemmDims gemm_dims(const Attributes &attrs, const TensorType &a, const TensorTyp
     return d;
 }
 
-// A constant B stored [N, K] (transB=1, every fully connected layer of ONNX exports) packed [K, N]
-// once, at compile time, in panels of `panel` columns (GemmLowering; 0: one panel):
-// packed(x % panel, k, x / panel) = B[x][k], zero past the last column. Consecutive outputs' weights
+// A constant B -- Gemm's stored [N, K] (transB=1, every fully connected layer of ONNX exports; `n_major`)
+// or MatMul's [K, N] (a linear layer exported as MatMul) -- packed [K, N] once, at compile time, in
+// panels of `panel` columns (GemmLowering; 0: one panel): packed(x % panel, k, x / panel) = B's column
+// x at row k, zero past the last column. Consecutive outputs' weights
 // are then adjacent, so a batch-1 product is vectors of B times broadcasts of A (gemm_nv) instead of
 // dot products summed across lanes (gemm_dot), and a register tile of `panel` columns streams one
 // contiguous panel. AVX-512, Zen 5, rnn_cell (two 128x128 products + tanh) compiled, medians of
@@ -58,8 +59,6 @@ GemmDims gemm_dims(const Attributes &attrs, const TensorType &a, const TensorTyp
 // from L2), in panels of 16 columns 0.98; the LSTM cell (2 x 512x128) compiled 4.8 -> 2.6 us. The
 // MLP's 784->256 in 2 tasks: one panel of 256 columns no faster than serial (each task's half rows
 // pull in the other half), panels of the task's 128 columns as fast as 3 tasks of dot products.
-// B (k x n values, stored [N, K] when `n_major`, else [K, N]) in panels: packed(x % panel, r, x / panel)
-// = B's column x at row r.
 Halide::Buffer<float> packed_panels(const Constant &b, int64_t k64, int64_t n64, bool n_major, int panel) {
     const int n = to_int(n64, "input 1 (B)"), k = to_int(k64, "input 1 (B)");
     if (b.f32.size() != static_cast<size_t>(n) * k) fail_field("input 1 (B)", "a constant B must be float32");
@@ -75,13 +74,12 @@ Halide::Buffer<float> packed_panels(const Constant &b, int64_t k64, int64_t n64,
     return packed;
 }
 
-Halide::Buffer<float> packed_kn(const Constant &b, const GemmDims &d, int panel) {
-    return packed_panels(b, d.k, d.n, true, panel);
-}
-
-// The columns of a matrix operand B [..., K, N].
-int64_t b_columns(const TensorType &b) {
-    return b.shape.back();
+// The constant B's value at (column n, row k), read from its panels (GemmLowering's panel columns).
+Expr packed_b(const LowerContext &ctx, int64_t k_extent, int64_t n_extent, bool n_major, const Expr &n, const Expr &k) {
+    Halide::Buffer<float> packed =
+        packed_panels(*ctx.constants[1], k_extent, n_extent, n_major, ctx.gemm_lowering.panel);
+    const int panel = packed.dim(0).extent();
+    return constant_func(packed, func_name(ctx, "packed_b"))(n % panel, k, n / panel);
 }
 
 std::vector<TensorType> infer_gemm(const InferContext &ctx) {
@@ -114,9 +112,7 @@ Lowered lower_gemm(const LowerContext &ctx) {
     Expr a = d.trans_a ? ctx.inputs[0](m, k) : ctx.inputs[0](k, m);
     Expr b;
     if (d.trans_b && ctx.constants[1]) {
-        Halide::Buffer<float> packed = packed_kn(*ctx.constants[1], d, ctx.gemm_lowering.panel);
-        const int panel = packed.dim(0).extent();
-        b = constant_func(packed, func_name(ctx, "packed_b"))(n % panel, k, n / panel);
+        b = packed_b(ctx, d.k, d.n, true, n, k);
     } else {
         b = d.trans_b ? ctx.inputs[1](k, n) : ctx.inputs[1](n, k);
     }
@@ -200,10 +196,7 @@ Lowered lower_matmul(const LowerContext &ctx) {
         // A constant matrix B [K, N] (a linear layer exported as MatMul) in panels of the register
         // tile's columns, as Gemm's: the tile's k loop then streams one contiguous panel, where B's rows
         // lie N floats apart.
-        Halide::Buffer<float> packed =
-            packed_panels(*ctx.constants[1], d.k, b_columns(*ctx.input_types[1]), false, ctx.gemm_lowering.panel);
-        const int panel = packed.dim(0).extent();
-        b = constant_func(packed, func_name(ctx, "packed_b"))(n % panel, k, n / panel);
+        b = packed_b(ctx, d.k, ctx.input_types[1]->shape.back(), false, n, k);
     } else {
         b = ctx.inputs[1](operand_args(n, k, d.b_batch, d.b_vector));
     }
