@@ -432,6 +432,38 @@ def math_cases():
     case("Max", {}, [act(a)], a)
 
 
+def resize_cases():
+    """Resize linear and cubic as F.interpolate computes them (after the other families, so their cases
+    keep their seeds): align_corners=False is pytorch_half_pixel (half_pixel where no output dim is 1),
+    True is align_corners; bicubic is cubic with A = -0.75; antialias (bilinear, downsampling) is
+    antialias with exclude_outside, the window cut at the edges and renormalised as PIL does."""
+    def add(shape, size, mode, align, attrs, antialias=False):
+        x = rand(*shape, lo=-2, hi=2)
+        y = F.interpolate(x, size=size, mode=mode, align_corners=align, antialias=antialias)
+        full = list(shape[:2]) + list(size)
+        case("Resize", attrs, [act(x), None, None, ints(*full)], y)
+
+    linear = {"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}
+    add([1, 2, 5, 7], [9, 4], "bilinear", False, linear)
+    add([2, 3, 4, 4], [8, 8], "bilinear", False, dict(linear, coordinate_transformation_mode="half_pixel"))
+    # (Not an output dim of 1: there ONNX's pytorch_half_pixel reads index 0, PyTorch the middle.)
+    add([1, 2, 5, 7], [2, 11], "bilinear", False, linear)
+    add([1, 2, 5, 7], [9, 3], "bilinear", True, dict(linear, coordinate_transformation_mode="align_corners"))
+    cubic = {"mode": "cubic", "coordinate_transformation_mode": "half_pixel", "cubic_coeff_a": -0.75}
+    add([1, 2, 6, 5], [11, 7], "bicubic", False, cubic)
+    add([1, 2, 6, 5], [4, 3], "bicubic", False, cubic)
+    add([1, 1, 6, 5], [9, 8], "bicubic", True, dict(cubic, coordinate_transformation_mode="align_corners"))
+    x = rand(2, 3, 7, lo=-2, hi=2)
+    case("Resize", dict(linear, coordinate_transformation_mode="half_pixel"), [act(x), None, None, ints(2, 3, 12)],
+         F.interpolate(x, size=[12], mode="linear", align_corners=False))
+    aa = {"mode": "linear", "coordinate_transformation_mode": "half_pixel", "antialias": 1, "exclude_outside": 1}
+    add([1, 2, 12, 17], [5, 6], "bilinear", False, aa, antialias=True)
+    add([1, 1, 9, 10], [4, 10], "bilinear", False, aa, antialias=True)
+    aac = {"mode": "cubic", "coordinate_transformation_mode": "half_pixel", "antialias": 1, "exclude_outside": 1,
+           "cubic_coeff_a": -0.5}
+    add([1, 2, 12, 11], [5, 4], "bicubic", False, aac, antialias=True)
+
+
 def main():
     torch.manual_seed(0)
     conv_cases()
@@ -440,6 +472,7 @@ def main():
     linalg_cases()
     shape_cases()
     math_cases()
+    resize_cases()
     text = json.dumps(CASES, separators=(",", ":"))
     with open(OUT_PATH, "w") as f:
         f.write(text + "\n")

@@ -1,13 +1,14 @@
 // Data-movement ops (ONNX opset 13): Expand, Flatten, Reshape, Transpose, Concat, Split, Slice, Identity,
-// Dropout (inference), Pad and Resize (nearest). Every output element reads at most one input element, so all of them
-// are Injective with no FLOPs; each Halide definition maps output coordinates to input coordinates
-// using the static shapes.
+// Dropout (inference), Pad and Resize. Every output element reads one input element (a few, for Resize
+// linear and cubic), so all of them are Injective with no FLOPs (Resize: its multiply-adds); each Halide definition
+// maps output coordinates to input coordinates using the static shapes.
 //
 // Shape-like inputs (Reshape's shape, Slice's starts, Pad's pads, ...) are constants, so the checks
 // and the derived parameters live in one "plan" function per op, used by both infer and lower.
 #include "halide_util.h"
 #include "hfuse/error.h"
 #include "op_families.h"
+#include "resize_sampling.h"
 
 #include <algorithm>
 #include <cmath>
@@ -591,47 +592,44 @@ Lowered lower_pad(const LowerContext &ctx) {
     return single_output(define(ctx, c, value));
 }
 
-// ---- Resize (mode nearest): output index -> input index per dim, computed once from static shapes.
+// ---- Resize: per axis, the input indices and weights each output index reads (resize_sampling.h),
+// computed once from the static shapes.
 
 struct ResizePlan {
     Shape out;
-    std::vector<std::vector<int32_t>> source;  // per dim: the input index each output index reads
+    std::vector<ResizeAxisSampling> axes;
+    float extrapolation_value = 0.0f;  // where tf_crop_and_resize maps outside the input
 };
 
-// ONNX's get_original_coordinate and get_nearest_pixel for one dim, in float as onnxruntime computes.
 ResizePlan resize_plan(const Operands &op) {
     const Shape &in = op.shape(0);
     const int rank = static_cast<int>(in.size());
-    const std::string mode = op.attrs.get_string("mode", "nearest");
-    if (mode != "nearest") fail_field("mode", "only 'nearest' is supported, got '" + mode + "'");
-    const std::string transform = op.attrs.get_string("coordinate_transformation_mode", "half_pixel");
-    const std::string nearest = op.attrs.get_string("nearest_mode", "round_prefer_floor");
-    static const std::vector<std::string> transforms = {"half_pixel", "pytorch_half_pixel", "align_corners",
-                                                        "asymmetric", "tf_half_pixel_for_nn"};
-    if (std::find(transforms.begin(), transforms.end(), transform) == transforms.end()) {
-        fail_field("coordinate_transformation_mode",
-                   "'" + transform +
-                       "' is not supported (half_pixel, pytorch_half_pixel, align_corners, asymmetric, "
-                       "tf_half_pixel_for_nn)");
-    }
-    if (nearest != "round_prefer_floor" && nearest != "round_prefer_ceil" && nearest != "floor" && nearest != "ceil") {
-        fail_field("nearest_mode",
-                   "must be round_prefer_floor, round_prefer_ceil, floor or ceil, got '" + nearest + "'");
-    }
-    op.attrs.get_float("cubic_coeff_a", -0.75f);  // type-checks; only cubic and crop modes use these
-    op.attrs.get_int("exclude_outside", 0);
-    op.attrs.get_float("extrapolation_value", 0.0f);
+    ResizeOptions options;
+    options.mode = op.attrs.get_string("mode", "nearest");
+    options.transform = op.attrs.get_string("coordinate_transformation_mode", "half_pixel");
+    options.nearest_mode = op.attrs.get_string("nearest_mode", "round_prefer_floor");
+    options.cubic_coeff_a = op.attrs.get_float("cubic_coeff_a", -0.75f);
+    const int64_t exclude = op.attrs.get_int("exclude_outside", 0), antialias = op.attrs.get_int("antialias", 0);
+    if (exclude != 0 && exclude != 1) fail_field("exclude_outside", "must be 0 or 1, got " + std::to_string(exclude));
+    if (antialias != 0 && antialias != 1) fail_field("antialias", "must be 0 or 1, got " + std::to_string(antialias));
+    options.exclude_outside = exclude == 1;
+    options.antialias = antialias == 1;
 
     const Constant *roi = op.num_inputs() > 1 ? op.constant(1, "roi", DType::Float32) : nullptr;
     const Constant *scales = op.num_inputs() > 2 ? op.constant(2, "scales", DType::Float32) : nullptr;
     std::optional<std::vector<int64_t>> sizes = op.num_inputs() > 3 ? op.ints(3, "sizes") : std::nullopt;
-    (void)roi;  // only tf_crop_and_resize reads it
     if ((scales != nullptr) == sizes.has_value()) {
         fail_field(input_field(2, "scales"), "exactly one of scales and sizes must be given");
+    }
+    const bool crop = options.transform == "tf_crop_and_resize";
+    if (crop && (!roi || roi->type.rank() != 1 || (int)roi->f32.size() != 2 * rank)) {
+        fail_field(input_field(1, "roi"), "tf_crop_and_resize needs a start and an end per input dim (" +
+                                              std::to_string(2 * rank) + " values)");
     }
     std::vector<float> scale(rank);
     ResizePlan p;
     p.out = in;
+    p.extrapolation_value = op.attrs.get_float("extrapolation_value", 0.0f);
     if (scales) {
         if ((int)scales->f32.size() != rank || scales->type.rank() != 1) {
             fail_field(input_field(2, "scales"), "needs one value per input dim (" + std::to_string(rank) +
@@ -661,64 +659,84 @@ ResizePlan resize_plan(const Operands &op) {
     }
     if (num_elements(p.out) > kMaxTensorElements) fail_field("output", "the resized tensor is too large");
     for (int a = 0; a < rank; a++) {
-        const float length_in = static_cast<float>(in[a]), length_out = static_cast<float>(p.out[a]);
-        std::vector<int32_t> src(p.out[a]);
-        for (int64_t o = 0; o < p.out[a]; o++) {
-            const float x = static_cast<float>(o);
-            float orig;
-            if (transform == "half_pixel") {
-                orig = (x + 0.5f) / scale[a] - 0.5f;
-            } else if (transform == "pytorch_half_pixel") {
-                orig = length_out > 1 ? (x + 0.5f) / scale[a] - 0.5f : 0.0f;
-            } else if (transform == "align_corners") {
-                orig = length_out == 1 ? 0.0f : x * (length_in - 1) / (length_out - 1);
-            } else if (transform == "asymmetric") {
-                orig = x / scale[a];
-            } else {  // tf_half_pixel_for_nn
-                orig = (x + 0.5f) / scale[a];
-            }
-            float r;
-            if (nearest == "floor") {
-                r = std::floor(orig);
-            } else if (nearest == "ceil") {
-                r = std::ceil(orig);
-            } else if (orig == std::floor(orig) + 0.5f) {  // a tie
-                r = nearest == "round_prefer_floor" ? std::floor(orig) : std::ceil(orig);
-            } else {
-                r = std::round(orig);
-            }
-            src[o] = static_cast<int32_t>(std::clamp<float>(r, 0.0f, length_in - 1));
-        }
-        p.source.push_back(std::move(src));
+        const float roi_start = crop ? roi->f32[a] : 0.0f, roi_end = crop ? roi->f32[a + rank] : 1.0f;
+        p.axes.push_back(resize_axis_sampling(in[a], p.out[a], scale[a], options, roi_start, roi_end));
     }
     return p;
+}
+
+// Output elements times the multiply-adds of their taps (none for nearest).
+double resize_flops(const ResizePlan &p) {
+    double taps = 1;
+    for (const ResizeAxisSampling &s : p.axes) taps *= s.taps;
+    return taps == 1 ? 0.0 : 2 * taps * static_cast<double>(num_elements(p.out));
 }
 
 Lowered lower_resize(const LowerContext &ctx) {
     const ResizePlan p = resize_plan(Operands(ctx));
     const Shape &in = ctx.input_types[0]->shape;
-    OutputCoords c = output_coords(static_cast<int>(in.size()));
-    std::vector<Expr> coords(in.size());
-    for (size_t a = 0; a < in.size(); a++) {
-        const std::vector<int32_t> &src = p.source[a];
-        const int64_t n = static_cast<int64_t>(src.size());
-        // Integer upsampling (src[o] = o / k) and the identity are arithmetic; anything else a table.
-        int64_t k = n / in[a];
-        bool divides = k >= 1 && n == k * in[a];
-        for (int64_t o = 0; divides && o < n; o++) divides = src[o] == o / k;
-        if (divides) {
-            coords[a] = k == 1 ? c.onnx[a] : c.onnx[a] / int_expr(k);
+    const int rank = static_cast<int>(in.size());
+    OutputCoords c = output_coords(rank);
+    // Per axis, the taps' input coordinates and weights (undefined weight: 1).
+    std::vector<std::vector<Expr>> index(rank), weight(rank);
+    Expr inside;  // undefined: every output maps inside the input
+    for (int a = 0; a < rank; a++) {
+        const ResizeAxisSampling &s = p.axes[a];
+        const int out = static_cast<int>(s.out);
+        // Integer upsampling (o reads o / k) and the identity are arithmetic; anything else tables.
+        const int64_t k = s.out / in[a];
+        if (k >= 1 && s.out == k * in[a] && s.is_integer_upsampling(k)) {
+            index[a] = {k == 1 ? c.onnx[a] : c.onnx[a] / int_expr(k)};
+            weight[a] = {Expr()};
             continue;
         }
-        Halide::Buffer<int32_t> table(static_cast<int>(n));
-        for (int64_t o = 0; o < n; o++) table(static_cast<int>(o)) = src[o];
-        Func lookup(func_name(ctx, "index" + std::to_string(a)));
-        Var x("x");
-        lookup(x) = table(x);
-        // The clamp tells bounds inference what the table holds.
-        coords[a] = Halide::clamp(lookup(c.onnx[a]), 0, int_expr(in[a] - 1));
+        const std::string axis = std::to_string(a);
+        Var x("x"), t("t");
+        Halide::Buffer<int32_t> index_table(out, s.taps);
+        Halide::Buffer<float> weight_table(out, s.taps);
+        for (int o = 0; o < out; o++) {
+            for (int j = 0; j < s.taps; j++) {
+                index_table(o, j) = s.index[o * s.taps + j];
+                weight_table(o, j) = s.weight[o * s.taps + j];
+            }
+        }
+        Func index_of(func_name(ctx, "index" + axis)), weight_of(func_name(ctx, "weight" + axis));
+        index_of(x, t) = index_table(x, t);
+        weight_of(x, t) = weight_table(x, t);
+        for (int j = 0; j < s.taps; j++) {
+            // The clamp tells bounds inference what the table holds.
+            index[a].push_back(Halide::clamp(index_of(c.onnx[a], j), 0, int_expr(in[a] - 1)));
+            weight[a].push_back(s.is_copy() ? Expr() : weight_of(c.onnx[a], j));
+        }
+        if (!s.inside.empty()) {
+            Halide::Buffer<uint8_t> inside_table(out);
+            for (int o = 0; o < out; o++) inside_table(o) = s.inside[o];
+            Func inside_of(func_name(ctx, "inside" + axis));
+            inside_of(x) = inside_table(x);
+            const Expr here = inside_of(c.onnx[a]) != 0;
+            inside = inside.defined() ? inside && here : here;
+        }
     }
-    return single_output(define(ctx, c, call(ctx.inputs[0], coords)));
+    // The sum over every combination of the axes' taps (bilinear: 4, bicubic: 16).
+    Expr value;
+    std::vector<size_t> tap(rank, 0);
+    while (true) {
+        std::vector<Expr> coords(rank);
+        Expr w;
+        for (int a = 0; a < rank; a++) {
+            coords[a] = index[a][tap[a]];
+            const Expr &wa = weight[a][tap[a]];
+            if (wa.defined()) w = w.defined() ? w * wa : wa;
+        }
+        Expr term = call(ctx.inputs[0], coords);
+        if (w.defined()) term = w * term;
+        value = value.defined() ? value + term : term;
+        int a = rank - 1;
+        for (; a >= 0 && ++tap[a] == index[a].size(); a--) tap[a] = 0;
+        if (a < 0) break;
+    }
+    if (inside.defined()) value = Halide::select(inside, value, Halide::Expr(p.extrapolation_value));
+    return single_output(define(ctx, c, value));
 }
 
 }  // namespace
@@ -795,12 +813,15 @@ void register_shape_ops(std::vector<OpSchema> &ops) {
     pad.lower = lower_pad;
     ops.push_back(std::move(pad));
 
-    // Inputs: X, roi (unused by the supported modes), scales, sizes; mode nearest only.
+    // Inputs: X, roi (tf_crop_and_resize only), scales, sizes.
     OpSchema resize = injective_op("Resize", 1, 4,
-                                   {"coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
+                                   {"antialias", "coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
                                     "extrapolation_value", "mode", "nearest_mode"},
                                    {1, 2, 3});
     resize.infer = [](const InferContext &ctx) { return float_output(resize_plan(Operands(ctx)).out); };
+    resize.flops = [](const InferContext &ctx, const std::vector<TensorType> &) {
+        return resize_flops(resize_plan(Operands(ctx)));
+    };
     resize.lower = lower_resize;
     ops.push_back(std::move(resize));
 }

@@ -750,14 +750,20 @@ std::vector<RefTensor> reduce_mean(const OpArgs &a) {
     return {out};
 }
 
-// Resize (opset 13), mode nearest: each output cell copies the input cell nearest to where it maps
-// back to, per the spec's coordinate transformation and nearest rounding (in float, as onnxruntime).
+// Resize (opset 19's coordinate transformations; nearest, linear and cubic), written after the spec's
+// reference: each axis in turn is interpolated in one dimension, the n nearest points of the
+// edge-padded input weighted by the mode's coefficients of the distance ratio in (0, 1].
+// Coordinates are float, as onnxruntime computes them, so nearest ties break as there.
 std::vector<RefTensor> resize(const OpArgs &a) {
     const RefTensor &x = a.in(0);
     const int r = rank(x);
-    if (a.attrs.get_string("mode", "nearest") != "nearest") fail_field("mode", "only nearest");
+    const std::string mode = a.attrs.get_string("mode", "nearest");
     const std::string ctm = a.attrs.get_string("coordinate_transformation_mode", "half_pixel");
     const std::string rounding = a.attrs.get_string("nearest_mode", "round_prefer_floor");
+    const double cubic_a = a.attrs.get_float("cubic_coeff_a", -0.75f);
+    const bool exclude_outside = a.attrs.get_int("exclude_outside", 0) != 0;
+    const bool antialias = a.attrs.get_int("antialias", 0) != 0 && mode != "nearest";
+    const double extrapolation = a.attrs.get_float("extrapolation_value", 0.0f);
     std::vector<float> scale(r);
     Shape shape(r);
     if (a.has(3)) {
@@ -773,31 +779,102 @@ std::vector<RefTensor> resize(const OpArgs &a) {
             shape[d] = static_cast<int64_t>(std::floor(double(x.shape[d]) * scale[d]));
         }
     }
-    auto source = [&](int d, int64_t o) {
-        const float xo = float(o), in_len = float(x.shape[d]), out_len = float(shape[d]);
-        float c = 0;
-        if (ctm == "asymmetric") c = xo / scale[d];
-        if (ctm == "half_pixel") c = (xo + 0.5f) / scale[d] - 0.5f;
-        if (ctm == "pytorch_half_pixel") c = out_len > 1 ? (xo + 0.5f) / scale[d] - 0.5f : 0.0f;
-        if (ctm == "tf_half_pixel_for_nn") c = (xo + 0.5f) / scale[d];
-        if (ctm == "align_corners") c = out_len == 1 ? 0.0f : xo * (in_len - 1) / (out_len - 1);
-        float f = std::floor(c);
-        float v = rounding == "floor"  ? f
-                  : rounding == "ceil" ? std::ceil(c)
-                  : c - f == 0.5f      ? (rounding == "round_prefer_floor" ? f : f + 1)
-                                       : std::round(c);
-        return static_cast<int64_t>(std::min(std::max(v, 0.0f), in_len - 1));
+    const bool crop = ctm == "tf_crop_and_resize";
+    auto original = [&](int d, int64_t o) {
+        const float xo = float(o), in_len = float(x.shape[d]), out_len = float(shape[d]), s = scale[d];
+        if (ctm == "asymmetric") return xo / s;
+        if (ctm == "half_pixel") return (xo + 0.5f) / s - 0.5f;
+        if (ctm == "half_pixel_symmetric") {
+            const float adjustment = out_len / (s * in_len), center = in_len / 2;
+            return center * (1 - adjustment) + (xo + 0.5f) / s - 0.5f;
+        }
+        if (ctm == "pytorch_half_pixel") return out_len > 1 ? (xo + 0.5f) / s - 0.5f : 0.0f;
+        if (ctm == "tf_half_pixel_for_nn") return (xo + 0.5f) / s;
+        if (ctm == "align_corners") return out_len == 1 ? 0.0f : xo * (in_len - 1) / (out_len - 1);
+        if (crop) {
+            const float start = a.in(1).data.at(d), end = a.in(1).data.at(d + r);
+            return out_len > 1 ? start * (in_len - 1) + xo * (end - start) * (in_len - 1) / (out_len - 1)
+                               : 0.5f * (start + end) * (in_len - 1);
+        }
+        fail_field("coordinate_transformation_mode", "unknown '" + ctm + "'");
     };
-    RefTensor out = zeros(shape);
-    const Strides in_strides = strides_of(x.shape);
-    std::vector<int64_t> idx(r, 0);
-    for (size_t i = 0; i < out.data.size(); i++) {
-        int64_t offset = 0;
-        for (int d = 0; d < r; d++) offset += source(d, idx[d]) * in_strides[d];
-        out.data[i] = x.data[offset];
-        for (int d = r - 1; d >= 0 && ++idx[d] == shape[d]; d--) idx[d] = 0;
+    // The coefficients of the points left of and right of a coordinate whose fraction is `ratio`.
+    auto coefficients = [&](double ratio, double s) {
+        std::vector<double> c;
+        if (mode == "nearest") {
+            const bool right = ratio == 1.0                       ? true
+                               : rounding == "round_prefer_floor" ? ratio > 0.5
+                               : rounding == "round_prefer_ceil"  ? ratio >= 0.5
+                                                                  : rounding == "ceil";
+            return std::vector<double>{right ? 0.0 : 1.0, right ? 1.0 : 0.0};
+        }
+        if (!antialias || s > 1) s = 1;
+        const bool linear = mode == "linear";
+        const int start = static_cast<int>(std::floor((linear ? -1 : -2) / s)) + 1;
+        double sum = 0;
+        for (int i = start; i < 2 - start; i++) {
+            const double d = std::abs((i - ratio) * s);
+            double w = linear   ? std::max(0.0, 1 - d)
+                       : d <= 1 ? ((cubic_a + 2) * d - (cubic_a + 3)) * d * d + 1
+                       : d < 2  ? ((cubic_a * d - 5 * cubic_a) * d + 8 * cubic_a) * d - 4 * cubic_a
+                                : 0.0;
+            c.push_back(w);
+            sum += w;
+        }
+        if (antialias) {
+            for (double &w : c) w /= sum;
+        }
+        return c;
+    };
+    // One axis at a time: `cur` (shape `cur_shape`) resized along d.
+    RefTensor cur = x;
+    std::vector<bool> outside_any;  // per output element of the final shape, for tf_crop_and_resize
+    for (int d = 0; d < r; d++) {
+        Shape next_shape = cur.shape;
+        next_shape[d] = shape[d];
+        RefTensor next = zeros(next_shape);
+        const int64_t in_len = cur.shape[d];
+        const Strides cs = strides_of(cur.shape);
+        std::vector<std::vector<std::pair<int64_t, double>>> taps(shape[d]);  // per output index
+        std::vector<bool> outside(shape[d], false);
+        for (int64_t o = 0; o < shape[d]; o++) {
+            const float xo = original(d, o);
+            outside[o] = crop && (xo < 0 || xo > float(in_len - 1));
+            const double xf = std::floor(double(xo));
+            const double ratio = double(xo) == xf ? 1.0 : double(xo) - xf;
+            std::vector<double> c = coefficients(ratio, scale[d]);
+            const int n = static_cast<int>(c.size());
+            // The n nearest points of the padded input, smaller first on a tie, in ascending order.
+            std::vector<int64_t> points;
+            for (int64_t p = static_cast<int64_t>(xf) - n; p <= static_cast<int64_t>(xf) + n; p++) points.push_back(p);
+            std::stable_sort(points.begin(), points.end(),
+                             [&](int64_t p, int64_t q) { return std::abs(double(xo) - p) < std::abs(double(xo) - q); });
+            points.resize(n);
+            std::sort(points.begin(), points.end());
+            if (exclude_outside) {
+                double sum = 0;
+                for (int i = 0; i < n; i++) {
+                    if (points[i] < 0 || points[i] >= in_len) c[i] = 0;
+                    sum += c[i];
+                }
+                for (double &w : c) w /= sum;
+            }
+            for (int i = 0; i < n; i++) {
+                taps[o].push_back({std::clamp<int64_t>(points[i], 0, in_len - 1), c[i]});
+            }
+        }
+        std::vector<int64_t> idx(r, 0);
+        for (size_t i = 0; i < next.data.size(); i++) {
+            int64_t base = 0;
+            for (int e = 0; e < r; e++) base += (e == d ? 0 : idx[e]) * cs[e];
+            double v = 0;
+            for (const auto &[p, w] : taps[idx[d]]) v += w * cur.data[base + p * cs[d]];
+            next.data[i] = static_cast<float>(outside[idx[d]] ? extrapolation : v);
+            for (int e = r - 1; e >= 0 && ++idx[e] == next_shape[e]; e--) idx[e] = 0;
+        }
+        cur = std::move(next);
     }
-    return {out};
+    return {cur};
 }
 
 std::vector<RefTensor> identity(const OpArgs &a) {

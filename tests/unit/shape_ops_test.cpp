@@ -349,13 +349,58 @@ TEST(ShapeOpsResize, EveryCoordinateTransformAndRounding) {
     check_op(resize_scales({4, 5}, {2, 0.6f}));        // rank 2, both dims resized
 }
 
+// ---- Resize (linear, cubic)
+
+OpCase resize_crop(const Shape &in, std::vector<float> roi, std::vector<int64_t> sizes, json attrs) {
+    const int64_t n = static_cast<int64_t>(roi.size());
+    attrs["coordinate_transformation_mode"] = "tf_crop_and_resize";
+    return {"Resize", std::move(attrs), {activation(in), weight_values({n}, std::move(roi)), missing(), ints(sizes)}};
+}
+
+TEST(ShapeOpsResize, LinearAndCubicEveryCoordinateTransform) {
+    // Up and down by non-integer ratios, by sizes and by scales, an output dim of 1: each transform
+    // takes the three cases in turn across the two modes (each case costs a JIT).
+    int k = 0;
+    for (const char *mode : {"linear", "cubic"}) {
+        for (const char *transform : {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                                      "asymmetric", "tf_half_pixel_for_nn"}) {
+            const json attrs = {{"mode", mode}, {"coordinate_transformation_mode", transform}};
+            switch (k++ % 3) {
+            case 0: check_op(resize_sizes({1, 2, 5, 7}, {1, 2, 9, 3}, attrs)); break;
+            case 1: check_op(resize_scales({1, 1, 6, 4}, {1, 1, 0.7f, 2.5f}, attrs)); break;
+            default: check_op(resize_sizes({1, 1, 4, 3}, {1, 1, 1, 8}, attrs)); break;
+            }
+        }
+        // tf_crop_and_resize: a crop box partly outside the input, so both extrapolation values occur.
+        json crop = {{"mode", mode}, {"extrapolation_value", k % 2 ? 0.0 : -3.5}};
+        check_op(resize_crop({1, 2, 6, 7}, {0, 0, 0.2f, -0.3f, 1, 1, 0.9f, 1.25f}, {1, 2, 5, 9}, crop));
+    }
+}
+
+TEST(ShapeOpsResize, CubicCoefficientExcludeOutsideAndAntialias) {
+    check_op(resize_sizes({1, 2, 6, 5}, {1, 2, 11, 4},
+                          {{"mode", "cubic"}, {"cubic_coeff_a", -0.5}, {"exclude_outside", 1}}));
+    // Antialiasing stretches the kernel only along the axes that shrink (here H by 0.4, W grows).
+    check_op(resize_sizes({1, 2, 15, 6}, {1, 2, 6, 9}, {{"mode", "linear"}, {"antialias", 1}}));
+    check_op(resize_sizes({1, 3, 13, 12}, {1, 3, 4, 5}, {{"mode", "cubic"}, {"antialias", 1}, {"exclude_outside", 1}}));
+    // Rank 3 and 5 (linear over one axis and trilinear), and batch and channels resized too.
+    check_op(resize_scales({2, 3, 7}, {1, 1, 1.75f}, {{"mode", "linear"}}));
+    check_op(resize_sizes({1, 2, 3, 4, 5}, {1, 2, 5, 7, 3},
+                          {{"mode", "linear"}, {"coordinate_transformation_mode", "align_corners"}}));
+    check_op(resize_sizes({2, 3, 4, 4}, {3, 2, 4, 4}, {{"mode", "linear"}}));
+}
+
 // ---- errors
 
 TEST(ShapeOpsErrors, Resize) {
-    expect_op_error(resize_scales({1, 1, 4, 4}, {1, 1, 2, 2}, {{"mode", "linear"}}), "only 'nearest'");
+    expect_op_error(resize_scales({1, 1, 4, 4}, {1, 1, 2, 2}, {{"mode", "area"}}), "must be nearest, linear or cubic");
+    expect_op_error(resize_scales({1, 1, 4, 4}, {1, 1, 2, 2}, {{"coordinate_transformation_mode", "tf_crop"}}),
+                    "not supported");
     expect_op_error(
         resize_scales({1, 1, 4, 4}, {1, 1, 2, 2}, {{"coordinate_transformation_mode", "tf_crop_and_resize"}}),
-        "not supported");
+        "a start and an end per input dim");
+    expect_op_error(resize_scales({1, 1, 4, 4}, {1, 1, 2, 2}, {{"mode", "linear"}, {"antialias", 2}}), "antialias");
+    expect_op_error(resize_scales({1, 1, 4, 4}, {1, 1, 2, 2}, {{"exclude_outside", -1}}), "exclude_outside");
     expect_op_error(resize_scales({1, 1, 4, 4}, {1, 1, 2, 2}, {{"nearest_mode", "round"}}), "nearest_mode");
     expect_op_error(resize_scales({1, 1, 4, 4}, {1, 2, 2}), "one value per input dim");
     expect_op_error(resize_scales({1, 1, 4, 4}, {1, 1, 0.1f, 1}), "empty");
