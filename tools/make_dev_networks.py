@@ -14,7 +14,8 @@ torchvision model, batch, input and output shapes, max |output|). A network whos
 is skipped unless --force. The files are large (vgg16_bn's .onnx is over 500 MB): keep them out of git.
 
 --set transformers exports issue 41's set instead (TRANSFORMERS below: a torch.nn.TransformerEncoder of
-d 512, 8 heads, 4 layers, feed-forward 2048, GELU on 64 tokens at opset 13, and vit_b_32 at opset 14)
+d 512, 8 heads, 4 layers, feed-forward 2048, GELU on 64 tokens at opset 13, vit_b_32 and swin_t at
+opset 14, DeepLabV3 on MobileNet-V3 with its bilinear upsampling at opset 13)
 into build/transformer_networks; `bench/dev_networks.py --dir build/transformer_networks` times them.
 
 build_model(name) is the construction both this script and bench/dev_networks.py use (for PyTorch
@@ -68,11 +69,30 @@ def transformer_encoder():
     return torch.nn.TransformerEncoder(layer, 4, enable_nested_tensor=False)
 
 
+class SegmentationOutput(torch.nn.Module):
+    """A torchvision segmentation net's "out" (its forward returns a dict)."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        return self.net(x)["out"]
+
+
+def deeplabv3_mobilenet_v3_large():
+    """torchvision's DeepLabV3 on MobileNet-V3 (21 classes, no auxiliary head): bilinear Resize."""
+    seg = torchvision.models.segmentation
+    return SegmentationOutput(seg.deeplabv3_mobilenet_v3_large(weights=None, weights_backbone=None, aux_loss=False))
+
+
 # The transformer set (--set transformers, issue 41): name -> constructor (torchvision's name or a
 # function), its keyword arguments, input shape, opset, seed.
 TRANSFORMERS = {
     "transformer_encoder": (transformer_encoder, {}, [1, 64, 512], 13, 4101),
     "vit_b_32": ("vit_b_32", {}, [1, 3, 224, 224], 14, 4102),
+    "swin_t": ("swin_t", {}, [1, 3, 224, 224], 14, 4103),
+    "deeplabv3_mobilenet_v3_large": (deeplabv3_mobilenet_v3_large, {}, [1, 3, 224, 224], 13, 4104),
 }
 SETS = {"dev": NETS, "transformers": TRANSFORMERS}
 

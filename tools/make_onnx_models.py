@@ -19,6 +19,7 @@ import os
 import sys
 import warnings
 
+import numpy as np
 import onnx
 import torch
 import torch.nn as nn
@@ -168,6 +169,55 @@ class MathMix(nn.Module):
         return torch.pow(a + 0.5, torch.sigmoid(m)) * 0.5
 
 
+class SmallSegmentation(nn.Module):
+    """A DeepLab-like head on a small backbone: a pooled branch broadcast back by bilinear Resize from
+    1 x 1, the logits upsampled to the input's size by bilinear Resize (align_corners=False, a
+    non-integer ratio), and a bicubic (align_corners=True) second output."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1), nn.ReLU(), nn.Conv2d(8, 16, 3, 2, 1), nn.Hardswish())
+        self.pool = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(16, 8, 1), nn.ReLU())
+        self.branch = nn.Conv2d(16, 8, 3, padding=2, dilation=2)
+        self.head = nn.Conv2d(16, 5, 1)
+
+    def forward(self, x):  # 1 x 3 x 30 x 26
+        f = self.stem(x)  # 8 x 7
+        p = F.interpolate(self.pool(f), size=f.shape[-2:], mode="bilinear", align_corners=False)
+        y = self.head(torch.cat([p, torch.relu(self.branch(f))], 1))
+        seg = F.interpolate(y, size=x.shape[-2:], mode="bilinear", align_corners=False)
+        return seg, F.interpolate(y, size=(11, 13), mode="bicubic", align_corners=True)
+
+
+def small_encoder():
+    """torch.nn.TransformerEncoder as the benchmark's, narrowed: d 32, 4 heads, 2 layers, GELU."""
+    layer = nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, activation="gelu", batch_first=True)
+    encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+    with torch.no_grad():  # the biases and LayerNorm parameters drawn too, so all of them are checked
+        for name, p in encoder.named_parameters():
+            scale = 1.0 if "norm" in name and name.endswith("weight") else 0.0
+            p.copy_(torch.rand(p.shape) * 0.4 - 0.2 + scale)
+    return encoder
+
+
+def small_vit():
+    from torchvision.models.vision_transformer import VisionTransformer
+    vit = VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64,
+                            num_classes=10)
+    with torch.no_grad():
+        for p in vit.parameters():
+            if p.abs().max() == 0:  # the head and the biases, left zero by the constructor
+                p.copy_(torch.rand(p.shape) * 0.2 - 0.1)
+    return vit
+
+
+def small_swin():
+    """Shifted windows (the mask built by Mod, ScatterND, Not, Where on shapes), patch merging."""
+    from torchvision.models.swin_transformer import SwinTransformer
+    return SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=[4, 4],
+                           num_classes=10)
+
+
 def models():
     """(name, module factory, input shape, opset, export options)."""
     dyn = {"input": {0: "batch"}, "output": {0: "batch"}}
@@ -188,6 +238,11 @@ def models():
         ("ops_mix_opset17", OpsMix, [1, 3, 12, 12], 17, {}),
         ("math_mix", MathMix, [2, 5, 12], 13, {}),
         ("math_mix_opset17", MathMix, [2, 5, 12], 17, {}),
+        ("segmentation_small", SmallSegmentation, [1, 3, 30, 26], 13, {}),
+        ("encoder_small", small_encoder, [2, 10, 32], 13, {}),
+        ("encoder_small_opset17", small_encoder, [2, 10, 32], 17, {}),
+        ("vit_small", small_vit, [1, 3, 32, 32], 14, {}),
+        ("swin_small", small_swin, [1, 3, 32, 32], 14, {}),
     ]
 
 
@@ -312,6 +367,33 @@ def hand_built():
         [vi("input", [2, 3, 4, 5])], [vi("output0", [2, 3, 4, 5]), vi("output1", [2, 3, 4, 5])],
         [("gamma", g), ("beta", b)], 20, ir=9),
         x, [F.layer_norm(F.gelu(x), [4, 5], g, b.expand(4, 5), eps=1e-3), F.gelu(x, approximate="tanh")]))
+    # Resize beyond what PyTorch exports, expected values from ONNX's own reference (interpolate_nd) and
+    # PyTorch: opset 19's linear tf_crop_and_resize with roi and sizes for axes 2 and 3 only (the box
+    # partly outside: extrapolation_value), and antialiased cubic downsampling with axes in reverse order
+    # (PyTorch's antialias is exclude_outside's renormalised window, with A = -0.5).
+    from onnx.backend.test.case.node.resize import interpolate_nd, linear_coeffs
+    x = rand(1, 2, 6, 7)
+    roi = [0.1, -0.2, 0.8, 1.1]  # starts of axes 2, 3, then their ends
+    crop = interpolate_nd(x.numpy(), linear_coeffs, output_size=[1, 2, 5, 9],
+                          roi=np.array([0, 0, roi[0], roi[1], 1, 1, roi[2], roi[3]]),
+                          coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=-1.0)
+    out.append(("resize_crop_antialias_opset19", model([
+        helper.make_node("Resize", ["input", "roi", "", "crop_sizes"], ["output0"], name="crop", mode="linear",
+                         axes=[2, 3], coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=-1.0),
+        helper.make_node("Resize", ["input", "", "", "down_sizes"], ["output1"], name="down", mode="cubic",
+                         axes=[3, 2], antialias=1, exclude_outside=1, cubic_coeff_a=-0.5)],
+        [vi("input", [1, 2, 6, 7])], [vi("output0", [1, 2, 5, 9]), vi("output1", [1, 2, 4, 3])],
+        [("roi", torch.tensor(roi)), ("crop_sizes", ints(5, 9)), ("down_sizes", ints(3, 4))], 19, ir=9),
+        x, [torch.from_numpy(crop).float(),
+            F.interpolate(x.double(), size=(4, 3), mode="bicubic", antialias=True, align_corners=False).float()]))
+    # Opset 9's Upsample, linear: asymmetric coordinates (o reads o / scale), by ONNX's reference.
+    x = rand(1, 2, 3, 4)
+    up = interpolate_nd(x.numpy(), linear_coeffs, scale_factors=np.array([1, 1, 2, 1.5]),
+                        coordinate_transformation_mode="asymmetric")
+    out.append(("upsample_linear_opset9", model([
+        helper.make_node("Upsample", ["input", "scales"], ["output"], name="upsample", mode="linear")],
+        [vi("input", [1, 2, 3, 4])], [vi("output", [1, 2, 6, 6])], [("scales", torch.tensor([1, 1, 2, 1.5]))], 9),
+        x, [torch.from_numpy(up).float()]))
     return out
 
 

@@ -313,6 +313,55 @@ Constant fold_gather(const Constant &data, const Constant &indices, int64_t axis
     return pick(data, out, source);
 }
 
+Constant fold_scatter_nd(const Constant &data, const Constant &indices, const Constant &updates,
+                         const std::string &reduction) {
+    const Shape &in = data.type.shape, &ix = indices.type.shape;
+    if (ix.empty() || ix.back() < 1 || ix.back() > static_cast<int64_t>(in.size())) {
+        fail_field("input 1 (indices)",
+                   "its last dim must be in [1, " + std::to_string(in.size()) + "], got shape [" + to_string(ix) + "]");
+    }
+    const size_t k = static_cast<size_t>(ix.back());
+    Shape expected(ix.begin(), ix.end() - 1);
+    expected.insert(expected.end(), in.begin() + k, in.end());
+    if (updates.type.shape != expected) {
+        fail_field("input 2 (updates)", "has shape [" + to_string(updates.type.shape) + "], indices and data need [" +
+                                            to_string(expected) + "]");
+    }
+    if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" && reduction != "min") {
+        fail_field("reduction", "must be none, add, mul, max or min, got '" + reduction + "'");
+    }
+    Constant out = data;
+    const bool ints = is_int(data);
+    if (ints != is_int(updates)) fail_field("input 2 (updates)", "must have the element type of data");
+    const int64_t slice = count(Shape(in.begin() + k, in.end())), n = count(Shape(ix.begin(), ix.end() - 1));
+    const std::vector<int64_t> where = ints_of(indices);
+    for (int64_t u = 0; u < n; u++) {
+        int64_t offset = 0;
+        for (size_t d = 0; d < k; d++) {
+            int64_t i = where[u * k + d];
+            if (i < -in[d] || i >= in[d]) {
+                fail_field("input 1 (indices)",
+                           "index " + std::to_string(i) + " is out of range for dim " + std::to_string(in[d]));
+            }
+            offset = offset * in[d] + (i < 0 ? i + in[d] : i);
+        }
+        for (int64_t e = 0; e < slice; e++) {
+            const double a = as_double(out, offset * slice + e), b = as_double(updates, u * slice + e);
+            const double v = reduction == "add"   ? a + b
+                             : reduction == "mul" ? a * b
+                             : reduction == "max" ? std::max(a, b)
+                             : reduction == "min" ? std::min(a, b)
+                                                  : b;
+            if (ints) {
+                out.i64[offset * slice + e] = static_cast<int64_t>(v);
+            } else {
+                out.f32[offset * slice + e] = static_cast<float>(v);
+            }
+        }
+    }
+    return out;
+}
+
 Constant fold_cast(const Constant &x, bool to_float, bool to_bool) {
     Constant c;
     c.type.shape = x.type.shape;

@@ -45,6 +45,10 @@ Constant fold_slice(const Constant &x, const SliceArgs &s);
 Constant fold_transpose(const Constant &x, std::vector<int64_t> perm);  // empty perm: reverse
 Constant fold_concat(const std::vector<const Constant *> &parts, int64_t axis);
 Constant fold_gather(const Constant &data, const Constant &indices, int64_t axis);
+// ONNX's ScatterND: data with the slices `indices` names replaced by (or, with a reduction "add",
+// "mul", "max", "min", combined with) `updates`.
+Constant fold_scatter_nd(const Constant &data, const Constant &indices, const Constant &updates,
+                         const std::string &reduction);
 // ONNX's Cast: to float32, or to an integer type (truncating) or bool (nonzero) held as int64.
 Constant fold_cast(const Constant &x, bool to_float, bool to_bool);
 

@@ -839,9 +839,13 @@ void emit_slice(Importer &im, const OnnxNode &n) {
 
 // Dropout is the identity in inference; a training_mode that is true is refused.
 void emit_dropout(Importer &im, const OnnxNode &n) {
+    // Training mode with a ratio of 0 (what torchvision's attention exports) drops nothing either.
     if (n.has(2)) {
         const Constant &t = im.constant_input(n, 2, "training_mode");
-        if (count(t) == 1 && as_double(t, 0) != 0) fail_field("input 2 (training_mode)", "only inference is supported");
+        const bool drops = !n.has(1) || as_double(im.constant_input(n, 1, "ratio"), 0) != 0;
+        if (count(t) == 1 && as_double(t, 0) != 0 && drops) {
+            fail_field("input 2 (training_mode)", "only inference (or a ratio of 0) is supported");
+        }
     }
     Node d;
     d.name = n.name;
@@ -928,16 +932,14 @@ void emit_reduce_mean(Importer &im, const OnnxNode &n) {
 }
 
 // Resize-18's attributes, resolved into the opset-13 form hfuse's Resize takes (r: inputs as the node's,
-// an empty roi or scales already left out): antialias is dropped (it changes only the linear and cubic
-// modes, which hfuse's nearest-only Resize refuses); keep_aspect_ratio_policy is taken where it is
-// stretch (the default) or the sizes keep the input's aspect ratio (where every policy is stretch);
+// an empty roi or scales already left out): antialias is kept (hfuse's Resize takes it); keep_aspect_ratio_policy is
+// taken where it is stretch (the default) or the sizes keep the input's aspect ratio (where every policy is stretch);
 // `axes` (roi, scales and sizes given for those axes only) is expanded to every axis.
 void resolve_resize_18(Importer &im, const OnnxNode &n, Node &r) {
     const Shape &in = im.type_of(n.inputs[0]).shape;
     const int64_t rank = static_cast<int64_t>(in.size());
     const int64_t antialias = int_attr(n, "antialias", 0);
     if (antialias != 0 && antialias != 1) fail_field("antialias", "must be 0 or 1, got " + std::to_string(antialias));
-    r.attrs.erase("antialias");
 
     const bool has_axes = n.attrs.contains("axes");
     std::vector<int64_t> axes;  // resolved
@@ -986,8 +988,22 @@ void resolve_resize_18(Importer &im, const OnnxNode &n, Node &r) {
         }
     }
     if (!has_axes) return;
-    // roi is read only by tf_crop_and_resize, which hfuse's Resize refuses.
-    if (r.inputs.size() > 1) r.inputs[1] = "";
+    // roi (read only by tf_crop_and_resize): starts then ends of the given axes; the others keep [0, 1].
+    if (r.inputs.size() > 1 && !r.inputs[1].empty()) {
+        const Constant &c = im.constant_input(n, 1, "roi");
+        if (count(c) != 2 * k) {
+            fail_field(Importer::input_field(1, "roi"), "has " + std::to_string(count(c)) +
+                                                            " values; a start and an end per resized axis (" +
+                                                            std::to_string(2 * k) + ") are needed");
+        }
+        std::vector<float> full(2 * rank, 0.0f);
+        for (int64_t a = 0; a < rank; a++) full[rank + a] = 1.0f;
+        for (int64_t i = 0; i < k; i++) {
+            full[axes[i]] = static_cast<float>(as_double(c, i));
+            full[rank + axes[i]] = static_cast<float>(as_double(c, k + i));
+        }
+        r.inputs[1] = im.add_constant(n.name + "/roi", make_floats({2 * rank}, full));
+    }
     if (has_scales) {
         const Constant &c = im.constant_input(n, 2, "scales");
         if (count(c) != k) {
@@ -1031,11 +1047,14 @@ void emit_resize(Importer &im, const OnnxNode &n) {
     im.emit(std::move(r));
 }
 
-// Upsample (deprecated since opset 10): nearest only; as Resize with asymmetric coordinates, floor.
+// Upsample (deprecated since opset 10): nearest or linear; as Resize with asymmetric coordinates (nearest
+// rounding down).
 void emit_upsample(Importer &im, const OnnxNode &n) {
     Attributes a(n.attrs);
     const std::string mode = a.get_string("mode", "nearest");
-    if (mode != "nearest") fail_field("mode", "only 'nearest' is supported, got '" + mode + "'");
+    if (mode != "nearest" && mode != "linear") {
+        fail_field("mode", "must be nearest or linear, got '" + mode + "'");
+    }
     std::string scales;
     if (n.has(1)) {
         scales = n.inputs[1];
@@ -1049,7 +1068,7 @@ void emit_upsample(Importer &im, const OnnxNode &n) {
     r.op = "Resize";
     r.inputs = {n.inputs[0], "", scales};
     r.outputs = {n.outputs[0]};
-    r.attrs = {{"mode", "nearest"}, {"coordinate_transformation_mode", "asymmetric"}, {"nearest_mode", "floor"}};
+    r.attrs = {{"mode", mode}, {"coordinate_transformation_mode", "asymmetric"}, {"nearest_mode", "floor"}};
     im.emit(std::move(r));
 }
 
@@ -1158,6 +1177,49 @@ const std::map<std::string, OpImport> &op_imports() {
             return std::vector<Constant>{elementwise(
                 {in[0], in[1], in[2]}, ints, [](const std::vector<double> &a) { return a[0] != 0 ? a[1] : a[2]; },
                 "inputs")};
+        };
+        // Comparisons and logic, on constants only (the masks shape subgraphs build).
+        auto compare = [](std::function<bool(double, double)> f) {
+            OpImport op;
+            op.fold = [f](Importer &im, const OnnxNode &n) {
+                auto in = constant_inputs(im, n);
+                return std::vector<Constant>{elementwise(
+                    {in[0], in[1]}, true, [f](const std::vector<double> &a) { return double(f(a[0], a[1])); },
+                    "inputs")};
+            };
+            return op;
+        };
+        t["Greater"] = compare([](double a, double b) { return a > b; });
+        t["Less"] = compare([](double a, double b) { return a < b; });
+        t["GreaterOrEqual"] = compare([](double a, double b) { return a >= b; });
+        t["LessOrEqual"] = compare([](double a, double b) { return a <= b; });
+        t["And"] = compare([](double a, double b) { return a != 0 && b != 0; });
+        t["Or"] = compare([](double a, double b) { return a != 0 || b != 0; });
+        t["Xor"] = compare([](double a, double b) { return (a != 0) != (b != 0); });
+        t["Not"].fold = [](Importer &im, const OnnxNode &n) {
+            return std::vector<Constant>{elementwise(
+                {&im.constant(n.inputs[0])}, true, [](const std::vector<double> &a) { return double(a[0] == 0); },
+                "input 0 (X)")};
+        };
+        // Mod: integer (the sign of the divisor, as Python) unless fmod=1 (the sign of the dividend, as C).
+        t["Mod"].fold = [](Importer &im, const OnnxNode &n) {
+            auto in = constant_inputs(im, n);
+            const int64_t fmod = int_attr(n, "fmod", 0);
+            const bool ints = is_int(*in[0]) && is_int(*in[1]);
+            if (!ints && fmod != 1) fail_field("fmod", "must be 1 for floating-point inputs");
+            return std::vector<Constant>{elementwise(
+                {in[0], in[1]}, ints,
+                [fmod](const std::vector<double> &a) {
+                    if (a[1] == 0) fail_field("input 1 (B)", "division by zero");
+                    const double r = std::fmod(a[0], a[1]);
+                    return fmod == 1 || r == 0 || (r < 0) == (a[1] < 0) ? r : r + a[1];
+                },
+                "inputs")};
+        };
+        t["ScatterND"].fold = [](Importer &im, const OnnxNode &n) {
+            auto in = constant_inputs(im, n);
+            return std::vector<Constant>{
+                fold_scatter_nd(*in[0], *in[1], *in[2], Attributes(n.attrs).get_string("reduction", "none"))};
         };
 
         t["Identity"].fold = [](Importer &im, const OnnxNode &n) {

@@ -96,8 +96,19 @@ TEST_P(OnnxModel, MatchesPyTorch) {
     expect_pytorch_outputs(e, ref_out, 1e-4, "reference evaluator");
 
     // resnet_small_bn stands for resnet_small (the same network once its BatchNormalizations are folded).
-    static const std::set<std::string> networks = {
-        "resnet_small_bn", "mobilenet_v2_small", "squeezenet_small", "vgg_small", "mlp", "ops_mix"};
+    static const std::set<std::string> networks = {"resnet_small_bn",
+                                                   "mobilenet_v2_small",
+                                                   "squeezenet_small",
+                                                   "vgg_small",
+                                                   "mlp",
+                                                   "ops_mix",
+                                                   "segmentation_small",
+                                                   "encoder_small",
+                                                   "encoder_small_opset17",
+                                                   "vit_small",
+                                                   "swin_small",
+                                                   "resize_crop_antialias_opset19",
+                                                   "upsample_linear_opset9"};
     if (!networks.count(GetParam())) return;
     Executor ex(plan_fusion(g, {load_rules("x86")}));
     auto out = ex.run({{g.inputs[0].name, tensor_from_data(shape, x.data())}});
