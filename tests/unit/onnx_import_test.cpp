@@ -360,5 +360,25 @@ TEST(OnnxCli, CompiledOnnxModelRunsFromCpp) {
     expect_pytorch_outputs(e, {{"output", out.data()}}, 1e-4, "compiled library");
 }
 
+// A transformer encoder (attention, LayerNorm, GELU) compiled ahead of time, called from plain C++.
+TEST(OnnxCli, CompiledEncoderRunsFromCpp) {
+    const json &e = entry("encoder_small");
+    const std::string dir = work_dir("compile_encoder");
+    test::CommandResult r = test::run_cli("compile " + kData + "encoder_small.onnx -o " + dir + " --name encoder");
+    ASSERT_EQ(r.code, 0) << r.out;
+    const std::string caller = dir + "/caller";
+    std::string cmd = std::string(HFUSE_CXX) + " -std=c++17 -O2 -I " + dir +
+                      " -DMODEL_HEADER='\"encoder.h\"' -DMODEL_ARGV=encoder_argv " + HFUSE_SOURCE_DIR +
+                      "/tests/aot/caller.cpp " + dir + "/encoder.a -ldl -lpthread -o " + caller;
+    test::CommandResult b = test::run_command(cmd);
+    ASSERT_EQ(b.code, 0) << cmd << "\n" << b.out;
+    // Halide's dims are ONNX's reversed: [2, 10, 32] is 32,10,2.
+    r = test::run_command(caller + " in:32,10,2:" + kData + e["input"].get<std::string>() + " out:32,10,2:" + dir +
+                          "/out.f32");
+    ASSERT_EQ(r.code, 0) << r.out;
+    std::vector<float> out = read_f32_file(dir + "/out.f32", 2 * 10 * 32, "output");
+    expect_pytorch_outputs(e, {{"output", out.data()}}, 1e-4, "compiled library");
+}
+
 }  // namespace
 }  // namespace hfuse
