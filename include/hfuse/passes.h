@@ -31,6 +31,11 @@ Graph remove_identities(Graph graph);
 // BatchNormalizations stay: they lower to a per-channel scale+shift (one multiply-add per element).
 Graph fold_batchnorm(Graph graph);
 
+// Drops the kernel taps of each Conv (constant weights, explicit pads) that read only zero padding for
+// every output position -- a dilation reaching past the input -- shrinking its kernel and pads (DeepLab's
+// 3x3 convs of rate 24 and 36 on a 14x14 map become 1x1s). The outputs stay the same values.
+Graph drop_padding_taps(Graph graph);
+
 // Removes nodes whose values no node reads and the model does not return (and weights only they read).
 Graph remove_dead_nodes(Graph graph);
 
@@ -44,7 +49,7 @@ Graph fuse_layer_norm(Graph graph);
 Graph fuse_gelu(Graph graph);
 
 // The pre-planning pipeline: remove_dead_nodes, fold_constants, remove_identities, fold_batchnorm,
-// fuse_layer_norm, fuse_gelu.
+// drop_padding_taps, fuse_layer_norm, fuse_gelu.
 Graph simplify(Graph graph);
 
 }  // namespace hfuse

@@ -24,8 +24,8 @@ std::set<std::string> source_names(const Graph &g) {
 
 Graph simplify(Graph graph) {
     const std::set<std::string> before = source_names(graph);
-    Graph out = fuse_gelu(
-        fuse_layer_norm(fold_batchnorm(remove_identities(fold_constants(remove_dead_nodes(std::move(graph)))))));
+    Graph out = fuse_gelu(fuse_layer_norm(
+        drop_padding_taps(fold_batchnorm(remove_identities(fold_constants(remove_dead_nodes(std::move(graph))))))));
     // Names that no node stands for any more are recorded, so plans may still list them.
     const std::set<std::string> after = source_names(out);
     for (const std::string &n : before) {

@@ -1,5 +1,5 @@
-// The rewrites run before fusion planning (fold_constants, remove_identities, fold_batchnorm, fuse_layer_norm,
-// fuse_gelu, simplify):
+// The rewrites run before fusion planning (fold_constants, remove_identities, fold_batchnorm,
+// drop_padding_taps, fuse_layer_norm, fuse_gelu, simplify):
 // each case checks the structure of the rewritten graph and that it computes the same model outputs
 // as the original, both run through the unfused Halide executor.
 #include "hfuse/error.h"
@@ -706,6 +706,68 @@ TEST(RewriteFuseGelu, NotFusedWithOtherConstantsOrSharedValues) {
     EXPECT_EQ(count_op(fuse_gelu(pattern(0.6, false)), "Gelu"), 0);
     EXPECT_EQ(count_op(fuse_gelu(pattern(0.5, true)), "Gelu"), 0);
     EXPECT_EQ(count_op(fuse_gelu(pattern(0.5, false)), "Gelu"), 1);
+}
+
+// ---- drop_padding_taps ---------------------------------------------------------------------------
+
+// A conv of `x` [1, c, h, w] by weight "w" (with a bias) and the given attributes, then a Relu.
+Graph dilated_conv(Shape x, Shape w, json attrs) {
+    Builder b;
+    b.input("x", x).weight("w", w).weight("b", {w[0]});
+    b.node("conv", "Conv", {"x", "w", "b"}, std::move(attrs)).node("relu", "Relu", {"conv"});
+    return b.build({"relu"});
+}
+
+TEST(RewriteDropPaddingTaps, AtrousRatesPastTheMapBecomeOneByOne) {
+    // DeepLab's pyramid on a 7x7 map: rate 12 and 24 reach past it from the centre tap.
+    for (int64_t rate : {7, 12, 24}) {
+        Graph before =
+            dilated_conv({1, 6, 7, 7}, {5, 6, 3, 3},
+                         {{"kernel_shape", {3, 3}}, {"pads", {rate, rate, rate, rate}}, {"dilations", {rate, rate}}});
+        Graph after = drop_padding_taps(before);
+        const Node &conv = node_named(after, "conv");
+        EXPECT_EQ(after.type_of(conv.inputs[1]).shape, (Shape{5, 6, 1, 1})) << rate;
+        EXPECT_EQ(conv.attrs["pads"], json({0, 0, 0, 0}));
+        EXPECT_EQ(conv.attrs["dilations"], json({1, 1}));
+        EXPECT_EQ(conv.attrs["kernel_shape"], json({1, 1}));
+        EXPECT_FALSE(after.is_weight("w"));  // the 3x3 weight went with its last reader
+        // The kept weight is the centre tap's.
+        const std::vector<float> &w = before.weights.at("w").f32, &kept = after.weights.at(conv.inputs[1]).f32;
+        for (int64_t i = 0; i < 5 * 6; i++) ASSERT_EQ(kept[i], w[i * 9 + 4]);
+        expect_same_outputs(before, after);
+    }
+}
+
+TEST(RewriteDropPaddingTaps, OneAxisOneSideStridesAndGroups) {
+    // Width: taps 1 and 2 read past the end only (pads 0 and 10); height: a 3x3 with pad 1 keeps all.
+    Graph before =
+        dilated_conv({1, 4, 6, 4}, {4, 2, 3, 3}, {{"pads", {1, 0, 1, 10}}, {"dilations", {1, 5}}, {"group", 2}});
+    Graph after = drop_padding_taps(before);
+    const Node &conv = node_named(after, "conv");
+    EXPECT_EQ(after.type_of(conv.inputs[1]).shape, (Shape{4, 2, 3, 1}));
+    EXPECT_EQ(conv.attrs["pads"], json({1, 0, 1, 0}));
+    expect_same_outputs(before, after);
+    // Stride 2: rate 6 on 5 rows, outputs at 0, 2, 4: only the centre tap reads inside.
+    before =
+        dilated_conv({1, 3, 5, 5}, {4, 3, 3, 3}, {{"pads", {6, 6, 6, 6}}, {"dilations", {6, 6}}, {"strides", {2, 2}}});
+    after = drop_padding_taps(before);
+    EXPECT_EQ(after.type_of(node_named(after, "conv").inputs[1]).shape, (Shape{4, 3, 1, 1}));
+    expect_same_outputs(before, after);
+}
+
+TEST(RewriteDropPaddingTaps, KeptWhereEveryTapReadsTheInputOrTheWeightIsComputed) {
+    // Rate 4 on 7x7: the outer taps read the input for the outer outputs.
+    Graph before = dilated_conv({1, 2, 7, 7}, {3, 2, 3, 3}, {{"pads", {4, 4, 4, 4}}, {"dilations", {4, 4}}});
+    Graph after = drop_padding_taps(before);
+    EXPECT_EQ(node_named(after, "conv").inputs[1], "w");
+    EXPECT_EQ(after.type_of("w").shape, (Shape{3, 2, 3, 3}));
+    // A weight computed by a node is left to fold_constants first.
+    Builder b;
+    b.input("x", {1, 2, 5, 5}).weight("w_t", {2, 3, 3, 3});
+    b.node("w", "Transpose", {"w_t"}, {{"perm", {1, 0, 2, 3}}});
+    b.node("conv", "Conv", {"x", "w"}, {{"pads", {8, 8, 8, 8}}, {"dilations", {8, 8}}});
+    Graph computed = b.build({"conv"});
+    EXPECT_EQ(node_named(drop_padding_taps(computed), "conv").inputs[1], "w");
 }
 
 TEST(RewriteSimplify, AllRewritesTogether) {
