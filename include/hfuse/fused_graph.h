@@ -79,6 +79,12 @@ void write_plan(const std::string &path, const FusedGraph &fused);
 // model returns or that a group without its own copy reads.
 std::set<std::string> handed_out_values(const FusedGraph &fused, const FusedGroup &group);
 
+// The Transpose in `group` whose output a MatMul `product` of the group reads as B [..., K, N] lying as
+// its input does, contiguous along K (attention's K^T: keys [S, heads, d] transposed to [heads, d, S]),
+// or nullptr. Inlined (or recomputed) into the product, it makes B's columns strided; materialised
+// (root), B is contiguous along N.
+const Node *k_contiguous_transpose(const Graph &graph, const FusedGroup &group, const Node &product);
+
 // Bytes of intermediates a group keeps out of memory: values produced and consumed inside it that
 // are neither handed out nor placed at root.
 int64_t intermediate_bytes_saved(const FusedGraph &fused, const FusedGroup &group);

@@ -95,6 +95,24 @@ MergePrice price_nodes(const Graph &g, const std::set<std::string> &nodes,
 MergePrice price_recompute(const Graph &g, const std::set<std::string> &copied, const std::set<std::string> &handed_out,
                            int readers, const MachineModel &m);
 
+// Efficiencies (of the FMA peak) the templates reach on a product: gemm_nv (vectors along N, B read
+// contiguous along N) and gemm_dot (dot products along K, for B contiguous along K). gemm_dot on
+// attention's Q K^T (64 tokens, 8 heads of 64, Zen 4, AVX-512) ran at 14-20%.
+constexpr double kGemmEfficiency = 0.5;
+constexpr double kDotEfficiency = 0.2;
+
+// Materialising the operand `product` (a MatMul) reads through a transpose that leaves it contiguous
+// along K (attention's K^T, inlined): the copy writes and reads B once; the product then runs at
+// gemm_nv's efficiency instead of gemm_dot's.
+struct OperandCopyPrice {
+    int64_t bytes = 0;
+    double copy_ns = 0, saved_ns = 0;
+    bool pays() const { return saved_ns > copy_ns; }
+    // "materialises 'T' (128.0 KiB, ~8 us): 'MatMul' reads it along N, ~131 us less than dot products".
+    std::string why(const std::string &transpose, const std::string &product) const;
+};
+OperandCopyPrice price_operand_copy(const Graph &g, const Node &product, const MachineModel &m);
+
 // The rule set's "cost_model" object: {"flops_per_ns", "cache_bytes", "cache_bytes_per_ns",
 // "shared_cache_bytes", "shared_cache_bytes_per_ns", "memory_bytes_per_ns"}, every field a positive
 // number (shared_cache_bytes at least cache_bytes), and optionally "vector_lanes" (a power of two from

@@ -279,16 +279,13 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, Analysis &a) {
     if (!a.conv_root) find_pointwise_producer(g, grp, mem, a);
 }
 
-// Whether `value` is a Transpose's output whose second-last dim is its input's last, computed in the
-// group (inlined into its reader): read as B [..., K, N], it lies as its input does, contiguous along
-// K (attention's K^T: the keys [S, heads, d] transposed to [heads, d, S], perm [1, 2, 0]).
-bool transposed_in_group(const Graph &g, const FusedGroup &grp, const std::string &value) {
-    const Node *t = g.producer(value);
-    if (!t || t->op != "Transpose" || std::find(grp.nodes.begin(), grp.nodes.end(), t->name) == grp.nodes.end())
-        return false;
-    const std::vector<int64_t> perm = Attributes(t->attrs).get_ints("perm", {});
-    const int64_t r = static_cast<int64_t>(perm.size());
-    return r >= 2 && perm[r - 2] == r - 1;
+// Whether MatMul `n` reads B through a Transpose of its group computed as it is read (inlined), so
+// contiguous along K (see k_contiguous_transpose); materialised, B is contiguous along N.
+bool transposed_in_group(const Graph &g, const FusedGroup &grp, const Node &n) {
+    const Node *t = k_contiguous_transpose(g, grp, n);
+    if (!t) return false;
+    auto p = grp.placement.find(t->name);
+    return p == grp.placement.end() || p->second == Placement::Inline || p->second == Placement::Recompute;
 }
 
 // K and whether the operand indexed by the output's innermost dim is contiguous along K.
@@ -301,7 +298,7 @@ void gemm_layout(const Graph &g, const FusedGroup &grp, const Node &n, int64_t &
         k_contiguous = at.get_int("transB", 0) != 0 && !g.is_weight(n.inputs[1]);
     } else {  // MatMul: B [..., K, N] is contiguous along N, unless B is a vector (then x indexes A's rows)
         k = a.back();
-        k_contiguous = g.type_of(n.inputs[1]).rank() == 1 || transposed_in_group(g, grp, n.inputs[1]);
+        k_contiguous = g.type_of(n.inputs[1]).rank() == 1 || transposed_in_group(g, grp, n);
     }
 }
 

@@ -1,5 +1,6 @@
 #include "hfuse/fused_graph.h"
 
+#include "hfuse/attributes.h"
 #include "hfuse/error.h"
 #include "hfuse/model_io.h"
 #include "hfuse/passes.h"
@@ -477,6 +478,16 @@ std::set<std::string> handed_out_values(const FusedGraph &f, const FusedGroup &g
         }
     }
     return out;
+}
+
+const Node *k_contiguous_transpose(const Graph &g, const FusedGroup &grp, const Node &product) {
+    if (product.op != "MatMul" || product.inputs.size() < 2) return nullptr;
+    const Node *t = g.producer(product.inputs[1]);
+    if (!t || t->op != "Transpose" || std::find(grp.nodes.begin(), grp.nodes.end(), t->name) == grp.nodes.end())
+        return nullptr;
+    const std::vector<int64_t> perm = Attributes(t->attrs).get_ints("perm", {});
+    const int64_t r = static_cast<int64_t>(perm.size());
+    return r >= 2 && perm[r - 2] == r - 1 ? t : nullptr;
 }
 
 int64_t intermediate_bytes_saved(const FusedGraph &f, const FusedGroup &grp) {

@@ -280,6 +280,23 @@ MergePrice price_recompute(const Graph &g, const std::set<std::string> &copied, 
     return p;
 }
 
+OperandCopyPrice price_operand_copy(const Graph &g, const Node &product, const MachineModel &m) {
+    OperandCopyPrice p;
+    const Shape &b = g.type_of(product.inputs[1]).shape, &out = g.type_of(product.outputs[0]).shape;
+    const int64_t lanes = m.vector_lanes > 0 ? m.vector_lanes : 16;
+    if (b.size() < 2 || out.empty() || out.back() < lanes) return p;  // narrower than a vector: dot products anyway
+    p.bytes = value_bytes(g, product.inputs[1]);
+    p.copy_ns = 2 * transfer_ns(p.bytes, m);
+    const double flops = node_flops(g, product);
+    p.saved_ns = flops / m.flops_per_ns * (1 / kDotEfficiency - 1 / kGemmEfficiency);
+    return p;
+}
+
+std::string OperandCopyPrice::why(const std::string &transpose, const std::string &product) const {
+    return "materialises '" + transpose + "' (" + human_bytes(bytes) + ", " + human_ns(copy_ns) + "): '" + product +
+           "' reads it along N, " + human_ns(saved_ns) + " less than dot products";
+}
+
 MachineModel parse_machine_model(const nlohmann::json &j, const std::string &field) {
     if (!j.is_object()) {
         throw Error(

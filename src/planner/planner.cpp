@@ -563,6 +563,27 @@ FusedGraph recompute_shared_groups(FusedGraph f, const RuleSet &rules) {
     return f;
 }
 
+// Under a cost model, a Transpose a product of its group reads as a B contiguous along K (inlined,
+// the product takes dot products) is placed at root where the copy costs less than the dot products
+// lose (price_operand_copy): the product then reads B along N. The reason goes into the group's why.
+FusedGraph materialise_transposed_operands(FusedGraph f, const RuleSet &rules) {
+    if (!rules.cost_model) return f;
+    for (FusedGroup &grp : f.groups) {
+        for (const std::string &name : grp.nodes) {
+            const Node &n = *f.graph.find_node(name);
+            const Node *t = k_contiguous_transpose(f.graph, grp, n);
+            if (!t) continue;
+            auto p = grp.placement.find(t->name);
+            if (p != grp.placement.end() && p->second != Placement::Inline) continue;  // placed already
+            const OperandCopyPrice price = price_operand_copy(f.graph, n, rules.machine);
+            if (!price.pays()) continue;
+            grp.placement[t->name] = Placement::Root;
+            grp.why += (grp.why.empty() ? "" : "; ") + price.why(t->name, n.name);
+        }
+    }
+    return f;
+}
+
 // Under a cost model, each group of several ops says what it keeps out of memory and what it
 // recomputes, before the merges the round declined (which planning left in its "why").
 FusedGraph explained(FusedGraph f, const RuleSet &rules) {
@@ -583,7 +604,8 @@ FusedGraph plan_round(const FusedGraph &fused, const RuleSet &rules) {
     FusedGraph checked = check_plan(without_copies(fused));
     for (FusedGroup &grp : checked.groups) grp.why.clear();  // each round says why again
     FusedGraph planned = RoundPlanner(checked, rules).run();
-    return explained(rules.recompute ? recompute_shared_groups(std::move(planned), rules) : planned, rules);
+    if (rules.recompute) planned = recompute_shared_groups(std::move(planned), rules);
+    return explained(materialise_transposed_operands(std::move(planned), rules), rules);
 }
 
 FusedGraph plan_fusion(const Graph &graph, const std::vector<RuleSet> &rounds,

@@ -3,6 +3,7 @@
 // set, every rule-set option, rounds, the bundled models, and numerical equivalence of fused plans
 // (planned and random legal partitions) with the unfused graph.
 #include "hfuse/planner.h"
+#include "hfuse/composer.h"
 #include "hfuse/error.h"
 #include "hfuse/executor.h"
 #include "hfuse/fused_graph.h"
@@ -1454,6 +1455,43 @@ TEST(FusionCost, DepthwiseWithItsProducerPricesTheLanesItLeavesIdle) {
     set_target_lanes(rounds, 8);
     EXPECT_EQ(rounds[0].machine.vector_lanes, 8);
     EXPECT_EQ(rounds[1].machine.vector_lanes, 4);
+}
+
+// Attention's scores: queries [heads, tokens, 32] times the keys transposed to [heads, 32, tokens]
+// (contiguous along K as laid), then a Softmax.
+Graph attention_scores(int64_t queries, const std::string &name) {
+    ModelBuilder b(name);
+    b.input("q", {4, queries, 32}).input("k", {4, 24, 32});
+    b.node("kt", "Transpose", {"k"}, {{"perm", {0, 2, 1}}});
+    b.node("scores", "MatMul", {"q", "kt"}).node("softmax", "Softmax", {"scores"}, {{"axis", -1}});
+    return b.output("softmax").load();
+}
+
+TEST(FusionCost, TransposedOperandMaterialisedWhereItsCopyCostsLessThanDotProducts) {
+    const Halide::Target host = Halide::get_host_target();
+    const RuleSet x86 = load_rules("x86");
+    // 24 queries read each key: the 12 KiB copy is cheaper than the dot products; the product reads
+    // B along N (gemm_nv).
+    const Graph many = attention_scores(24, "scores_24");
+    const OperandCopyPrice price = price_operand_copy(simplify(many), *many.find_node("scores"), x86.machine);
+    EXPECT_EQ(price.bytes, 4 * 24 * 32 * 4);
+    EXPECT_TRUE(price.pays()) << price.copy_ns << " " << price.saved_ns;
+    FusedGraph f = with_default_schedules(plan_fusion(many, {x86}), host);
+    const FusedGroup &g = group_with(f, "scores");
+    EXPECT_EQ(g.placement.at("kt"), Placement::Root);
+    EXPECT_NE(g.why.find("materialises 'kt'"), std::string::npos) << g.why;
+    EXPECT_EQ(g.schedule.value("template", ""), "gemm_nv");
+    expect_matches(f, unfused_baseline(many), "24 queries");
+    // One query reads each key once: the copy would double B's traffic; dot products stay.
+    const Graph one = attention_scores(1, "scores_1");
+    EXPECT_FALSE(price_operand_copy(simplify(one), *one.find_node("scores"), x86.machine).pays());
+    f = with_default_schedules(plan_fusion(one, {x86}), host);
+    EXPECT_EQ(group_with(f, "scores").placement.at("kt"), Placement::Inline);
+    EXPECT_EQ(group_with(f, "scores").schedule.value("template", ""), "gemm_dot");
+    expect_matches(f, unfused_baseline(one), "1 query");
+    // Without a cost model nothing is priced: inlined, as the rules place it.
+    f = plan_fusion(many, {custom_rules("x86_uncosted", {{"cost_model", false}})});
+    EXPECT_EQ(group_with(f, "scores").placement.at("kt"), Placement::Inline);
 }
 
 TEST(FusionRules, CostModelErrorsNameTheField) {
