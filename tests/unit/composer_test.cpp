@@ -1081,6 +1081,9 @@ TEST(Composer, ChoosesTheTemplateOfTheMasterKind) {
     EXPECT_EQ(nv["tile_x_vectors"], std::min(2, 64 / vw));
     // Large enough to run in parallel.
     EXPECT_GT(fused_plan(gemm_model(64, 256, 256, false, false)).groups[0].schedule["parallel_tasks"], 1);
+    // Rows as many as the registers hold (AVX2: 6 rows of 2 vectors), balanced over the row tiles:
+    // 20 rows are 4 tiles of 5, not three of 6 and one of 2.
+    EXPECT_EQ(fused_plan(gemm_model(20, 64, 64, false, false)).groups[0].schedule["tile_y"], 5);
     // The LSTM cell: the gates read the products at four offsets, so they are computed at root.
     FusedGraph lstm = fused_plan(load_model(HFUSE_SOURCE_DIR "/models/lstm_cell.json"));
     EXPECT_EQ(group_of(lstm, "xw").schedule["template"], "gemm_nv");
