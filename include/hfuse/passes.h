@@ -31,9 +31,11 @@ Graph remove_identities(Graph graph);
 // BatchNormalizations stay: they lower to a per-channel scale+shift (one multiply-add per element).
 Graph fold_batchnorm(Graph graph);
 
-// Drops the kernel taps of each Conv (constant weights, explicit pads) that read only zero padding for
-// every output position -- a dilation reaching past the input -- shrinking its kernel and pads (DeepLab's
-// 3x3 convs of rate 24 and 36 on a 14x14 map become 1x1s). The outputs stay the same values.
+// Drops the kernel taps of each 2-D Conv (constant weights, explicit pads) that read only zero padding
+// -- a dilation reaching past the input: taps dead for every output go (DeepLab's 3x3s of rate 24 and
+// 36 on a 14x14 map become 1x1s); where bands of outputs read different taps and the bands halve the
+// work, the conv is split into one conv per band pair over a Slice of the input, joined by Concats.
+// The outputs stay the same values.
 Graph drop_padding_taps(Graph graph);
 
 // Removes nodes whose values no node reads and the model does not return (and weights only they read).

@@ -755,6 +755,31 @@ TEST(RewriteDropPaddingTaps, OneAxisOneSideStridesAndGroups) {
     expect_same_outputs(before, after);
 }
 
+TEST(RewriteDropPaddingTaps, BandsOfDifferentLiveTapsBecomeConvsOverSlices) {
+    // Rate 12 on 14x14: rows 0-1 read kernel rows 1-2, rows 2-11 row 1, rows 12-13 rows 0-1; the same
+    // for columns. 18 x 18 tap-positions of 42 x 42: nine convs, joined by Concats.
+    Graph before = dilated_conv({1, 96, 14, 14}, {64, 96, 3, 3}, {{"pads", {12, 12, 12, 12}}, {"dilations", {12, 12}}});
+    Graph after = drop_padding_taps(before);
+    EXPECT_EQ(count_op(after, "Conv"), 9);
+    EXPECT_EQ(count_op(after, "Concat"), 4);                // three rows, then the rows
+    const Node &corner = node_named(after, "conv/band00");  // outputs [0, 2) x [0, 2): taps 1-2 x 1-2
+    EXPECT_EQ(after.type_of(corner.inputs[1]).shape, (Shape{64, 96, 2, 2}));
+    EXPECT_EQ(after.type_of(corner.outputs[0]).shape, (Shape{1, 64, 2, 2}));
+    const Node &centre = node_named(after, "conv/band11");  // [2, 12) x [2, 12): the centre tap alone
+    EXPECT_EQ(after.type_of(centre.inputs[1]).shape, (Shape{64, 96, 1, 1}));
+    EXPECT_EQ(centre.attrs["pads"], json({0, 0, 0, 0}));
+    expect_same_outputs(before, after);
+    // Bands along the rows only (the columns' pad-1 bands would save too little to split them).
+    before = dilated_conv({1, 96, 14, 14}, {64, 96, 3, 3}, {{"pads", {12, 1, 12, 1}}, {"dilations", {12, 1}}});
+    after = drop_padding_taps(before);
+    EXPECT_EQ(count_op(after, "Conv"), 3);
+    EXPECT_EQ(count_op(after, "Slice"), 1);  // the middle band reads rows 2-11 alone
+    expect_same_outputs(before, after);
+    // Too few channels for the pieces to pay: one conv of the live taps (all of them here).
+    before = dilated_conv({1, 4, 14, 14}, {4, 4, 3, 3}, {{"pads", {12, 12, 12, 12}}, {"dilations", {12, 12}}});
+    EXPECT_EQ(count_op(drop_padding_taps(before), "Conv"), 1);
+}
+
 TEST(RewriteDropPaddingTaps, KeptWhereEveryTapReadsTheInputOrTheWeightIsComputed) {
     // Rate 4 on 7x7: the outer taps read the input for the outer outputs.
     Graph before = dilated_conv({1, 2, 7, 7}, {3, 2, 3, 3}, {{"pads", {4, 4, 4, 4}}, {"dilations", {4, 4}}});
