@@ -28,7 +28,9 @@
 // into n parallel tasks), compute ("tile": per tile of the group output; "root": P materialised
 // at root by its own tiles, the rest of the group by the simple schedule) and tile_order
 // ("columns_inner", the default: a row tile's column tiles in turn; "rows_inner": a panel of columns
-// through every row tile, so a B larger than A streams in once).
+// through every row tile, so a B larger than A streams in once), and for gemm_nv k_block (the
+// product computed per panel of columns, every row, its reduction in blocks of k_block outermost:
+// a block of B stays in the first-level cache while every row tile takes it).
 //
 // The rows tile_y counts are M's, or where M is 1 the batch dim before it (a seq-first transformer's
 // [S, 1, D] input times a weight [D, N] is S rows). A constant B, Gemm's [N, K] and MatMul's [K, N]

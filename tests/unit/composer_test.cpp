@@ -2333,7 +2333,25 @@ TEST(Composer, GemmTemplatesMatchTheUnfusedRun) {
                                        {"parallel_tasks", tasks},
                                        {"compute", tasks == 2 ? "root" : "tile"}};
             expect_matches(plan, g, e);
+            // The reduction in blocks (one and a tail, or several), the product per panel of columns.
+            plan.groups[0].schedule["k_block"] = tx % 2 ? k / 2 + 1 : 3;
+            plan.groups[0].schedule["tile_order"] = "rows_inner";
+            expect_matches(plan, g, e);
         }
+    }
+    // Blocked reductions with batch dims, rows not a multiple of the tile's, in parallel panels; and
+    // the default: blocked where a panel of A and B fills a second-level cache (AVX2: 80 x 3072 floats).
+    for (const Graph &g : {matmul_model({2, 7, 45}, {45, 21}), matmul_model({64, 3072}, {3072, 48})}) {
+        Expected e = expected_for(g);
+        FusedGraph plan = fused_plan(g);
+        const bool large = g.type_of("a").shape.back() == 3072;
+        EXPECT_EQ(plan.groups[0].schedule.contains("k_block"), large);
+        if (!large) {
+            plan.groups[0].schedule = {{"template", "gemm_nv"}, {"vector_width", 8}, {"tile_x_vectors", 1},
+                                       {"tile_y", 3},           {"k_block", 8},      {"unroll_k", 1},
+                                       {"parallel_tasks", 3},   {"compute", "tile"}};
+        }
+        expect_matches(plan, g, e);
     }
     // MatMul with batch dims (B broadcast over them), and with a vector B (x indexes A's rows).
     for (const Graph &g : {matmul_model({2, 3, 19}, {19, 21}), matmul_model({13, 19}, {19})}) {
