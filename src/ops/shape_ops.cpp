@@ -665,33 +665,92 @@ ResizePlan resize_plan(const Operands &op) {
     return p;
 }
 
-// Output elements times the multiply-adds of their taps (none for nearest).
-double resize_flops(const ResizePlan &p) {
+// The multiply-adds of the taps (none for nearest), as lower_resize computes them: with two or more
+// interpolated axes, the innermost first into a stage of the input's other extents, then the rest.
+double resize_flops(const ResizePlan &p, const Shape &in) {
+    int last = -1, interpolated = 0;
+    for (size_t a = 0; a < p.axes.size(); a++) {
+        if (p.axes[a].taps > 1) {
+            interpolated++;
+            last = static_cast<int>(a);
+        }
+    }
+    if (interpolated == 0) return 0.0;
     double taps = 1;
     for (const ResizeAxisSampling &s : p.axes) taps *= s.taps;
-    return taps == 1 ? 0.0 : 2 * taps * static_cast<double>(num_elements(p.out));
+    if (interpolated == 1) return 2 * taps * static_cast<double>(num_elements(p.out));
+    Shape stage = in;
+    stage[last] = p.out[last];
+    const double last_taps = p.axes[last].taps;
+    return 2 * last_taps * static_cast<double>(num_elements(stage)) +
+           2 * (taps / last_taps) * static_cast<double>(num_elements(p.out));
+}
+
+// How one axis of a Resize reads its input: arithmetic (o / k: integer upsampling, or the identity)
+// or tables of taps.
+struct ResizeAxisLowering {
+    int64_t k = 0;  // > 0: o reads o / k, weight 1
+    int taps = 1;
+    bool weighted = false;  // the taps carry weights (not a copy)
+    Func index, weight, inside;
+
+    // The input coordinates and weights (undefined: 1) of the taps output coordinate `o` reads.
+    void taps_of(const Expr &o, int64_t in, std::vector<Expr> &indices, std::vector<Expr> &weights) const {
+        indices.clear();
+        weights.clear();
+        if (k > 0) {
+            indices.push_back(k == 1 ? o : o / int_expr(k));
+            weights.push_back(Expr());
+            return;
+        }
+        for (int j = 0; j < taps; j++) {
+            // The clamp tells bounds inference what the table holds.
+            indices.push_back(Halide::clamp(index(o, j), 0, int_expr(in - 1)));
+            weights.push_back(weighted ? weight(o, j) : Expr());
+        }
+    }
+};
+
+// The sum, over every combination of the axes' taps, of the weighted reads of `f` (bilinear: 4).
+Expr sum_of_taps(const Func &f, const std::vector<std::vector<Expr>> &index,
+                 const std::vector<std::vector<Expr>> &weight) {
+    const size_t rank = index.size();
+    Expr value;
+    std::vector<size_t> tap(rank, 0);
+    while (true) {
+        std::vector<Expr> coords(rank);
+        Expr w;
+        for (size_t a = 0; a < rank; a++) {
+            coords[a] = index[a][tap[a]];
+            const Expr &wa = weight[a][tap[a]];
+            if (wa.defined()) w = w.defined() ? w * wa : wa;
+        }
+        Expr term = call(f, coords);
+        if (w.defined()) term = w * term;
+        value = value.defined() ? value + term : term;
+        int a = static_cast<int>(rank) - 1;
+        for (; a >= 0 && ++tap[a] == index[a].size(); a--) tap[a] = 0;
+        if (a < 0) return value;
+    }
 }
 
 Lowered lower_resize(const LowerContext &ctx) {
     const ResizePlan p = resize_plan(Operands(ctx));
     const Shape &in = ctx.input_types[0]->shape;
     const int rank = static_cast<int>(in.size());
-    OutputCoords c = output_coords(rank);
-    // Per axis, the taps' input coordinates and weights (undefined weight: 1).
-    std::vector<std::vector<Expr>> index(rank), weight(rank);
-    Expr inside;  // undefined: every output maps inside the input
+    std::vector<ResizeAxisLowering> axes(rank);
+    Var x("x"), t("t");
+    int interpolated = 0, last = -1;  // axes with several taps, the innermost of them
     for (int a = 0; a < rank; a++) {
         const ResizeAxisSampling &s = p.axes[a];
+        ResizeAxisLowering &l = axes[a];
         const int out = static_cast<int>(s.out);
-        // Integer upsampling (o reads o / k) and the identity are arithmetic; anything else tables.
         const int64_t k = s.out / in[a];
         if (k >= 1 && s.out == k * in[a] && s.is_integer_upsampling(k)) {
-            index[a] = {k == 1 ? c.onnx[a] : c.onnx[a] / int_expr(k)};
-            weight[a] = {Expr()};
+            l.k = k;
             continue;
         }
         const std::string axis = std::to_string(a);
-        Var x("x"), t("t");
         Halide::Buffer<int32_t> index_table(out, s.taps);
         Halide::Buffer<float> weight_table(out, s.taps);
         for (int o = 0; o < out; o++) {
@@ -700,43 +759,58 @@ Lowered lower_resize(const LowerContext &ctx) {
                 weight_table(o, j) = s.weight[o * s.taps + j];
             }
         }
-        Func index_of(func_name(ctx, "index" + axis)), weight_of(func_name(ctx, "weight" + axis));
-        index_of(x, t) = index_table(x, t);
-        weight_of(x, t) = weight_table(x, t);
-        for (int j = 0; j < s.taps; j++) {
-            // The clamp tells bounds inference what the table holds.
-            index[a].push_back(Halide::clamp(index_of(c.onnx[a], j), 0, int_expr(in[a] - 1)));
-            weight[a].push_back(s.is_copy() ? Expr() : weight_of(c.onnx[a], j));
-        }
+        l.taps = s.taps;
+        l.weighted = !s.is_copy();
+        l.index = Func(func_name(ctx, "index" + axis));
+        l.weight = Func(func_name(ctx, "weight" + axis));
+        l.index(x, t) = index_table(x, t);
+        l.weight(x, t) = weight_table(x, t);
         if (!s.inside.empty()) {
             Halide::Buffer<uint8_t> inside_table(out);
             for (int o = 0; o < out; o++) inside_table(o) = s.inside[o];
-            Func inside_of(func_name(ctx, "inside" + axis));
-            inside_of(x) = inside_table(x);
-            const Expr here = inside_of(c.onnx[a]) != 0;
-            inside = inside.defined() ? inside && here : here;
+            l.inside = Func(func_name(ctx, "inside" + axis));
+            l.inside(x) = inside_table(x);
+        }
+        if (s.taps > 1) {
+            interpolated++;
+            last = a;
         }
     }
-    // The sum over every combination of the axes' taps (bilinear: 4, bicubic: 16).
-    Expr value;
-    std::vector<size_t> tap(rank, 0);
-    while (true) {
-        std::vector<Expr> coords(rank);
-        Expr w;
+    OutputCoords c = output_coords(rank);
+    std::vector<std::vector<Expr>> index(rank), weight(rank);
+    for (int a = 0; a < rank; a++) axes[a].taps_of(c.onnx[a], in[a], index[a], weight[a]);
+    Lowered lowered;
+    Func source = ctx.inputs[0];
+    if (interpolated >= 2) {
+        // Separable: the innermost interpolated axis first, into a stage the executors materialise,
+        // then the others read it (bilinear upsampling of 14x14 to 224x224: 2 reads a row of the
+        // stage, 4 an output, where the product of the taps read 4 of the input an output, gathered).
+        OutputCoords sc = output_coords(rank);
+        std::vector<std::vector<Expr>> stage_index(rank), stage_weight(rank);
         for (int a = 0; a < rank; a++) {
-            coords[a] = index[a][tap[a]];
-            const Expr &wa = weight[a][tap[a]];
-            if (wa.defined()) w = w.defined() ? w * wa : wa;
+            if (a == last) {
+                axes[a].taps_of(sc.onnx[a], in[a], stage_index[a], stage_weight[a]);
+            } else {
+                stage_index[a] = {sc.onnx[a]};
+                stage_weight[a] = {Expr()};
+            }
         }
-        Expr term = call(ctx.inputs[0], coords);
-        if (w.defined()) term = w * term;
-        value = value.defined() ? value + term : term;
-        int a = rank - 1;
-        for (; a >= 0 && ++tap[a] == index[a].size(); a--) tap[a] = 0;
-        if (a < 0) break;
+        Func stage = define(ctx, sc, sum_of_taps(source, stage_index, stage_weight), "along" + std::to_string(last));
+        lowered.stages.push_back(stage);
+        source = stage;
+        index[last] = {c.onnx[last]};
+        weight[last] = {Expr()};
+    }
+    Expr value = sum_of_taps(source, index, weight);
+    Expr inside;  // undefined: every output maps inside the input
+    for (int a = 0; a < rank; a++) {
+        if (!axes[a].inside.defined()) continue;
+        const Expr here = axes[a].inside(c.onnx[a]) != 0;
+        inside = inside.defined() ? inside && here : here;
     }
     if (inside.defined()) value = Halide::select(inside, value, Halide::Expr(p.extrapolation_value));
-    return single_output(define(ctx, c, value));
+    lowered.outputs.push_back(define(ctx, c, value));
+    return lowered;
 }
 
 }  // namespace
@@ -820,7 +894,7 @@ void register_shape_ops(std::vector<OpSchema> &ops) {
                                    {1, 2, 3});
     resize.infer = [](const InferContext &ctx) { return float_output(resize_plan(Operands(ctx)).out); };
     resize.flops = [](const InferContext &ctx, const std::vector<TensorType> &) {
-        return resize_flops(resize_plan(Operands(ctx)));
+        return resize_flops(resize_plan(Operands(ctx)), ctx.inputs[0]->shape);
     };
     resize.lower = lower_resize;
     ops.push_back(std::move(resize));
