@@ -334,6 +334,24 @@ TEST(OnnxCli, ImportWritesAJsonModelThatRunsTheSame) {
     EXPECT_EQ(r.code, 2) << r.out;
 }
 
+// Builds tests/aot/caller.cpp against the library `name` that `hfuse compile` wrote into `dir`, runs it
+// on the entry's input (`in_dims`, `out_dims`: Halide's order, ONNX's reversed, as the caller takes
+// them) and expects PyTorch's output.
+void expect_compiled_library_matches(const json &e, const std::string &dir, const std::string &name,
+                                     const std::string &in_dims, const std::string &out_dims, int64_t outputs) {
+    const std::string caller = dir + "/caller";
+    std::string cmd = std::string(HFUSE_CXX) + " -std=c++17 -O2 -I " + dir + " -DMODEL_HEADER='\"" + name +
+                      ".h\"' -DMODEL_ARGV=" + name + "_argv " + HFUSE_SOURCE_DIR + "/tests/aot/caller.cpp " + dir +
+                      "/" + name + ".a -ldl -lpthread -o " + caller;
+    test::CommandResult b = test::run_command(cmd);
+    ASSERT_EQ(b.code, 0) << cmd << "\n" << b.out;
+    test::CommandResult r = test::run_command(caller + " in:" + in_dims + ":" + kData + e["input"].get<std::string>() +
+                                              " out:" + out_dims + ":" + dir + "/out.f32");
+    ASSERT_EQ(r.code, 0) << r.out;
+    std::vector<float> out = read_f32_file(dir + "/out.f32", outputs, "output");
+    expect_pytorch_outputs(e, {{"output", out.data()}}, 1e-4, "compiled library");
+}
+
 // hfuse compile of an ONNX model (weights in an external data file): a library a plain C++ program
 // runs, matching PyTorch; the depfile names the data file. (tools/onnx_acceptance.py does the same
 // with resnet18.)
@@ -347,37 +365,15 @@ TEST(OnnxCli, CompiledOnnxModelRunsFromCpp) {
     std::stringstream deps;
     deps << dep.rdbuf();
     expect_contains(deps.str(), {"mlp_ext.onnx \\", "mlp_ext.onnx.data"});
-    const std::string caller = dir + "/caller";
-    std::string cmd = std::string(HFUSE_CXX) + " -std=c++17 -O2 -I " + dir +
-                      " -DMODEL_HEADER='\"mlp.h\"' -DMODEL_ARGV=mlp_argv " + HFUSE_SOURCE_DIR +
-                      "/tests/aot/caller.cpp " + dir + "/mlp.a -ldl -lpthread -o " + caller;
-    test::CommandResult b = test::run_command(cmd);
-    ASSERT_EQ(b.code, 0) << cmd << "\n" << b.out;
-    r = test::run_command(caller + " in:64,2:" + kData + e["input"].get<std::string>() + " out:10,2:" + dir +
-                          "/out.f32");
-    ASSERT_EQ(r.code, 0) << r.out;
-    std::vector<float> out = read_f32_file(dir + "/out.f32", 20, "output");
-    expect_pytorch_outputs(e, {{"output", out.data()}}, 1e-4, "compiled library");
+    expect_compiled_library_matches(e, dir, "mlp", "64,2", "10,2", 20);
 }
 
 // A transformer encoder (attention, LayerNorm, GELU) compiled ahead of time, called from plain C++.
 TEST(OnnxCli, CompiledEncoderRunsFromCpp) {
-    const json &e = entry("encoder_small");
     const std::string dir = work_dir("compile_encoder");
     test::CommandResult r = test::run_cli("compile " + kData + "encoder_small.onnx -o " + dir + " --name encoder");
     ASSERT_EQ(r.code, 0) << r.out;
-    const std::string caller = dir + "/caller";
-    std::string cmd = std::string(HFUSE_CXX) + " -std=c++17 -O2 -I " + dir +
-                      " -DMODEL_HEADER='\"encoder.h\"' -DMODEL_ARGV=encoder_argv " + HFUSE_SOURCE_DIR +
-                      "/tests/aot/caller.cpp " + dir + "/encoder.a -ldl -lpthread -o " + caller;
-    test::CommandResult b = test::run_command(cmd);
-    ASSERT_EQ(b.code, 0) << cmd << "\n" << b.out;
-    // Halide's dims are ONNX's reversed: [2, 10, 32] is 32,10,2.
-    r = test::run_command(caller + " in:32,10,2:" + kData + e["input"].get<std::string>() + " out:32,10,2:" + dir +
-                          "/out.f32");
-    ASSERT_EQ(r.code, 0) << r.out;
-    std::vector<float> out = read_f32_file(dir + "/out.f32", 2 * 10 * 32, "output");
-    expect_pytorch_outputs(e, {{"output", out.data()}}, 1e-4, "compiled library");
+    expect_compiled_library_matches(entry("encoder_small"), dir, "encoder", "32,10,2", "32,10,2", 2 * 10 * 32);
 }
 
 }  // namespace
