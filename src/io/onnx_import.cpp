@@ -837,9 +837,8 @@ void emit_slice(Importer &im, const OnnxNode &n) {
     im.emit(std::move(node));
 }
 
-// Dropout is the identity in inference; a training_mode that is true is refused.
+// Dropout is the identity in inference; a training_mode that is true is refused unless the ratio is 0.
 void emit_dropout(Importer &im, const OnnxNode &n) {
-    // Training mode with a ratio of 0 (what torchvision's attention exports) drops nothing either.
     if (n.has(2)) {
         const Constant &t = im.constant_input(n, 2, "training_mode");
         const bool drops = !n.has(1) || as_double(im.constant_input(n, 1, "ratio"), 0) != 0;
@@ -932,9 +931,10 @@ void emit_reduce_mean(Importer &im, const OnnxNode &n) {
 }
 
 // Resize-18's attributes, resolved into the opset-13 form hfuse's Resize takes (r: inputs as the node's,
-// an empty roi or scales already left out): antialias is kept (hfuse's Resize takes it); keep_aspect_ratio_policy is
-// taken where it is stretch (the default) or the sizes keep the input's aspect ratio (where every policy is stretch);
-// `axes` (roi, scales and sizes given for those axes only) is expanded to every axis.
+// an empty roi or scales already left out): antialias is kept (hfuse's Resize takes it);
+// keep_aspect_ratio_policy is taken where it is stretch (the default) or the sizes keep the input's
+// aspect ratio (where every policy is stretch); `axes` (roi, scales and sizes given for those axes
+// only) is expanded to every axis.
 void resolve_resize_18(Importer &im, const OnnxNode &n, Node &r) {
     const Shape &in = im.type_of(n.inputs[0]).shape;
     const int64_t rank = static_cast<int64_t>(in.size());

@@ -1,7 +1,7 @@
 // Data-movement ops (ONNX opset 13): Expand, Flatten, Reshape, Transpose, Concat, Split, Slice, Identity,
 // Dropout (inference), Pad and Resize. Every output element reads one input element (a few, for Resize
-// linear and cubic), so all of them are Injective with no FLOPs (Resize: its multiply-adds); each Halide definition
-// maps output coordinates to input coordinates using the static shapes.
+// linear and cubic), so all of them are Injective with no FLOPs (Resize: its multiply-adds); each
+// Halide definition maps output coordinates to input coordinates using the static shapes.
 //
 // Shape-like inputs (Reshape's shape, Slice's starts, Pad's pads, ...) are constants, so the checks
 // and the derived parameters live in one "plan" function per op, used by both infer and lower.
