@@ -394,6 +394,19 @@ def hand_built():
         helper.make_node("Upsample", ["input", "scales"], ["output"], name="upsample", mode="linear")],
         [vi("input", [1, 2, 3, 4])], [vi("output", [1, 2, 6, 6])], [("scales", torch.tensor([1, 1, 2, 1.5]))], 9),
         x, [torch.from_numpy(up).float()]))
+    # The reductions with axes as an input: ReduceSum from opset 13, ReduceMax and ReduceMin from 18
+    # (ReduceMax over the spatial dims: a GlobalMaxPool).
+    x = rand(2, 3, 4, 5)
+    out.append(("reduce_sum_opset13", model([
+        helper.make_node("ReduceSum", ["input", "axes"], ["output"], name="sum", keepdims=0)],
+        [vi("input", [2, 3, 4, 5])], [vi("output", [2, 4])], [("axes", ints(1, -1))], 13),
+        x, [x.sum((1, 3))]))
+    out.append(("reduce_max_min_opset18", model([
+        helper.make_node("ReduceMax", ["input", "spatial"], ["output0"], name="max"),
+        helper.make_node("ReduceMin", ["input", "channels"], ["output1"], name="min", keepdims=0)],
+        [vi("input", [2, 3, 4, 5])], [vi("output0", [2, 3, 1, 1]), vi("output1", [2, 4, 5])],
+        [("spatial", ints(2, 3)), ("channels", ints(1))], 18, ir=8),
+        x, [x.amax((2, 3), keepdim=True), x.amin(1)]))
     return out
 
 

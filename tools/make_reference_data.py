@@ -464,6 +464,16 @@ def resize_cases():
     add([1, 2, 12, 11], [5, 4], "bicubic", False, aac, antialias=True)
 
 
+def reduce_cases():
+    """ReduceSum, ReduceMax, ReduceMin (after the other families, so their cases keep their seeds)."""
+    x = rand(2, 3, 4, 5, lo=-2, hi=2)
+    for op, fn in (("ReduceSum", lambda t, d, k: t.sum(d, keepdim=k)),
+                   ("ReduceMax", lambda t, d, k: t.amax(d, keepdim=k)),
+                   ("ReduceMin", lambda t, d, k: t.amin(d, keepdim=k))):
+        case(op, {"axes": [1, 3], "keepdims": 1}, [act(x)], fn(x, (1, 3), True))
+        case(op, {"axes": [-1], "keepdims": 0}, [act(x)], fn(x, (-1,), False))
+
+
 def main():
     torch.manual_seed(0)
     conv_cases()
@@ -473,6 +483,7 @@ def main():
     shape_cases()
     math_cases()
     resize_cases()
+    reduce_cases()
     text = json.dumps(CASES, separators=(",", ":"))
     with open(OUT_PATH, "w") as f:
         f.write(text + "\n")

@@ -541,7 +541,8 @@ int64_t int_attr(const OnnxNode &n, const std::string &name, int64_t fallback) {
     return Attributes(n.attrs).get_int(name, fallback);
 }
 
-// Axes of Squeeze/Unsqueeze/ReduceMean: an attribute before opset 13 (18 for ReduceMean), an input after.
+// Axes of Squeeze/Unsqueeze and the reductions: an attribute before opset 13 (18 for ReduceMean, ReduceMax
+// and ReduceMin), an input after.
 std::optional<std::vector<int64_t>> axes_operand(Importer &im, const OnnxNode &n, int64_t input_from_opset) {
     if (im.opset() >= input_from_opset) {
         if (!n.has(1)) return std::nullopt;
@@ -887,15 +888,17 @@ void emit_average_pool(Importer &im, const OnnxNode &n) {
     im.emit_same(plain);
 }
 
-// A ReduceMean over every spatial dim of an N x C x ... tensor is a GlobalAveragePool (hfuse's reduction
-// template), followed by a Reshape when the dims are not kept; any other ReduceMean stays one.
-void emit_reduce_mean(Importer &im, const OnnxNode &n) {
+// ReduceMean, ReduceSum, ReduceMax, ReduceMin: axes an input from opset 18 (13 for ReduceSum). A
+// ReduceMean (ReduceMax) over every spatial dim of an N x C x ... tensor is a GlobalAveragePool
+// (GlobalMaxPool: hfuse's reduction template), followed by a Reshape when the dims are not kept.
+void emit_reduce(Importer &im, const OnnxNode &n) {
     const Shape &in = im.type_of(n.inputs[0]).shape;
     const int64_t rank = static_cast<int64_t>(in.size());
-    std::optional<std::vector<int64_t>> axes = axes_operand(im, n, 18);
-    // From opset 18, no axes input or an empty one reduces every dim, unless noop_with_empty_axes makes
+    const int64_t axes_input_since = n.op == "ReduceSum" ? 13 : 18;
+    std::optional<std::vector<int64_t>> axes = axes_operand(im, n, axes_input_since);
+    // With axes as an input, none or an empty one reduces every dim, unless noop_with_empty_axes makes
     // the node an identity.
-    if (im.opset() >= 18 && (!axes || axes->empty())) {
+    if (im.opset() >= axes_input_since && (!axes || axes->empty())) {
         if (int_attr(n, "noop_with_empty_axes", 0) != 0) {
             emit_identity(im, n);
             return;
@@ -909,10 +912,11 @@ void emit_reduce_mean(Importer &im, const OnnxNode &n) {
     }
     std::set<int64_t> spatial;
     for (int64_t i = 2; i < rank; i++) spatial.insert(i);
-    if (rank >= 3 && reduced == spatial) {
+    const char *global = n.op == "ReduceMean" ? "GlobalAveragePool" : n.op == "ReduceMax" ? "GlobalMaxPool" : nullptr;
+    if (global && rank >= 3 && reduced == spatial) {
         Node gap;
         gap.name = n.name;
-        gap.op = "GlobalAveragePool";
+        gap.op = global;
         gap.inputs = {n.inputs[0]};
         gap.outputs = {keep ? n.outputs[0] : im.fresh_value(n.outputs[0] + "/pooled")};
         im.emit(gap);
@@ -922,7 +926,7 @@ void emit_reduce_mean(Importer &im, const OnnxNode &n) {
     }
     Node r;
     r.name = n.name;
-    r.op = "ReduceMean";
+    r.op = n.op;
     r.inputs = {n.inputs[0]};
     r.outputs = {n.outputs[0]};
     if (axes) r.attrs["axes"] = *axes;
@@ -1126,7 +1130,7 @@ const std::map<std::string, OpImport> &op_imports() {
         t["Pad"].emit = emit_pad;
         t["Dropout"].emit = emit_dropout;
         t["BatchNormalization"].emit = emit_batch_norm;
-        t["ReduceMean"].emit = emit_reduce_mean;
+        for (const char *op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"}) t[op].emit = emit_reduce;
         t["Resize"].emit = emit_resize;
         t["Upsample"].emit = emit_upsample;
         t["AveragePool"].emit = emit_average_pool;

@@ -1,5 +1,5 @@
 // BatchNormalization (inference), Softmax (opset 13: along one axis), LayerNormalization (opset 17)
-// and ReduceMean (opset 13: axes as an attribute).
+// and ReduceMean, ReduceSum, ReduceMax, ReduceMin (axes as an attribute, as opset 13 ReduceMean has them).
 #include "halide_util.h"
 #include "hfuse/error.h"
 #include "op_families.h"
@@ -178,7 +178,7 @@ Lowered lower_layer_norm(const LowerContext &ctx) {
     return {{out}, {sum_f, sq_f}, {}};
 }
 
-// ReduceMean's reduced dims (ONNX order; all of them when `axes` is absent) and output shape.
+// A reduction's reduced dims (ONNX order; all of them when `axes` is absent) and output shape.
 struct ReducePlan {
     std::vector<bool> reduced;
     Shape out;
@@ -205,8 +205,9 @@ ReducePlan reduce_plan(const Attributes &attrs, const Shape &in) {
     return p;
 }
 
-// The sum over an RDom of the reduced dims, divided by their count.
-Lowered lower_reduce_mean(const LowerContext &ctx) {
+// ReduceMean, ReduceSum, ReduceMax, ReduceMin: one update over an RDom of the reduced dims (the mean
+// then divides by their count).
+Lowered lower_reduce(const LowerContext &ctx, const std::string &op) {
     const Shape &in = ctx.input_types[0]->shape;
     const int rank = static_cast<int>(in.size());
     const ReducePlan p = reduce_plan(ctx.attrs, in);
@@ -235,9 +236,18 @@ Lowered lower_reduce_mean(const LowerContext &ctx) {
     std::vector<Expr> args(coords.rbegin(), coords.rend());
     Func out(func_name(ctx));
     std::vector<Expr> out_args = as_exprs(vars);
-    out(out_args) = 0.0f;
-    out(out_args) += ctx.inputs[0](args);
-    out(out_args) = out(out_args) / static_cast<float>(count);
+    const Expr x = ctx.inputs[0](args);
+    if (op == "ReduceMax") {
+        out(out_args) = Halide::Float(32).min();
+        out(out_args) = Halide::max(out(out_args), x);
+    } else if (op == "ReduceMin") {
+        out(out_args) = Halide::Float(32).max();
+        out(out_args) = Halide::min(out(out_args), x);
+    } else {
+        out(out_args) = 0.0f;
+        out(out_args) += x;
+        if (op == "ReduceMean") out(out_args) = out(out_args) / static_cast<float>(count);
+    }
     return {{out}, {}, {}};
 }
 
@@ -282,19 +292,21 @@ void register_normalization_ops(std::vector<OpSchema> &ops) {
     };
     ops.push_back(std::move(ln));
 
-    OpSchema mean;
-    mean.name = "ReduceMean";
-    mean.kind = PatternKind::Reduction;
-    mean.attributes = {"axes", "keepdims"};
-    mean.infer = [](const InferContext &ctx) {
-        return std::vector<TensorType>{{DType::Float32, reduce_plan(ctx.attrs, ctx.inputs[0]->shape).out}};
-    };
-    mean.lower = lower_reduce_mean;
-    // One add per input element.
-    mean.flops = [](const InferContext &ctx, const std::vector<TensorType> &) {
-        return static_cast<double>(num_elements(ctx.inputs[0]->shape));
-    };
-    ops.push_back(std::move(mean));
+    for (const char *op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"}) {
+        OpSchema reduce;
+        reduce.name = op;
+        reduce.kind = PatternKind::Reduction;
+        reduce.attributes = {"axes", "keepdims"};
+        reduce.infer = [](const InferContext &ctx) {
+            return std::vector<TensorType>{{DType::Float32, reduce_plan(ctx.attrs, ctx.inputs[0]->shape).out}};
+        };
+        reduce.lower = [name = std::string(op)](const LowerContext &ctx) { return lower_reduce(ctx, name); };
+        // One add (or comparison) per input element.
+        reduce.flops = [](const InferContext &ctx, const std::vector<TensorType> &) {
+            return static_cast<double>(num_elements(ctx.inputs[0]->shape));
+        };
+        ops.push_back(std::move(reduce));
+    }
 }
 
 }  // namespace hfuse::ops

@@ -717,8 +717,9 @@ std::vector<RefTensor> pad(const OpArgs &a) {
     return {out};
 }
 
-// ReduceMean (opset 13): the mean over `axes` (every axis when absent), reduced dims kept as 1 or dropped.
-std::vector<RefTensor> reduce_mean(const OpArgs &a) {
+// ReduceMean, ReduceSum, ReduceMax, ReduceMin over `axes` (every axis when absent), reduced dims kept
+// as 1 or dropped.
+std::vector<RefTensor> reduce(const OpArgs &a, const std::string &op) {
     const RefTensor &x = a.in(0);
     const int r = rank(x);
     std::vector<bool> reduced(r, !a.attrs.has("axes"));
@@ -732,13 +733,15 @@ std::vector<RefTensor> reduce_mean(const OpArgs &a) {
             n *= x.shape[d];
         }
     }
-    std::vector<double> sum(num_elements(kept_shape), 0.0);
+    const double inf = std::numeric_limits<double>::infinity();
+    std::vector<double> acc(num_elements(kept_shape), op == "ReduceMax" ? -inf : op == "ReduceMin" ? inf : 0.0);
     const Strides out_strides = strides_of(kept_shape);
     std::vector<int64_t> idx(r, 0);
     for (size_t i = 0; i < x.data.size(); i++) {
         int64_t o = 0;
         for (int d = 0; d < r; d++) o += reduced[d] ? 0 : idx[d] * out_strides[d];
-        sum[o] += x.data[i];
+        const double v = x.data[i];
+        acc[o] = op == "ReduceMax" ? std::max(acc[o], v) : op == "ReduceMin" ? std::min(acc[o], v) : acc[o] + v;
         for (int d = r - 1; d >= 0 && ++idx[d] == x.shape[d]; d--) idx[d] = 0;
     }
     Shape shape;
@@ -746,7 +749,7 @@ std::vector<RefTensor> reduce_mean(const OpArgs &a) {
         if (!reduced[d] || keep) shape.push_back(kept_shape[d]);
     }
     RefTensor out = zeros(shape);
-    for (size_t i = 0; i < sum.size(); i++) out.data[i] = static_cast<float>(sum[i] / n);
+    for (size_t i = 0; i < acc.size(); i++) out.data[i] = static_cast<float>(op == "ReduceMean" ? acc[i] / n : acc[i]);
     return {out};
 }
 
@@ -997,7 +1000,10 @@ const std::map<std::string, OpFn> &op_table() {
         {"Pad", pad},
         {"Identity", identity},
         {"Dropout", identity},
-        {"ReduceMean", reduce_mean},
+        {"ReduceMean", [](const OpArgs &a) { return reduce(a, "ReduceMean"); }},
+        {"ReduceSum", [](const OpArgs &a) { return reduce(a, "ReduceSum"); }},
+        {"ReduceMax", [](const OpArgs &a) { return reduce(a, "ReduceMax"); }},
+        {"ReduceMin", [](const OpArgs &a) { return reduce(a, "ReduceMin"); }},
         {"Resize", resize},
     };
     return table;

@@ -1,4 +1,5 @@
-// BatchNormalization (inference), Softmax, LayerNormalization and ReduceMean, checked against the reference evaluator.
+// BatchNormalization (inference), Softmax, LayerNormalization and ReduceMean/Sum/Max/Min, checked against the
+// reference evaluator.
 #include "op_test_util.h"
 
 namespace hfuse::test {
@@ -71,6 +72,19 @@ TEST(NormalizationOps, ReduceMeanAxesAndKeepdims) {
         if (reduce.empty()) reduce.push_back(0);
         check_op({"ReduceMean", {{"axes", reduce}, {"keepdims", rng.uniform_int(0, 1)}}, {activation(shape)}}, kTol);
     }
+}
+
+TEST(NormalizationOps, ReduceSumMaxMin) {
+    const Shape s = {3, 5, 7, 4};
+    for (const char *op : {"ReduceSum", "ReduceMax", "ReduceMin"}) {
+        SCOPED_TRACE(op);
+        check_op({op, {{"axes", {-1}}, {"keepdims", 1}}, {activation(s)}}, kTol);
+        check_op({op, {{"axes", {0, 2}}, {"keepdims", 0}}, {activation(s)}}, kTol);
+        check_op({op, {{"keepdims", 0}}, {activation({2, 9, 1})}}, kTol);  // every axis, to a scalar
+    }
+    // All negative: a max that starts at 0 instead of the lowest float would show.
+    check_op({"ReduceMax", {{"axes", {1}}}, {weight({4, 6}, -3, -1)}}, kTol);
+    check_op({"ReduceMin", {{"axes", {1}}}, {weight({4, 6}, 1, 3)}}, kTol);
 }
 
 // LayerNormalization over the last axis (the reduction template's rows, odd widths for the vector
