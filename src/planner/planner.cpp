@@ -573,8 +573,10 @@ FusedGraph materialise_transposed_operands(FusedGraph f, const RuleSet &rules) {
             const Node &n = *f.graph.find_node(name);
             const Node *t = k_contiguous_transpose(f.graph, grp, n);
             if (!t) continue;
+            // Placed otherwise already (an output, a copy, or root by an earlier round: then said again).
             auto p = grp.placement.find(t->name);
-            if (p != grp.placement.end() && p->second != Placement::Inline) continue;  // placed already
+            const bool open = p == grp.placement.end() || p->second == Placement::Inline;
+            if (!open && p->second != Placement::Root) continue;
             const OperandCopyPrice price = price_operand_copy(f.graph, n, rules.machine);
             if (!price.pays()) continue;
             grp.placement[t->name] = Placement::Root;

@@ -1482,6 +1482,10 @@ TEST(FusionCost, TransposedOperandMaterialisedWhereItsCopyCostsLessThanDotProduc
     EXPECT_NE(g.why.find("materialises 'kt'"), std::string::npos) << g.why;
     EXPECT_EQ(g.schedule.value("template", ""), "gemm_nv");
     expect_matches(f, unfused_baseline(many), "24 queries");
+    // A second round keeps the placement and says why again.
+    const FusedGraph twice = plan_fusion(many, {x86, x86});
+    EXPECT_EQ(group_with(twice, "scores").placement.at("kt"), Placement::Root);
+    EXPECT_NE(group_with(twice, "scores").why.find("materialises 'kt'"), std::string::npos);
     // One query reads each key once: the copy would double B's traffic; dot products stay.
     const Graph one = attention_scores(1, "scores_1");
     EXPECT_FALSE(price_operand_copy(simplify(one), *one.find_node("scores"), x86.machine).pays());
