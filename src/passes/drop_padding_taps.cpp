@@ -120,21 +120,17 @@ public:
         if (pieces == 1 && !dead_taps) return false;
         std::vector<std::string> rows;
         for (size_t r = 0; r < bands[0].size(); r++) {
-            std::vector<std::string> pieces;
+            std::vector<std::string> row;
             for (size_t c = 0; c < bands[1].size(); c++) {
-                const bool whole = bands[0].size() == 1 && bands[1].size() == 1;
-                const std::string name = whole ? n.name : n.name + "/band" + std::to_string(r) + std::to_string(c);
-                const std::string value =
-                    whole
-                        ? n.outputs[0]
-                        : passes::fresh_value_name(g_, n.outputs[0] + "/band" + std::to_string(r) + std::to_string(c));
-                emit_piece(n, *w, axes, {bands[0][r], bands[1][c]}, name, value);
-                pieces.push_back(value);
+                const bool whole = pieces == 1;
+                const std::string band = "/band" + std::to_string(r) + "_" + std::to_string(c);
+                const std::string value = whole ? n.outputs[0] : passes::fresh_value_name(g_, n.outputs[0] + band);
+                emit_piece(n, *w, axes, {bands[0][r], bands[1][c]}, whole ? n.name : n.name + band, value);
+                row.push_back(value);
             }
             // A row of several pieces: their Concat along the width (the conv's output if one row).
             const std::string row_value = bands[0].size() == 1 ? n.outputs[0] : "";
-            rows.push_back(pieces.size() == 1 ? pieces[0]
-                                              : concat(n, pieces, 3, "/row" + std::to_string(r), row_value));
+            rows.push_back(row.size() == 1 ? row[0] : concat(n, row, 3, "/row" + std::to_string(r), row_value));
         }
         if (rows.size() > 1) concat(n, rows, 2, "/bands", n.outputs[0]);
         g_.nodes.erase(g_.nodes.begin() + static_cast<std::ptrdiff_t>(i));

@@ -761,11 +761,11 @@ TEST(RewriteDropPaddingTaps, BandsOfDifferentLiveTapsBecomeConvsOverSlices) {
     Graph before = dilated_conv({1, 96, 14, 14}, {64, 96, 3, 3}, {{"pads", {12, 12, 12, 12}}, {"dilations", {12, 12}}});
     Graph after = drop_padding_taps(before);
     EXPECT_EQ(count_op(after, "Conv"), 9);
-    EXPECT_EQ(count_op(after, "Concat"), 4);                // three rows, then the rows
-    const Node &corner = node_named(after, "conv/band00");  // outputs [0, 2) x [0, 2): taps 1-2 x 1-2
+    EXPECT_EQ(count_op(after, "Concat"), 4);                 // three rows, then the rows
+    const Node &corner = node_named(after, "conv/band0_0");  // outputs [0, 2) x [0, 2): taps 1-2 x 1-2
     EXPECT_EQ(after.type_of(corner.inputs[1]).shape, (Shape{64, 96, 2, 2}));
     EXPECT_EQ(after.type_of(corner.outputs[0]).shape, (Shape{1, 64, 2, 2}));
-    const Node &centre = node_named(after, "conv/band11");  // [2, 12) x [2, 12): the centre tap alone
+    const Node &centre = node_named(after, "conv/band1_1");  // [2, 12) x [2, 12): the centre tap alone
     EXPECT_EQ(after.type_of(centre.inputs[1]).shape, (Shape{64, 96, 1, 1}));
     EXPECT_EQ(centre.attrs["pads"], json({0, 0, 0, 0}));
     expect_same_outputs(before, after);
