@@ -96,6 +96,24 @@ Params read_params(const GemmGroupShape &s, const nlohmann::json &p, const Halid
     return r;
 }
 
+// The tile's columns `xi`: whole vectors unrolled, or one vector narrower than the target's.
+void vectorize_columns(Func t, Var xi, const Params &p) {
+    if (p.vw > 1 && p.tx >= p.vw) {
+        t.vectorize(xi, p.vw).unroll(xi);
+    } else if (p.tx > 1) {
+        t.vectorize(xi);
+    }
+}
+
+// With tasks > 1, `loop` (over `units` tiles or panels) cut into that many parallel tasks; returns
+// the loop inside a task (named `unit`), or `loop`.
+Var split_into_tasks(Func t, Var loop, int64_t units, int tasks, const char *unit) {
+    if (tasks <= 1 || units <= 1) return loop;
+    Var task("task"), in(unit);
+    t.split(loop, task, in, static_cast<int>(ceil_div(units, tasks)), TailStrategy::GuardWithIf).parallel(task);
+    return in;
+}
+
 // Splits `t` into tiles of tx x ty outputs (edge tiles shift inwards), vectorizes and unrolls the
 // tile, fuses the tile loops into one and, with tasks > 1, cuts it into parallel tasks. Returns the
 // loop the products are computed at.
@@ -116,11 +134,7 @@ Var tile_loops(Func t, const Extents &e, const Params &p) {
     if (p.rows_inner && e.rank >= 2) std::swap(outer[0], outer[1]);  // yo inside xo
     order.insert(order.end(), outer.begin(), outer.end());
     t.reorder(order);
-    if (p.vw > 1 && p.tx >= p.vw) {
-        t.vectorize(xi, p.vw).unroll(xi);
-    } else if (p.tx > 1) {
-        t.vectorize(xi);
-    }
+    vectorize_columns(t, xi, p);
     if (e.rank >= 2) t.unroll(yi);
     Var loop = outer[0];
     for (size_t i = 1; i < outer.size(); i++) {
@@ -128,13 +142,7 @@ Var tile_loops(Func t, const Extents &e, const Params &p) {
         t.fuse(loop, outer[i], fused);
         loop = fused;
     }
-    const int64_t tiles = ceil_div(e.n, p.tx) * ceil_div(e.m, p.ty) * e.batch;
-    if (p.tasks > 1 && tiles > 1) {
-        Var task("task"), in("tile");
-        t.split(loop, task, in, static_cast<int>(ceil_div(tiles, p.tasks)), TailStrategy::GuardWithIf).parallel(task);
-        loop = in;
-    }
-    return loop;
+    return split_into_tasks(t, loop, ceil_div(e.n, p.tx) * ceil_div(e.m, p.ty) * e.batch, p.tasks, "tile");
 }
 
 // x vectorized: vectors of B times broadcasts of A, the tile's accumulators in registers.
@@ -184,11 +192,7 @@ Var panel_loops(Func t, const Extents &e, const Params &p) {
     }
     order.push_back(xo);
     t.reorder(order);
-    if (p.tx >= p.vw) {
-        t.vectorize(xi, p.vw).unroll(xi);
-    } else {
-        t.vectorize(xi);
-    }
+    vectorize_columns(t, xi, p);
     t.unroll(yi);
     for (size_t i = 1; i < a.size(); i++) {
         if (static_cast<int>(i) == e.row_arg) continue;
@@ -196,15 +200,7 @@ Var panel_loops(Func t, const Extents &e, const Params &p) {
         t.fuse(a[i], panel, fused);  // the batch dims inside the column panels, fused into one loop
         panel = fused;
     }
-    const int64_t panels = ceil_div(e.n, p.tx) * e.batch;
-    if (p.tasks > 1 && panels > 1) {
-        Var task("task"), in("panel");
-        t.split(panel, task, in, static_cast<int>(ceil_div(panels, std::min<int64_t>(p.tasks, panels))),
-                TailStrategy::GuardWithIf)
-            .parallel(task);
-        panel = in;
-    }
-    return panel;
+    return split_into_tasks(t, panel, ceil_div(e.n, p.tx) * e.batch, p.tasks, "panel");
 }
 
 void schedule_nv_blocked(Func t, Var panel, Func g, const Extents &e, const Params &p) {
