@@ -665,9 +665,9 @@ ResizePlan resize_plan(const Operands &op) {
     return p;
 }
 
-// The multiply-adds of the taps (none for nearest), as lower_resize computes them: with two or more
-// interpolated axes, the innermost first into a stage of the input's other extents, then the rest.
-double resize_flops(const ResizePlan &p, const Shape &in) {
+// The axis a Resize interpolates first, into a stage, when it interpolates (several taps) along two
+// or more (the innermost of them); -1 when it reads its input in one step.
+int staged_axis(const ResizePlan &p) {
     int last = -1, interpolated = 0;
     for (size_t a = 0; a < p.axes.size(); a++) {
         if (p.axes[a].taps > 1) {
@@ -675,15 +675,22 @@ double resize_flops(const ResizePlan &p, const Shape &in) {
             last = static_cast<int>(a);
         }
     }
-    if (interpolated == 0) return 0.0;
+    return interpolated >= 2 ? last : -1;
+}
+
+// The multiply-adds of the taps (none for nearest), as lower_resize computes them: the staged axis
+// (staged_axis) over the input's other extents, then the rest.
+double resize_flops(const ResizePlan &p, const Shape &in) {
     double taps = 1;
     for (const ResizeAxisSampling &s : p.axes) taps *= s.taps;
-    if (interpolated == 1) return 2 * taps * static_cast<double>(num_elements(p.out));
+    if (taps == 1) return 0.0;
+    const int staged = staged_axis(p);
+    if (staged < 0) return 2 * taps * static_cast<double>(num_elements(p.out));
     Shape stage = in;
-    stage[last] = p.out[last];
-    const double last_taps = p.axes[last].taps;
-    return 2 * last_taps * static_cast<double>(num_elements(stage)) +
-           2 * (taps / last_taps) * static_cast<double>(num_elements(p.out));
+    stage[staged] = p.out[staged];
+    const double staged_taps = p.axes[staged].taps;
+    return 2 * staged_taps * static_cast<double>(num_elements(stage)) +
+           2 * (taps / staged_taps) * static_cast<double>(num_elements(p.out));
 }
 
 // How one axis of a Resize reads its input: arithmetic (o / k: integer upsampling, or the identity)
@@ -740,7 +747,6 @@ Lowered lower_resize(const LowerContext &ctx) {
     const int rank = static_cast<int>(in.size());
     std::vector<ResizeAxisLowering> axes(rank);
     Var x("x"), t("t");
-    int interpolated = 0, last = -1;  // axes with several taps, the innermost of them
     for (int a = 0; a < rank; a++) {
         const ResizeAxisSampling &s = p.axes[a];
         ResizeAxisLowering &l = axes[a];
@@ -771,17 +777,13 @@ Lowered lower_resize(const LowerContext &ctx) {
             l.inside = Func(func_name(ctx, "inside" + axis));
             l.inside(x) = inside_table(x);
         }
-        if (s.taps > 1) {
-            interpolated++;
-            last = a;
-        }
     }
     OutputCoords c = output_coords(rank);
     std::vector<std::vector<Expr>> index(rank), weight(rank);
     for (int a = 0; a < rank; a++) axes[a].taps_of(c.onnx[a], in[a], index[a], weight[a]);
     Lowered lowered;
     Func source = ctx.inputs[0];
-    if (interpolated >= 2) {
+    if (const int last = staged_axis(p); last >= 0) {
         // Separable: the innermost interpolated axis first, into a stage the executors materialise,
         // then the others read it (bilinear upsampling of 14x14 to 224x224: 2 reads a row of the
         // stage, 4 an output, where the product of the taps read 4 of the input an output, gathered).
