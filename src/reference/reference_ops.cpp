@@ -829,9 +829,8 @@ std::vector<RefTensor> resize(const OpArgs &a) {
         }
         return c;
     };
-    // One axis at a time: `cur` (shape `cur_shape`) resized along d.
+    // One axis at a time: `cur` resized along d.
     RefTensor cur = x;
-    std::vector<bool> outside_any;  // per output element of the final shape, for tf_crop_and_resize
     for (int d = 0; d < r; d++) {
         Shape next_shape = cur.shape;
         next_shape[d] = shape[d];
