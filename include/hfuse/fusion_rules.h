@@ -52,6 +52,7 @@ struct RuleSet {
     bool recompute = false;                 // a cheap group read by several groups is recomputed in each of them
     bool sibling_products = false;          // Gemm/MatMul groups whose outputs meet in an elementwise op join
     bool pointwise_into_depthwise = false;  // a pointwise conv group joins the depthwise conv reading it
+    bool attention = false;  // an attention's products, score ops and Softmax join one group (online softmax)
     // A merge or a recompute copy the rules allow is made only where it pays under `machine`
     // (hfuse/fusion_cost.h): what it keeps out of memory against what it recomputes.
     bool cost_model = false;

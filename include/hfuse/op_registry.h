@@ -89,9 +89,21 @@ struct GemmLowering {
 
 // The forms a group's schedule needs its ops lowered in, by node name; ops not named are lowered
 // directly (ConvLowering::Form::Direct, GemmLowering's one panel).
+// An attention's two products lowered as one (compose::op_lowerings() for a group on the attention
+// template; src/ops/attention_lowering.h): its scores product reads K^T through a copy clamped to
+// the keys, and its output product is computed from the Softmax's input, block by block of
+// `key_block` keys, with an online softmax; the Softmax itself is then not computed.
+struct AttentionLowering {
+    enum class Role { Scores, Output };
+    Role role = Role::Scores;
+    int key_block = 0;          // keys per block (a multiple of the vector width)
+    std::string softmax_input;  // Output: the value the Softmax reads (the scores after scale, mask)
+};
+
 struct OpLowerings {
     std::map<std::string, ConvLowering> conv;
     std::map<std::string, GemmLowering> gemm;
+    std::map<std::string, AttentionLowering> attention;
 };
 
 // An input stored channel-blocked with a zero halo (a value handed between groups that way, see

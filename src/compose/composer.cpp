@@ -3,8 +3,11 @@
 #include "compose/position_view.h"
 #include "exec/value_layout.h"
 #include "hfuse/error.h"
+#include "ops/attention_lowering.h"
 #include "ops/window_util.h"
+#include "planner/attention_pattern.h"
 #include "planner/graph_util.h"
+#include "schedules/attention_template.h"
 #include "schedules/conv_template.h"
 #include "schedules/default_schedule.h"
 #include "schedules/gemm_template.h"
@@ -23,7 +26,7 @@ namespace hfuse::compose {
 namespace {
 
 // The template families, each led by its kind of master.
-enum class Family { None, Conv, Gemm, Pool, Reduction };
+enum class Family { None, Conv, Gemm, Pool, Reduction, Attention };
 
 bool is_global_pool(const Node &n) {
     return n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool";
@@ -58,9 +61,10 @@ Family family_of_template(const std::string &tmpl) {
     if (tmpl == "gemm_nv" || tmpl == "gemm_dot") return Family::Gemm;
     if (tmpl == "pool") return Family::Pool;
     if (tmpl == "reduction") return Family::Reduction;
+    if (tmpl == "attention") return Family::Attention;
     fail_field("schedule.template", "unknown template '" + tmpl +
                                         "' (expected simple, conv_xv, conv_dw, conv_flat, conv_cv, gemm_nv, gemm_dot, "
-                                        "pool or reduction)");
+                                        "pool, reduction or attention)");
 }
 
 // The group's template parameters: the plan's, or the defaults for `target` when it gives none.
@@ -75,6 +79,9 @@ const char *family_needs(Family f) {
     case Family::Pool: return "a group led by a MaxPool or AveragePool";
     case Family::Reduction:
         return "a group led by a Softmax, GlobalAveragePool, GlobalMaxPool or LayerNormalization (last axis)";
+    case Family::Attention:
+        return "a group holding one attention (MatMul, score ops, Softmax, MatMul) whose scores and probabilities "
+               "it does not hand out";
     case Family::None: break;
     }
     return "";
@@ -98,6 +105,8 @@ struct Analysis {
     std::vector<const Node *> products;  // gemm: the master and the other Gemm/MatMul members
     schedules::PoolGroupShape pool;
     schedules::ReductionGroupShape reduction;
+    std::optional<planner::AttentionPattern> attention;
+    schedules::AttentionGroupShape attention_shape;
 };
 
 // The members of a group and what the group hands out.
@@ -426,6 +435,33 @@ void analyse_reduction(const Graph &g, const FusedGroup &grp, Analysis &a) {
     a.tile_value = g.nodes[end].outputs[0];
 }
 
+// A group holding exactly one attention (planner::match_attention), all of it, none of its scores
+// or probabilities handed out: the attention template computes it with an online softmax.
+bool analyse_attention(const Graph &g, const FusedGroup &grp, Analysis &a) {
+    const std::set<std::string> members(grp.nodes.begin(), grp.nodes.end());
+    std::optional<planner::AttentionPattern> found;
+    for (const std::string &name : grp.nodes) {
+        std::optional<planner::AttentionPattern> p = planner::match_attention(g, *g.find_node(name));
+        if (!p) continue;
+        bool whole = true;
+        for (const Node *n : p->nodes()) {
+            if (!members.count(n->name)) whole = false;
+            auto it = grp.placement.find(n->name);
+            if (n != p->output && it != grp.placement.end() && it->second == Placement::Output) whole = false;
+        }
+        if (!whole) continue;
+        if (found) return false;  // two attentions: each lowered as its ops
+        found = p;
+    }
+    if (!found) return false;
+    a.attention = found;
+    a.attention_shape.scores = g.type_of(found->softmax_input()).shape;
+    a.attention_shape.output = g.type_of(found->output->outputs[0]).shape;
+    a.attention_shape.depth = g.type_of(found->scores->inputs[0]).shape.back();
+    a.family = Family::Attention;
+    return true;
+}
+
 Analysis analyse(const Graph &g, const FusedGroup &grp) {
     Analysis a;
     a.master = g.find_node(grp.master);
@@ -433,6 +469,8 @@ Analysis analyse(const Graph &g, const FusedGroup &grp) {
     const std::string &op = a.master->op;
     if (!grp.backend.empty()) {
         a.why = "lowered by backend " + grp.backend;
+    } else if (analyse_attention(g, grp, a)) {
+        return a;
     } else if (op == "Conv") {
         analyse_conv(g, grp, a);
     } else if (op == "Gemm" || op == "MatMul") {
@@ -649,6 +687,40 @@ void compose_conv(const Graph &g, const FusedGroup &grp, const Analysis &a, exec
     schedule_by_placement(g, grp, lowered, rest, done, target);
 }
 
+// The attention's output computed at root by its template (a wrapper its readers read), from the
+// Funcs lower_online_attention made; its scores product and their clamped K^T placed by it too. The
+// Softmax and the ops between are not computed (the group was lowered by op_lowerings()); the rest
+// of the group (Q, K, V's producers, the output's readers) by the simple schedule.
+void compose_attention(const Graph &g, const FusedGroup &grp, const Analysis &a, exec::LoweredGroup &lowered,
+                       const nlohmann::json &params, const schedules::RootScheduleParams &rest,
+                       const Halide::Target &target) {
+    const exec::LoweredNode &scores = lowered_node(lowered, a.attention->scores);
+    const exec::LoweredNode &out = lowered_node(lowered, a.attention->output);
+    if (out.funcs.stages.size() != ops::kAttentionStages || !scores.funcs.parts.count("keys") ||
+        !scores.funcs.parts.count("queries")) {
+        throw Error("internal: group " + grp.name + " was not lowered for the attention template");
+    }
+    schedules::AttentionFuncs f;
+    f.output = root_wrapper(g, lowered, out.node->outputs[0], out.funcs.outputs[0], a.attention_shape.output);
+    f.scores = scores.funcs.outputs[0];
+    f.keys = scores.funcs.parts.at("keys");
+    f.queries = scores.funcs.parts.at("queries");
+    f.values = out.funcs.stages[ops::kAttentionValues];
+    f.block_max = out.funcs.stages[ops::kAttentionBlockMax];
+    f.probs = out.funcs.stages[ops::kAttentionProbs];
+    f.block_sum = out.funcs.stages[ops::kAttentionBlockSum];
+    f.block_values = out.funcs.stages[ops::kAttentionBlockValues];
+    f.state = out.funcs.stages[ops::kAttentionState];
+    schedules::schedule_attention(f, a.attention_shape, params, target);
+    std::set<std::string> done = {f.output.name(), f.scores.name(), f.keys.name(), f.queries.name()};
+    for (const Node *n : a.attention->nodes()) {
+        const exec::LoweredNode &ln = lowered_node(lowered, n);
+        for (const Halide::Func &x : ln.funcs.outputs) done.insert(x.name());
+        for (const Halide::Func &x : ln.funcs.stages) done.insert(x.name());
+    }
+    schedule_by_placement(g, grp, lowered, rest, done, target);
+}
+
 }  // namespace
 
 OpLowerings op_lowerings(const Graph &g, const FusedGroup &grp, const Halide::Target &target) {
@@ -680,6 +752,15 @@ OpLowerings op_lowerings(const Graph &g, const FusedGroup &grp, const Halide::Ta
             l.winograd_tile = schedules::conv_cv_winograd_tile(params);
             l.rows_padded = schedules::conv_cv_rows_padded(params);
             forms.conv[grp.master] = l;
+        } else if (tmpl == "attention") {
+            const Analysis a = analyse(g, grp);
+            if (a.family != Family::Attention) return forms;
+            AttentionLowering al;
+            al.key_block = schedules::attention_key_block(a.attention_shape, params, target);
+            forms.attention[a.attention->scores->name] = al;
+            al.role = AttentionLowering::Role::Output;
+            al.softmax_input = a.attention->softmax_input();
+            forms.attention[a.attention->output->name] = al;
         } else if (tmpl == "gemm_nv") {
             // A constant B packed in panels of the register tile's columns, for every product the
             // tile computes.
@@ -837,6 +918,7 @@ void compose_group(const Graph &g, const FusedGroup &grp, exec::LoweredGroup &lo
             schedule_by_placement(g, grp, lowered, rest, done, target);
             return;
         }
+        case Family::Attention: compose_attention(g, grp, a, lowered, params, rest, target); return;
         case Family::None: break;
         }
     } catch (Error &e) {
@@ -894,6 +976,7 @@ nlohmann::json defaults_for_shapes(const Graph &g, const FusedGroup &grp, const 
     case compose::Family::Gemm: p = schedules::gemm_default_params(a.gemm, target); break;
     case compose::Family::Pool: p = schedules::pool_default_params(a.pool, target); break;
     case compose::Family::Reduction: p = schedules::reduction_default_params(a.reduction, target); break;
+    case compose::Family::Attention: p = schedules::attention_default_params(a.attention_shape, target); break;
     case compose::Family::None: break;
     }
     if (!p.is_object() || p.value("template", "") == "simple") {

@@ -1,6 +1,7 @@
 #include "group_lowering.h"
 
 #include "hfuse/error.h"
+#include "ops/attention_lowering.h"
 #include "ops/halide_util.h"
 
 #include <cctype>
@@ -121,6 +122,30 @@ private:
     std::set<std::string> output_names_;
 };
 
+// `n` as its group's lowerings say: an attention's products as one (ops/attention_lowering.h), the
+// rest by their ops.
+Lowered lower_node(const Graph &graph, const OpSchema &op, LowerContext &ctx, const OpLowerings &lowerings,
+                   const LoweredGroup &group) {
+    auto it = lowerings.attention.find(ctx.node.name);
+    if (it == lowerings.attention.end()) return op.lower(ctx);
+    const AttentionLowering &a = it->second;
+    if (a.role == AttentionLowering::Role::Scores) {
+        const Halide::Func keys = ops::clamped_keys(ctx, ctx.inputs[1], ctx.output_types[0].shape.back());
+        const Halide::Func queries = ops::query_copy(ctx, ctx.inputs[0]);
+        ctx.inputs[0] = queries;
+        ctx.inputs[1] = keys;
+        Lowered lowered = op.lower(ctx);
+        lowered.parts["keys"] = keys;
+        lowered.parts["queries"] = queries;
+        return lowered;
+    }
+    auto scores = group.values.find(a.softmax_input);
+    if (scores == group.values.end()) {
+        throw Error("internal: the attention's scores '" + a.softmax_input + "' are not computed in its group");
+    }
+    return ops::lower_online_attention(ctx, scores->second, graph.type_of(a.softmax_input).shape, a.key_block);
+}
+
 }  // namespace
 
 std::string halide_name(const std::string &value, const std::string &prefix) {
@@ -181,7 +206,7 @@ LoweredGroup lower_group(const Graph &graph, const std::vector<const Node *> &no
         for (const std::string &v : n->outputs) ctx.output_types.push_back(graph.type_of(v));
         Lowered lowered;
         try {
-            lowered = op->lower(ctx);
+            lowered = lower_node(graph, *op, ctx, lowerings, group);
         } catch (Error &e) {
             throw e.at_node(n->name, n->op).in_file(graph.source);
         } catch (const Halide::Error &e) {

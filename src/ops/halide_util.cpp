@@ -95,14 +95,9 @@ Halide::Func constant_func(const Halide::Buffer<float> &values, const std::strin
     return f;
 }
 
-namespace {
-
-// IEEE float constants by their bits: Halide's simplifier keeps them as they are.
 Halide::Expr float_bits(uint32_t bits) {
     return Halide::reinterpret(Halide::Float(32), Halide::Expr(bits));
 }
-
-}  // namespace
 
 Halide::Expr vector_exp(const Halide::Expr &x) {
     // fast_exp is nonsense outside the float range (its 2^k overflows past 88): below -87 the true
@@ -114,6 +109,10 @@ Halide::Expr vector_exp(const Halide::Expr &x) {
     const Halide::Expr e = Halide::fast_exp(Halide::clamp(x, -87.0f, 88.0f));
     const Halide::Expr top = Halide::fast_exp(Halide::clamp(x, 88.0f, 88.7228394f) - 1.0f) * 2.71828183f;
     return Halide::select(underflows, 0.0f, overflows, float_bits(0x7f800000), near_limit, top, e);
+}
+
+Halide::Expr vector_exp_nonpositive(const Halide::Expr &x) {
+    return Halide::select(x < -87.0f, 0.0f, Halide::fast_exp(Halide::max(x, -87.0f)));
 }
 
 Halide::Expr vector_log(const Halide::Expr &x) {

@@ -48,11 +48,16 @@ public:
     std::vector<Halide::Buffer<float>> values;
 };
 
+// An IEEE float constant by its bits (infinities, NaN): Halide's simplifier keeps it as it is.
+Halide::Expr float_bits(uint32_t bits);
+
 // exp and tanh that vectorize. Halide::exp and Halide::tanh call libm once per lane (tanh of 128
 // floats took 2 us, more than the 128x128 GEMM before it); these use Halide::fast_exp (a polynomial,
 // relative error ~1e-6) on an argument clamped to where it is accurate. exp(x) for x < -87 is 0, above
 // 88.73 (float's largest) +inf; tanh(x) is +-1 beyond |x| = 10 in float.
 Halide::Expr vector_exp(const Halide::Expr &x);
+// vector_exp for x <= 0 alone (x - max(x), as softmax takes it): the same values there, half the work.
+Halide::Expr vector_exp_nonpositive(const Halide::Expr &x);
 Halide::Expr vector_tanh(const Halide::Expr &x);
 // log and erf that vectorize, as accurate (relative error ~1e-6; erf's absolute error below 1e-6).
 // log follows C's at the edges: log(0) = -inf, log(+inf) = +inf, NaN below 0 and for NaN.

@@ -98,7 +98,7 @@ RuleSet parse_rules(const json &j, const std::string &source) {
             static const std::set<std::string> known = {
                 "format", "version", "name", "doc", "fuse", "max_group_ops", "max_group_inputs", "window_fusion",
                 "multi_output", "defer_injective", "recompute", "sibling_products", "pointwise_into_depthwise",
-                "cost_model", "opaque_ops", "opaque_nodes", "stop_after"};
+                "attention", "cost_model", "opaque_ops", "opaque_nodes", "stop_after"};
             // clang-format on
             if (!known.count(kv.key())) fail_field(kv.key(), "unknown key in a rule set");
         }
@@ -156,6 +156,7 @@ RuleSet parse_rules(const json &j, const std::string &source) {
         r.recompute = get_bool(j, "recompute", r.recompute);
         r.sibling_products = get_bool(j, "sibling_products", r.sibling_products);
         r.pointwise_into_depthwise = get_bool(j, "pointwise_into_depthwise", r.pointwise_into_depthwise);
+        r.attention = get_bool(j, "attention", r.attention);
         if (j.contains("cost_model")) {
             // false, or the machine: {"flops_per_ns": ..., "cache_bytes": ..., ...}
             if (!j["cost_model"].is_boolean() || j["cost_model"].get<bool>()) {
@@ -206,6 +207,7 @@ json to_json(const RuleSet &r) {
     j["recompute"] = r.recompute;
     j["sibling_products"] = r.sibling_products;
     j["pointwise_into_depthwise"] = r.pointwise_into_depthwise;
+    j["attention"] = r.attention;
     j["cost_model"] = r.cost_model ? to_json(r.machine) : json(false);
     j["opaque_ops"] = r.opaque_ops;
     j["opaque_nodes"] = r.opaque_nodes;

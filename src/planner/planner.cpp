@@ -13,6 +13,7 @@
 #include "hfuse/error.h"
 #include "hfuse/passes.h"
 #include "hfuse/tensor.h"
+#include "planner/attention_pattern.h"
 #include "planner/graph_util.h"
 #include "planner/post_dominators.h"
 
@@ -563,6 +564,78 @@ FusedGraph recompute_shared_groups(FusedGraph f, const RuleSet &rules) {
     return f;
 }
 
+// The rule set's `attention`: the groups owning an attention's nodes (planner::match_attention) join
+// into one, led by its second product, where the rules let none of those nodes stay apart (opaque,
+// stop_after), the joined group keeps the limits, and no path leaves it and comes back (check_plan).
+// Its template computes the attention per tile of queries with an online softmax, so the merge
+// always pays: the scores and the probabilities, written and read once each apart, never go through
+// memory, for the same FLOPs (plus one rescale of a tile's outputs per block of keys).
+FusedGraph join_attention_groups(FusedGraph f, const RuleSet &rules) {
+    if (!rules.attention) return f;
+    const Graph graph = f.graph;  // the patterns point into it; merging changes only the groups
+    for (const planner::AttentionPattern &a : planner::find_attentions(graph)) {
+        std::set<size_t> owners;
+        bool free = true;
+        for (const Node *n : a.nodes()) {
+            free = free && !is_opaque_node(*n, rules) && (n == a.output || !named_in(*n, rules.stop_after));
+            for (size_t i = 0; i < f.groups.size(); i++) {
+                const FusedGroup &grp = f.groups[i];
+                if (std::count(grp.nodes.begin(), grp.nodes.end(), n->name) && !is_recompute_copy(grp, n->name))
+                    owners.insert(i);
+            }
+        }
+        if (!free || owners.size() < 2) continue;
+        FusedGraph joined = f;
+        FusedGroup &into = joined.groups[*owners.begin()];
+        std::set<std::string> nodes;
+        for (size_t i : owners) {
+            const FusedGroup &grp = f.groups[i];
+            nodes.insert(grp.nodes.begin(), grp.nodes.end());
+            for (const auto &[name, where] : grp.placement) {
+                // "output" is derived again from the joined group's boundary.
+                if (where != Placement::Output && where != Placement::Folded) into.placement[name] = where;
+            }
+            if (i != *owners.begin() && !grp.why.empty()) into.why += (into.why.empty() ? "" : "; ") + grp.why;
+        }
+        if (static_cast<int>(nodes.size()) > rules.max_group_ops || count_inputs(graph, nodes) > rules.max_group_inputs)
+            continue;
+        into.nodes.clear();
+        for (const Node &n : f.graph.nodes) {
+            if (nodes.count(n.name)) into.nodes.push_back(n.name);
+        }
+        into.master = a.output->name;
+        into.placement[a.scores->name] = Placement::ComputeAt;
+        for (const Node *n : a.score_ops) into.placement[n->name] = Placement::Inline;
+        into.placement[a.softmax->name] = Placement::ComputeAt;
+        // Computed at root by the template (its readers in the group read it), or handed out.
+        const std::string &result = a.output->outputs[0];
+        bool handed_out = std::count(graph.outputs.begin(), graph.outputs.end(), result) > 0;
+        for (const Node &n : graph.nodes) {
+            if (!nodes.count(n.name) && std::count(n.inputs.begin(), n.inputs.end(), result)) handed_out = true;
+        }
+        if (handed_out) {
+            into.placement.erase(a.output->name);
+        } else {
+            into.placement[a.output->name] = Placement::Root;
+        }
+        const int64_t scores_bytes = 4 * num_elements(f.graph.type_of(a.softmax_input()).shape);
+        into.why += std::string(into.why.empty() ? "" : "; ") + "attention '" + a.scores->name + "' .. '" +
+                    a.output->name + "' per tile of queries with an online softmax: its scores and probabilities (" +
+                    human_bytes(2 * scores_bytes) + ") never go through memory";
+        std::vector<FusedGroup> groups;
+        for (size_t i = 0; i < joined.groups.size(); i++) {
+            if (i == *owners.begin() || !owners.count(i)) groups.push_back(joined.groups[i]);
+        }
+        joined.groups = std::move(groups);
+        try {
+            f = check_plan(std::move(joined));
+        } catch (const Error &) {
+            // A path leaves the joined group and comes back (or the plan is otherwise not one): apart.
+        }
+    }
+    return f;
+}
+
 // Under a cost model, a Transpose a product of its group reads as a B contiguous along K (inlined,
 // the product takes dot products) is placed at root where the copy costs less than the dot products
 // lose (price_operand_copy): the product then reads B along N. The reason goes into the group's why.
@@ -607,6 +680,7 @@ FusedGraph plan_round(const FusedGraph &fused, const RuleSet &rules) {
     for (FusedGroup &grp : checked.groups) grp.why.clear();  // each round says why again
     FusedGraph planned = RoundPlanner(checked, rules).run();
     if (rules.recompute) planned = recompute_shared_groups(std::move(planned), rules);
+    planned = join_attention_groups(std::move(planned), rules);
     return explained(materialise_transposed_operands(std::move(planned), rules), rules);
 }
 
