@@ -407,6 +407,52 @@ def hand_built():
         [vi("input", [2, 3, 4, 5])], [vi("output0", [2, 3, 1, 1]), vi("output1", [2, 4, 5])],
         [("spatial", ints(2, 3)), ("channels", ints(1))], 18, ir=8),
         x, [x.amax((2, 3), keepdim=True), x.amin(1)]))
+    # Einsum (opset 12) as batched matrix products: attention's scores and their product with V (the
+    # attention then one group), a linear layer with an ellipsis, a matrix-vector product, a transpose.
+    x = rand(2, 3, 5, 4)
+    w, v = rand(4, 6), rand(6)
+    e = torch.einsum("bhid,bhjd->bhij", x, x).softmax(-1)
+    y = torch.einsum("...id,de->...ie", torch.einsum("bhij,bhjd->bhid", e, x), w)
+    out.append(("einsum_opset12", model([
+        helper.make_node("Einsum", ["input", "input"], ["s"], name="scores", equation="bhid,bhjd->bhij"),
+        helper.make_node("Softmax", ["s"], ["p"], name="softmax", axis=-1),
+        helper.make_node("Einsum", ["p", "input"], ["a"], name="attend", equation="bhij, bhjd -> bhid"),
+        helper.make_node("Einsum", ["a", "W"], ["output0"], name="linear", equation="...id,de->...ie"),
+        helper.make_node("Einsum", ["output0", "v"], ["output1"], name="matvec", equation="bhie,e->bhi"),
+        helper.make_node("Einsum", ["input"], ["output2"], name="transpose", equation="bhid->bhdi")],
+        [vi("input", [2, 3, 5, 4])], [vi("output0", [2, 3, 5, 6]), vi("output1", [2, 3, 5]),
+                                      vi("output2", [2, 3, 4, 5])], [("W", w), ("v", v)], 12),
+        x, [y, torch.einsum("bhie,e->bhi", y, v), x.transpose(2, 3)]))
+    # Comparisons, logic and Where on activations (booleans as hfuse's float32 0 and 1), and Where of
+    # a constant boolean mask (a causal mask's form).
+    x = rand(2, 3, 4, 5)
+    mask = torch.tril(torch.ones(4, 5, dtype=torch.bool))
+    gt, lt = x > 0.2, x < -0.3
+    w = torch.where(gt & ~lt, x, -x)
+    f = TensorProto.FLOAT
+    out.append(("compare_where_opset16", model([
+        helper.make_node("Greater", ["input", "c02"], ["gt"], name="greater"),
+        helper.make_node("Less", ["input", "cm03"], ["lt"], name="less"),
+        helper.make_node("Not", ["lt"], ["nlt"], name="not"),
+        helper.make_node("And", ["gt", "nlt"], ["both"], name="and"),
+        helper.make_node("Neg", ["input"], ["neg"], name="neg"),
+        helper.make_node("Where", ["both", "input", "neg"], ["w"], name="where"),
+        helper.make_node("Equal", ["gt", "nlt"], ["eq"], name="equal"),
+        helper.make_node("Mul", ["input", "c05"], ["half"], name="half"),
+        helper.make_node("Where", ["eq", "w", "half"], ["output0"], name="where_eq"),
+        helper.make_node("Or", ["gt", "lt"], ["either"], name="or"),
+        helper.make_node("Cast", ["either"], ["output1"], name="cast_or", to=f),
+        helper.make_node("GreaterOrEqual", ["input", "c0"], ["ge"], name="ge"),
+        helper.make_node("LessOrEqual", ["input", "c01"], ["le"], name="le"),
+        helper.make_node("Xor", ["ge", "le"], ["xor"], name="xor"),
+        helper.make_node("Cast", ["xor"], ["output2"], name="cast_xor", to=f),
+        helper.make_node("Where", ["mask", "input", "ninf"], ["output3"], name="where_mask")],
+        [vi("input", [2, 3, 4, 5])], [vi("output0", [2, 3, 4, 5]), vi("output1", [2, 3, 4, 5]),
+                                      vi("output2", [2, 3, 4, 5]), vi("output3", [2, 3, 4, 5])],
+        [("c02", torch.tensor(0.2)), ("cm03", torch.tensor(-0.3)), ("c05", torch.tensor(0.5)), ("c0", torch.tensor(0.0)),
+         ("c01", torch.tensor(0.1)), ("mask", mask), ("ninf", torch.tensor(float("-inf")))], 16),
+        x, [torch.where(gt == ~lt, w, 0.5 * x), (gt | lt).float(), ((x >= 0) ^ (x <= 0.1)).float(),
+            torch.where(mask, x, torch.tensor(float("-inf")))]))
     return out
 
 
@@ -444,6 +490,9 @@ def opset_error_models():
         "error_split_num_outputs_opset18": model(
             [helper.make_node("Split", ["input"], ["a", "b", "c"], name="split", axis=2, num_outputs=3)],
             ["a", "b", "c"], [], 18, 8),
+        "error_einsum_opset12": model(
+            [helper.make_node("Einsum", ["input", "input"], ["output"], name="einsum", equation="bcij,bcjk->bc")],
+            ["output"], [], 12, 7),
         "error_float8_opset21": model(
             [helper.make_node("Add", ["input", "w8"], ["output"], name="add")], ["output"], [float8], 21, 10,
             shape=(1, 4)),

@@ -6,6 +6,7 @@
 #include "io/onnx_tensors.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -679,6 +680,24 @@ void emit_identity(Importer &im, const OnnxNode &n) {
 
 // An op hfuse has under the same name and in its opset-13 form. With constant inputs it is emitted as
 // well: hfuse's fold_constants rewrite evaluates it (with Halide) before planning.
+// A comparison, logic op or Where over activations: hfuse's op of the same name on float32 (booleans
+// as 0 and 1), its integer or boolean constant operands (a mask) converted to float32 weights.
+void emit_on_floats(Importer &im, const OnnxNode &n) {
+    Node node;
+    node.name = n.name;
+    node.op = n.op;
+    node.attrs = n.attrs;
+    node.outputs = {n.outputs[0]};
+    for (const std::string &v : n.inputs) {
+        if (im.is_constant(v) && is_int(im.constant(v))) {
+            node.inputs.push_back(im.add_constant(v + "/float", fold_cast(im.constant(v), true, false)));
+        } else {
+            node.inputs.push_back(v);
+        }
+    }
+    im.emit(std::move(node));
+}
+
 OpImport same() {
     OpImport imp;
     imp.emit = [](Importer &im, const OnnxNode &n) { im.emit_same(n); };
@@ -1117,6 +1136,166 @@ void emit_gather(Importer &im, const OnnxNode &n) {
     emit_reshape(im, im.fresh_node_name(n.name + "/squeeze"), s.outputs[0], n.outputs[0], out);
 }
 
+// ---- Einsum as a (batched) matrix product
+
+// An Einsum term with its ellipsis spelt out: one letter per dim, the ellipsis's dims given the
+// characters '0', '1', ... from the right (so that they broadcast as numpy aligns them).
+std::string einsum_term(std::string term, int64_t rank, int ellipsis_rank, const std::string &field) {
+    const size_t dots = term.find("...");
+    if (dots == std::string::npos) {
+        if (static_cast<int64_t>(term.size()) != rank) {
+            fail_field(field, "'" + term + "' names " + std::to_string(term.size()) + " dims of a rank-" +
+                                  std::to_string(rank) + " operand");
+        }
+        return term;
+    }
+    const int64_t covered = rank - static_cast<int64_t>(term.size() - 3);
+    if (covered < 0) fail_field(field, "'" + term + "' names more dims than its operand's " + std::to_string(rank));
+    std::string spelt;
+    for (int64_t k = 0; k < covered; k++) spelt += static_cast<char>('0' + (ellipsis_rank - covered + k));
+    return term.substr(0, dots) + spelt + term.substr(dots + 3);
+}
+
+// Einsum of one operand that permutes it, or of two that is a batched matrix product: every index
+// of both operands and the output a batch index (B); one index of both alone, contracted (K); at most
+// one of the first operand and the output (M) and one of the second and the output (N), besides
+// indices of one operand and the output (its extra batch dims, on one side only). Emitted as the
+// Transposes to [extra..., B..., M, K] and [B..., K, N], a MatMul and a Transpose to the output's
+// order: attention's "bhid,bhjd->bhij" and "bhij,bhjd->bhid", a linear layer's "bij,jk->bik".
+void emit_einsum(Importer &im, const OnnxNode &n) {
+    std::string eq = Attributes(n.attrs).get_string("equation");
+    eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+    const size_t arrow = eq.find("->");
+    const std::string lhs = eq.substr(0, arrow);
+    std::vector<std::string> terms;
+    for (size_t start = 0;;) {
+        const size_t comma = lhs.find(',', start);
+        terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    if (terms.size() != n.inputs.size() || terms.size() > 2) {
+        fail_field("equation", "'" + eq + "' has " + std::to_string(terms.size()) + " operands for " +
+                                   std::to_string(n.inputs.size()) + " inputs (hfuse takes one or two)");
+    }
+    // The ellipsis's rank: the largest any operand's covers.
+    int ellipsis = 0;
+    std::vector<Shape> shapes;
+    for (size_t i = 0; i < terms.size(); i++) {
+        shapes.push_back(im.type_of(n.inputs[i]).shape);
+        if (terms[i].find("...") != std::string::npos) {
+            ellipsis = std::max(ellipsis, static_cast<int>(shapes[i].size() - (terms[i].size() - 3)));
+        }
+    }
+    for (size_t i = 0; i < terms.size(); i++) {
+        terms[i] = einsum_term(terms[i], static_cast<int64_t>(shapes[i].size()), ellipsis, "equation");
+        for (size_t a = 0; a < terms[i].size(); a++) {
+            if (!std::isalnum(static_cast<unsigned char>(terms[i][a])) ||
+                terms[i].find(terms[i][a], a + 1) != std::string::npos) {
+                fail_field("equation", "'" + eq +
+                                           "': an operand repeats an index or has a character other than a letter "
+                                           "(diagonals are not supported)");
+            }
+        }
+    }
+    std::string out;
+    if (arrow == std::string::npos) {
+        // Implicit output: the ellipsis, then the letters that appear once, in alphabetical order.
+        for (int k = 0; k < ellipsis; k++) out += static_cast<char>('0' + k);
+        std::string letters = terms[0] + (terms.size() > 1 ? terms[1] : "");
+        std::sort(letters.begin(), letters.end());
+        for (char c : letters) {
+            if (std::isalpha(static_cast<unsigned char>(c)) && std::count(letters.begin(), letters.end(), c) == 1)
+                out += c;
+        }
+    } else {
+        std::string o = eq.substr(arrow + 2);
+        const int64_t o_rank = o.find("...") == std::string::npos ? static_cast<int64_t>(o.size())
+                                                                  : ellipsis + static_cast<int64_t>(o.size() - 3);
+        out = einsum_term(o, o_rank, ellipsis, "equation");
+    }
+    auto perm_to = [](const std::string &from, const std::string &to) {
+        std::vector<int64_t> perm;
+        for (char c : to) perm.push_back(static_cast<int64_t>(from.find(c)));
+        return perm;
+    };
+    auto transpose = [&](const std::string &input, const std::string &from, const std::string &to,
+                         const std::string &output) {
+        if (from == to) return input;
+        Node t;
+        t.name = im.fresh_node_name(n.name + "/transpose");
+        t.op = "Transpose";
+        t.inputs = {input};
+        t.outputs = {output.empty() ? im.fresh_value(n.outputs[0] + "/transposed") : output};
+        t.attrs = {{"perm", perm_to(from, to)}};
+        im.emit(t);
+        return t.outputs[0];
+    };
+    auto unsupported = [&](const std::string &why) {
+        fail_field("equation", "'" + eq + "' is not a batched matrix product: " + why);
+    };
+    for (char c : out) {
+        if (std::count(out.begin(), out.end(), c) > 1) unsupported("the output repeats an index");
+        bool found = false;
+        for (const std::string &t : terms) found = found || t.find(c) != std::string::npos;
+        if (!found) fail_field("equation", "'" + eq + "': output index '" + std::string(1, c) + "' is in no operand");
+    }
+    if (terms.size() == 1) {
+        std::string sorted_in = terms[0], sorted_out = out;
+        std::sort(sorted_in.begin(), sorted_in.end());
+        std::sort(sorted_out.begin(), sorted_out.end());
+        if (sorted_in != sorted_out) unsupported("one operand summed over some of its indices");
+        if (transpose(n.inputs[0], terms[0], out, n.outputs[0]) == n.inputs[0]) emit_identity(im, n);
+        return;
+    }
+    const std::string &a = terms[0], &b = terms[1];
+    std::string batch, a_only, b_only, k;
+    for (char c : out) {
+        const bool in_a = a.find(c) != std::string::npos, in_b = b.find(c) != std::string::npos;
+        if (in_a && in_b) {
+            batch += c;
+        } else if (in_a) {
+            a_only += c;
+        } else {
+            b_only += c;
+        }
+    }
+    for (char c : a) {
+        if (out.find(c) == std::string::npos) {
+            if (b.find(c) == std::string::npos)
+                unsupported("index '" + std::string(1, c) + "' is summed within one operand");
+            k += c;
+        }
+    }
+    for (char c : b) {
+        if (out.find(c) == std::string::npos && a.find(c) == std::string::npos)
+            unsupported("index '" + std::string(1, c) + "' is summed within one operand");
+    }
+    if (k.size() != 1) unsupported(std::to_string(k.size()) + " contracted indices (one is)");
+    // M and N: the last index of each side alone (its dims before that are extra batch dims).
+    const std::string m = a_only.empty() ? "" : a_only.substr(a_only.size() - 1);
+    const std::string nn = b_only.empty() ? "" : b_only.substr(b_only.size() - 1);
+    const std::string a_extra = a_only.substr(0, a_only.size() - m.size());
+    const std::string b_extra = b_only.substr(0, b_only.size() - nn.size());
+    if (!a_extra.empty() && !b_extra.empty())
+        unsupported("both operands have dims of their own beyond a row and a column");
+    // A vector operand (no row, or no column) has no batch dims for MatMul to broadcast.
+    if (m.empty() && !(batch.empty() && a_extra.empty())) unsupported("the first operand is a vector with batch dims");
+    if (nn.empty() && !(batch.empty() && b_extra.empty()))
+        unsupported("the second operand is a vector with batch dims");
+    const std::string a_order = a_extra + batch + m + k, b_order = b_extra + batch + k + nn;
+    const std::string product = a_extra + b_extra + batch + m + nn;
+    const std::string ta = transpose(n.inputs[0], a, a_order, "");
+    const std::string tb = transpose(n.inputs[1], b, b_order, "");
+    Node mm;
+    mm.name = n.name;
+    mm.op = "MatMul";
+    mm.inputs = {ta, tb};
+    mm.outputs = {product == out ? n.outputs[0] : im.fresh_value(n.outputs[0] + "/product")};
+    im.emit(mm);
+    if (product != out) transpose(mm.outputs[0], product, out, n.outputs[0]);
+}
+
 const std::map<std::string, OpImport> &op_imports() {
     static const std::map<std::string, OpImport> table = [] {
         std::map<std::string, OpImport> t;
@@ -1126,6 +1305,7 @@ const std::map<std::string, OpImport> &op_imports() {
         }
         t["Clip"].emit = emit_clip;
         t["Softmax"].emit = emit_softmax;
+        t["Einsum"].emit = emit_einsum;
         t["Split"].emit = emit_split;
         t["Pad"].emit = emit_pad;
         t["Dropout"].emit = emit_dropout;
@@ -1182,7 +1362,7 @@ const std::map<std::string, OpImport> &op_imports() {
                 {in[0], in[1], in[2]}, ints, [](const std::vector<double> &a) { return a[0] != 0 ? a[1] : a[2]; },
                 "inputs")};
         };
-        // Comparisons and logic, on constants only (the masks shape subgraphs build).
+        // Comparisons and logic folded on constants (the masks shape subgraphs build).
         auto compare = [](std::function<bool(double, double)> f) {
             OpImport op;
             op.fold = [f](Importer &im, const OnnxNode &n) {
@@ -1205,6 +1385,11 @@ const std::map<std::string, OpImport> &op_imports() {
                 {&im.constant(n.inputs[0])}, true, [](const std::vector<double> &a) { return double(a[0] == 0); },
                 "input 0 (X)")};
         };
+        // On activations: hfuse's ops, booleans as float32 0 and 1.
+        for (const char *op :
+             {"Equal", "Where", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "And", "Or", "Xor", "Not"}) {
+            t[op].emit = emit_on_floats;
+        }
         // Mod: integer (the sign of the divisor, as Python) unless fmod=1 (the sign of the dividend, as C).
         t["Mod"].fold = [](Importer &im, const OnnxNode &n) {
             auto in = constant_inputs(im, n);

@@ -1,6 +1,8 @@
 // Unary activations and math (Relu, LeakyRelu, Clip, Sigmoid, Tanh, HardSigmoid, HardSwish, Erf,
-// Sqrt, Reciprocal, Exp, Log, Neg, Abs, Gelu), the binary arithmetic ops with numpy broadcasting (Add, Sub,
-// Mul, Div; Pow apart, for its constant exponents) and the variadic ones (Max, Min, Sum, Mean). Each
+// Sqrt, Reciprocal, Exp, Log, Neg, Abs, Gelu, Not), the binary arithmetic ops with numpy broadcasting (Add,
+// Sub, Mul, Div; Pow apart, for its constant exponents), comparisons and logic (Equal, Greater, Less,
+// GreaterOrEqual, LessOrEqual, And, Or, Xor: booleans as float32 0 and 1), Where, and the variadic
+// ones (Max, Min, Sum, Mean). Each
 // family is a table: one entry per op holding only its formula, sharing a single schema builder.
 #include "halide_util.h"
 #include "hfuse/error.h"
@@ -102,6 +104,7 @@ const std::vector<UnaryOp> &unary_ops() {
         {"Neg", {}, [](const Expr &x, const LowerContext &) { return -x; }},
         {"Abs", {}, [](const Expr &x, const LowerContext &) { return Halide::abs(x); }},
         {"Gelu", {}, gelu, 1, {}, [](const InferContext &ctx) { gelu_tanh(ctx.attrs); }, {"approximate"}},
+        {"Not", {}, [](const Expr &x, const LowerContext &) { return Halide::select(x == 0.0f, 1.0f, 0.0f); }},
     };
     return table;
 }
@@ -138,12 +141,48 @@ struct BinaryOp {
     Expr (*formula)(const Expr &a, const Expr &b);
 };
 
+// Booleans are float32 0 and 1 (hfuse computes in float32); an operand is true where it is not 0.
+Expr as_float(const Expr &condition) {
+    return Halide::select(condition, 1.0f, 0.0f);
+}
+
 const BinaryOp binary_ops[] = {
     {"Add", [](const Expr &a, const Expr &b) { return a + b; }},
     {"Sub", [](const Expr &a, const Expr &b) { return a - b; }},
     {"Mul", [](const Expr &a, const Expr &b) { return a * b; }},
     {"Div", [](const Expr &a, const Expr &b) { return a / b; }},
+    {"Equal", [](const Expr &a, const Expr &b) { return as_float(a == b); }},
+    {"Greater", [](const Expr &a, const Expr &b) { return as_float(a > b); }},
+    {"Less", [](const Expr &a, const Expr &b) { return as_float(a < b); }},
+    {"GreaterOrEqual", [](const Expr &a, const Expr &b) { return as_float(a >= b); }},
+    {"LessOrEqual", [](const Expr &a, const Expr &b) { return as_float(a <= b); }},
+    {"And", [](const Expr &a, const Expr &b) { return as_float(a != 0.0f && b != 0.0f); }},
+    {"Or", [](const Expr &a, const Expr &b) { return as_float(a != 0.0f || b != 0.0f); }},
+    {"Xor", [](const Expr &a, const Expr &b) { return as_float((a != 0.0f) != (b != 0.0f)); }},
 };
+
+// Where(condition, X, Y), the three broadcast together: X where the condition is not 0, else Y.
+OpSchema where_schema() {
+    OpSchema s;
+    s.name = "Where";
+    s.kind = PatternKind::Broadcast;
+    s.min_inputs = s.max_inputs = 3;
+    s.flops = one_per_element;
+    s.infer = [](const InferContext &ctx) {
+        Shape out = broadcast_shapes(ctx.inputs[0]->shape, ctx.inputs[1]->shape, "input 1 (X)");
+        out = broadcast_shapes(out, ctx.inputs[2]->shape, "input 2 (Y)");
+        return std::vector<TensorType>{{DType::Float32, out}};
+    };
+    s.lower = [](const LowerContext &ctx) {
+        std::vector<Expr> args = as_exprs(make_vars(ctx.output_types[0].rank()));
+        Expr in[3];
+        for (int i = 0; i < 3; i++) in[i] = ctx.inputs[i](broadcast_coords(ctx.input_types[i]->shape, args));
+        Func out(func_name(ctx));
+        out(args) = Halide::select(in[0] != 0.0f, in[1], in[2]);
+        return Lowered{{out}, {}, {}};
+    };
+    return s;
+}
 
 OpSchema binary_schema(const BinaryOp &op) {
     OpSchema s;
@@ -249,6 +288,7 @@ void register_elementwise_ops(std::vector<OpSchema> &ops) {
     for (const UnaryOp &op : unary_ops()) ops.push_back(unary_schema(op));
     for (const BinaryOp &op : binary_ops) ops.push_back(binary_schema(op));
     ops.push_back(pow_schema());
+    ops.push_back(where_schema());
     for (const VariadicOp &op : variadic_ops) ops.push_back(variadic_schema(op));
 }
 

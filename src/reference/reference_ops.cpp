@@ -945,6 +945,39 @@ const std::map<std::string, OpFn> &op_table() {
         {"Mul", [](const OpArgs &a) { return map_variadic(a, [](double x, double y) { return x * y; }); }},
         {"Div", [](const OpArgs &a) { return map_variadic(a, [](double x, double y) { return x / y; }); }},
         {"Pow", [](const OpArgs &a) { return map_variadic(a, [](double x, double y) { return std::pow(x, y); }); }},
+        // Booleans as 0 and 1, true where not 0.
+        {"Equal", [](const OpArgs &a) { return map_variadic(a, [](double x, double y) { return double(x == y); }); }},
+        {"Greater", [](const OpArgs &a) { return map_variadic(a, [](double x, double y) { return double(x > y); }); }},
+        {"Less", [](const OpArgs &a) { return map_variadic(a, [](double x, double y) { return double(x < y); }); }},
+        {"GreaterOrEqual",
+         [](const OpArgs &a) { return map_variadic(a, [](double x, double y) { return double(x >= y); }); }},
+        {"LessOrEqual",
+         [](const OpArgs &a) { return map_variadic(a, [](double x, double y) { return double(x <= y); }); }},
+        {"And",
+         [](const OpArgs &a) { return map_variadic(a, [](double x, double y) { return double(x != 0 && y != 0); }); }},
+        {"Or",
+         [](const OpArgs &a) { return map_variadic(a, [](double x, double y) { return double(x != 0 || y != 0); }); }},
+        {"Xor",
+         [](const OpArgs &a) {
+             return map_variadic(a, [](double x, double y) { return double((x != 0) != (y != 0)); });
+         }},
+        {"Not",
+         [](const OpArgs &a) {
+             return std::vector<RefTensor>{map_unary(a.in(0), [](double x) { return double(x == 0); })};
+         }},
+        {"Where",
+         [](const OpArgs &a) {
+             const RefTensor &c = a.in(0), &x = a.in(1), &y = a.in(2);
+             RefTensor out =
+                 zeros(broadcast_shapes(broadcast_shapes(c.shape, x.shape, "input 1 (X)"), y.shape, "input 2 (Y)"));
+             walk<3>(out.shape,
+                     {broadcast_strides(c.shape, out.shape), broadcast_strides(x.shape, out.shape),
+                      broadcast_strides(y.shape, out.shape)},
+                     {0, 0, 0}, [&](int64_t i, const std::array<int64_t, 3> &o) {
+                         out.data[i] = c.data[o[0]] != 0.0f ? x.data[o[1]] : y.data[o[2]];
+                     });
+             return std::vector<RefTensor>{out};
+         }},
         {"Max",
          [](const OpArgs &a) {
              // NaN wins, as in numpy's maximum (std::max would keep whichever came first).

@@ -110,7 +110,9 @@ TEST_P(OnnxModel, MatchesPyTorch) {
                                                    "resize_crop_antialias_opset19",
                                                    "upsample_linear_opset9",
                                                    "reduce_sum_opset13",
-                                                   "reduce_max_min_opset18"};
+                                                   "reduce_max_min_opset18",
+                                                   "einsum_opset12",
+                                                   "compare_where_opset16"};
     if (!networks.count(GetParam())) return;
     Executor ex(plan_fusion(g, {load_rules("x86")}));
     auto out = ex.run({{g.inputs[0].name, tensor_from_data(shape, x.data())}});
@@ -218,6 +220,9 @@ TEST(OnnxImportErrors, OpsetsAbove21AndWhatOpsets18To21AddThatHfuseLacks) {
     expect_contains(
         load_error(kData + "error_split_num_outputs_opset18.onnx"),
         {"node 'split' (Split): field 'num_outputs'", "dim 2 (4) into 3 parts of 2 leaves the last part empty"});
+    expect_contains(load_error(kData + "error_einsum_opset12.onnx"),
+                    {"node 'einsum' (Einsum): field 'equation'", "'bcij,bcjk->bc' is not a batched matrix product",
+                     "index 'i' is summed within one operand"});
     expect_contains(load_error(kData + "error_float8_opset21.onnx"),
                     {"error_float8_opset21.onnx: ", "initializer 'w8'", "element type float8e4m3fn is not supported"});
 }
