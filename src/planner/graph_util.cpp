@@ -159,4 +159,17 @@ bool partition_to_plan(const Graph &g, const IndexPartition &p, FusedGraph &out)
     }
 }
 
+Graph without_weight_values(const Graph &g) {
+    Graph out;
+    out.name = g.name;
+    out.source = g.source;
+    out.inputs = g.inputs;
+    for (const auto &[name, c] : g.weights) out.weights[name].type = c.type;
+    out.nodes = g.nodes;
+    out.outputs = g.outputs;
+    out.removed = g.removed;
+    out.types = g.types;
+    return out;
+}
+
 }  // namespace hfuse::planner

@@ -53,6 +53,10 @@ bool is_live_out(const NodeGraph &ng, int node, const std::set<int> &group);
 // Whether a path of producer -> consumer edges leads from node `from` to node `to`.
 bool reaches(const NodeGraph &ng, int from, int to);
 
+// `g` without its weights' values (their types kept): enough to check a plan of it (check_plan reads
+// no values), so a trial merge does not copy the weights.
+Graph without_weight_values(const Graph &g);
+
 // A partition of a graph's nodes by index (indices into graph.nodes), as the plan searches
 // (enumerate_plans, hfuse explore) walk them.
 using IndexPartition = std::vector<std::vector<int>>;

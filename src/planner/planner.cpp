@@ -477,8 +477,9 @@ FusedGraph without_copies(const FusedGraph &f) {
 }
 
 // Recomputes group `i` of `f` in every group that reads it, if the rules allow; returns whether it did
-// (`f` is then the new plan, checked and reordered).
-bool try_recompute(FusedGraph &f, int i, const RuleSet &rules) {
+// (`f` is then the new plan, checked and reordered). `light`: f.graph without its weights' values
+// (planner::without_weight_values), on which the trial plan is checked.
+bool try_recompute(FusedGraph &f, int i, const RuleSet &rules, const Graph &light) {
     const Graph &g = f.graph;
     const FusedGroup &p = f.groups[i];
     if (!p.backend.empty()) return false;
@@ -526,7 +527,9 @@ bool try_recompute(FusedGraph &f, int i, const RuleSet &rules) {
             return false;
         }
     }
-    FusedGraph trial = f;
+    FusedGraph trial;
+    trial.graph = light;
+    trial.groups = f.groups;
     for (int j : readers) {
         FusedGroup &c = trial.groups[j];
         for (const std::string &n : p.nodes) {
@@ -542,7 +545,7 @@ bool try_recompute(FusedGraph &f, int i, const RuleSet &rules) {
     }
     trial.groups.erase(trial.groups.begin() + i);
     try {
-        f = check_plan(std::move(trial));
+        f.groups = check_plan(std::move(trial)).groups;
     } catch (const Error &) {
         return false;  // not a legal plan (a cycle through the copies): keep the group
     }
@@ -555,24 +558,28 @@ bool try_recompute(FusedGraph &f, int i, const RuleSet &rules) {
 FusedGraph recompute_shared_groups(FusedGraph f, const RuleSet &rules) {
     // One group at a time, from the last back (so a chain of cheap groups feeding several groups is
     // copied whole), until none can go; every success removes a group.
+    const Graph light = planner::without_weight_values(f.graph);
     for (bool changed = true; changed;) {
         changed = false;
         for (int i = static_cast<int>(f.groups.size()) - 1; i >= 0 && !changed; i--) {
-            changed = try_recompute(f, i, rules);
+            changed = try_recompute(f, i, rules, light);
         }
     }
     return f;
 }
 
 // The rule set's `attention`: the groups owning an attention's nodes (planner::match_attention) join
-// into one, led by its second product, where the rules let none of those nodes stay apart (opaque,
+// into one (a group owning them all already is marked so again: each round says why anew), led by
+// its second product, where the rules let none of those nodes stay apart (opaque,
 // stop_after), the joined group keeps the limits, and no path leaves it and comes back (check_plan).
 // Its template computes the attention per tile of queries with an online softmax, so the merge
 // always pays: the scores and the probabilities, written and read once each apart, never go through
 // memory, for the same FLOPs (plus one rescale of a tile's outputs per block of keys).
 FusedGraph join_attention_groups(FusedGraph f, const RuleSet &rules) {
     if (!rules.attention) return f;
-    const Graph graph = f.graph;  // the patterns point into it; merging changes only the groups
+    const Graph &graph = f.graph;  // merging changes only the groups
+    FusedGraph trial;              // the plans tried, on the graph without its weights' values
+    trial.graph = planner::without_weight_values(graph);
     for (const planner::AttentionPattern &a : planner::find_attentions(graph)) {
         std::set<size_t> owners;
         bool free = true;
@@ -584,9 +591,9 @@ FusedGraph join_attention_groups(FusedGraph f, const RuleSet &rules) {
                     owners.insert(i);
             }
         }
-        if (!free || owners.size() < 2) continue;
-        FusedGraph joined = f;
-        FusedGroup &into = joined.groups[*owners.begin()];
+        if (!free || owners.empty()) continue;
+        std::vector<FusedGroup> joined = f.groups;
+        FusedGroup &into = joined[*owners.begin()];
         std::set<std::string> nodes;
         for (size_t i : owners) {
             const FusedGroup &grp = f.groups[i];
@@ -600,7 +607,7 @@ FusedGraph join_attention_groups(FusedGraph f, const RuleSet &rules) {
         if (static_cast<int>(nodes.size()) > rules.max_group_ops || count_inputs(graph, nodes) > rules.max_group_inputs)
             continue;
         into.nodes.clear();
-        for (const Node &n : f.graph.nodes) {
+        for (const Node &n : graph.nodes) {
             if (nodes.count(n.name)) into.nodes.push_back(n.name);
         }
         into.master = a.output->name;
@@ -618,17 +625,16 @@ FusedGraph join_attention_groups(FusedGraph f, const RuleSet &rules) {
         } else {
             into.placement[a.output->name] = Placement::Root;
         }
-        const int64_t scores_bytes = 4 * num_elements(f.graph.type_of(a.softmax_input()).shape);
+        const int64_t scores_bytes = 4 * num_elements(graph.type_of(a.softmax_input()).shape);
         into.why += std::string(into.why.empty() ? "" : "; ") + "attention '" + a.scores->name + "' .. '" +
                     a.output->name + "' per tile of queries with an online softmax: its scores and probabilities (" +
                     human_bytes(2 * scores_bytes) + ") never go through memory";
-        std::vector<FusedGroup> groups;
-        for (size_t i = 0; i < joined.groups.size(); i++) {
-            if (i == *owners.begin() || !owners.count(i)) groups.push_back(joined.groups[i]);
+        trial.groups.clear();
+        for (size_t i = 0; i < joined.size(); i++) {
+            if (i == *owners.begin() || !owners.count(i)) trial.groups.push_back(joined[i]);
         }
-        joined.groups = std::move(groups);
         try {
-            f = check_plan(std::move(joined));
+            f.groups = check_plan(trial).groups;
         } catch (const Error &) {
             // A path leaves the joined group and comes back (or the plan is otherwise not one): apart.
         }
