@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -329,7 +330,9 @@ std::vector<std::string> save_model(const Graph &g, const std::string &path) {
         ordered w = {{"shape", c.type.shape}};
         if (ints) w["dtype"] = "int64";
         const int64_t n = num_elements(c.type.shape);
-        if (n <= 16) {
+        // JSON has no infinities or NaN (a mask's -inf): such values go to a file, whatever their count.
+        const bool finite = ints || std::all_of(c.f32.begin(), c.f32.end(), [](float v) { return std::isfinite(v); });
+        if (n <= 16 && finite) {
             w["values"] = ints ? ordered(c.i64) : ordered(c.f32);
         } else {
             std::string file = stem + "." + file_part(kv.first);

@@ -339,6 +339,17 @@ TEST(OnnxCli, ImportWritesAJsonModelThatRunsTheSame) {
 
     r = test::run_cli("import " + kData + "resnet_small.onnx -o " + dir + "/resnet.txt", true);
     EXPECT_EQ(r.code, 2) << r.out;
+
+    // A weight holding -inf (a mask), which JSON cannot hold, goes to a file however small.
+    r = test::run_cli("import " + kData + "compare_where_opset16.onnx -o " + dir + "/where.json");
+    ASSERT_EQ(r.code, 0) << r.out;
+    const json &w = entry("compare_where_opset16");
+    const Graph where = load_model(dir + "/where.json");
+    std::vector<float> wx = file_floats(w["input"], w["input_shape"].get<Shape>());
+    auto wout = reference::run(where, {{"input", {w["input_shape"].get<Shape>(), wx}}});
+    std::map<std::string, const float *> actual;
+    for (const auto &kv : wout) actual[kv.first] = kv.second.data.data();
+    expect_pytorch_outputs(w, actual, 1e-4, "imported JSON");
 }
 
 // Builds tests/aot/caller.cpp against the library `name` that `hfuse compile` wrote into `dir`, runs it
