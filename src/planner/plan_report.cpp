@@ -76,8 +76,11 @@ std::string plan_dot(const FusedGraph &f) {
     for (const GraphInput &in : g.inputs)
         os << "  " << q("in:" + in.name) << " [shape=ellipse, label=" << q(in.name) << "];\n";
     for (const FusedGroup &grp : f.groups) {
-        os << "  subgraph " << q("cluster_" + grp.name)
-           << " {\n    label=" << q(grp.name + (grp.backend.empty() ? "" : " [" + grp.backend + "]"))
+        // The group's schedule template where the plan has one (an attention group shows "attention").
+        const std::string tmpl = grp.schedule.is_object() ? grp.schedule.value("template", "") : "";
+        os << "  subgraph " << q("cluster_" + grp.name) << " {\n    label="
+           << q(grp.name + (grp.backend.empty() ? "" : " [" + grp.backend + "]") +
+                (tmpl.empty() ? "" : " (" + tmpl + ")"))
            << "; style=filled; color=lightgrey;\n";
         for (const std::string &n : grp.nodes) {
             const Node *node = g.find_node(n);

@@ -10,6 +10,7 @@
 #include "hfuse/model_io.h"
 #include "hfuse/model_pipeline.h"
 #include "hfuse/passes.h"
+#include "hfuse/plan_report.h"
 #include "hfuse/planner.h"
 #include "hfuse/reference.h"
 
@@ -138,6 +139,8 @@ TEST(Attention, PlannedAsOneGroupUnderItsRule) {
     EXPECT_EQ(grp.schedule.value("template", ""), "attention") << grp.schedule.dump();
     EXPECT_NE(grp.why.find("online softmax"), std::string::npos) << grp.why;
     EXPECT_EQ(grp.placement.at("probs"), Placement::ComputeAt);
+    // The drawing names the group's template.
+    EXPECT_NE(plan_dot(plan).find("label=\"" + grp.name + " (attention)\""), std::string::npos) << plan_dot(plan);
     expect_matches(plan, g);
 
     // Without the rule, the Softmax's value goes through memory to the second product's group.
