@@ -19,22 +19,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
+from cli_runner import last_json, run as run_cli
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def run(cmd):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if p.returncode != 0:
-        sys.exit("attention_groups: failed (%d): %s\n%s" % (p.returncode, " ".join(cmd), p.stderr.strip()))
-    return p.stdout
-
-
-def last_json(text):
-    return json.loads(text.strip().splitlines()[-1])
 
 
 def attention_nodes(plan):
@@ -79,8 +69,8 @@ def main():
     for net in args.nets.split(","):
         model = os.path.join(args.dir, net + ".onnx")
         paths = {"attention": os.path.join(tmp, net + ".attention.json"), "apart": os.path.join(tmp, net + ".apart.json")}
-        run([args.hfuse, "plan", model, "-o", paths["attention"]])
-        run([args.hfuse, "plan", model, "--rules", apart_rules, "-o", paths["apart"]])
+        run_cli([args.hfuse, "plan", model, "-o", paths["attention"]])
+        run_cli([args.hfuse, "plan", model, "--rules", apart_rules, "-o", paths["apart"]])
         plans = {k: json.load(open(p)) for k, p in paths.items()}
         nodes = attention_nodes(plans["attention"])
         if not nodes:
@@ -90,12 +80,12 @@ def main():
         whole = {"attention": [], "apart": []}
         groups = {"attention": [], "apart": []}
         for _ in range(args.rounds):
-            d = last_json(run([args.hfuse, "bench", model, "--plan", paths["attention"], "--against", paths["apart"],
+            d = last_json(run_cli([args.hfuse, "bench", model, "--plan", paths["attention"], "--against", paths["apart"],
                                "--json"] + common))
             whole["attention"].append(d["plan_ms"])
             whole["apart"].append(d["against_ms"])
             for kind in ("attention", "apart"):
-                d = last_json(run([args.hfuse, "bench", model, "--plan", paths[kind], "--profile", "--json"] + common))
+                d = last_json(run_cli([args.hfuse, "bench", model, "--plan", paths[kind], "--profile", "--json"] + common))
                 groups[kind].append(sum(g["ms"] for g in d["group_profile"] if g["name"] in held[kind]))
         results[net] = {
             "attention_groups": len(held["attention"]),

@@ -26,22 +26,12 @@ import json
 import os
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 
+from cli_runner import last_json, run as run_cli
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def run(cmd):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if p.returncode != 0:
-        sys.exit("fusion_guard: failed (%d): %s\n%s" % (p.returncode, " ".join(cmd), p.stderr.strip()))
-    return p.stdout
-
-
-def last_json(text):
-    return json.loads(text.strip().splitlines()[-1])
 
 
 def group_ops(plan):
@@ -94,7 +84,7 @@ def main():
         plans = {}
         for kind, extra in (("fused", shlex.split(args.plan_args)), ("unfused_ops", ["--rules", "none"])):
             path = os.path.join(tmp, "%s.%s.json" % (net, kind))
-            run([args.hfuse, "plan", model, "-o", path] + extra)
+            run_cli([args.hfuse, "plan", model, "-o", path] + extra)
             with open(path) as f:
                 plans[kind] = json.load(f)
         fused_nodes = {n for g in plans["fused"]["groups"] for n in g["nodes"]}
@@ -111,9 +101,9 @@ def main():
             order = ("fused", "unfused_ops") if r % 2 == 0 else ("unfused_ops", "fused")
             for kind in order:
                 path = os.path.join(tmp, "%s.%s.json" % (net, kind))
-                d = last_json(run([args.hfuse, "bench", model, "--plan", path, "--profile", "--json"] + common))
+                d = last_json(run_cli([args.hfuse, "bench", model, "--plan", path, "--profile", "--json"] + common))
                 times[net][kind].append({g["name"]: g["ms"] for g in d["group_profile"]})
-            d = last_json(run([args.hfuse, "bench", model, "--compare", "--json"] + shlex.split(args.plan_args) +
+            d = last_json(run_cli([args.hfuse, "bench", model, "--compare", "--json"] + shlex.split(args.plan_args) +
                               common))
             times[net]["net_fused"].append(d["fused_ms"])
             times[net]["net_unfused"].append(d["unfused_ms"])
