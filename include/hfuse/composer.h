@@ -1,6 +1,6 @@
 // The schedule composer's public face: the schedule parameters of a plan. Each group's "schedule"
-// names its template (simple, conv_xv, conv_dw, conv_flat, conv_cv, gemm_nv, gemm_dot, pool, reduction: see
-// schedules/README.md) and that template's parameters (tile sizes, vector width, reduction split,
+// names its template (simple, conv_xv, conv_dw, conv_flat, conv_cv, gemm_nv, gemm_dot, pool, reduction,
+// attention: see schedules/README.md) and that template's parameters (tile sizes, vector width, reduction split,
 // parallel split), chosen from the master's kind, the shapes and the target (vector width, vector
 // registers); a plan file that carries them pins them.
 //
