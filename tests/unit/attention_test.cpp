@@ -2,8 +2,8 @@
 // and MatMul(P, V) into one group, the composer computes it with an online softmax over blocks of
 // keys (schedules/attention_template.h), and every variant computes what the unfused graph and the
 // reference evaluator compute: odd sizes, fewer keys or channels than a vector, keys in several
-// blocks, masks of -inf (blocks wholly masked, rows whose first blocks are), batch dims V broadcasts
-// over, each way of splitting the work.
+// blocks, masks of -inf (blocks wholly masked, rows whose first blocks are) or given as an input,
+// batch dims V broadcasts over, each way of splitting the work.
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
 #include "hfuse/executor.h"
@@ -31,7 +31,7 @@ using nlohmann::json;
 // AVX2 whatever the host (16 registers, 8 lanes): the plans' defaults are pinned, and run on the host.
 const Halide::Target kTarget("x86-64-linux-avx-avx2-f16c-fma-sse41");
 
-enum class Mask { None, Bias, Random, LateKeys };
+enum class Mask { None, Bias, Random, LateKeys, Input };
 
 struct AttentionShape {
     Shape batch;  // the scores' batch dims, e.g. {B, H}
@@ -84,7 +84,7 @@ Graph attention_model(const AttentionShape &s) {
     std::string last = "scaled";
     if (s.mask != Mask::None) {
         nodes.push_back({{"name", "masked"}, {"op", "Add"}, {"inputs", {"scaled", "mask"}}});
-        weights["mask"] = mask_weight(s);
+        if (s.mask != Mask::Input) weights["mask"] = mask_weight(s);
         last = "masked";
     }
     nodes.push_back({{"name", "probs"}, {"op", "Softmax"}, {"inputs", {last}}, {"attrs", {{"axis", -1}}}});
@@ -93,6 +93,12 @@ Graph attention_model(const AttentionShape &s) {
     json inputs = {{{"name", "q"}, {"shape", with(s.batch, {s.sq, s.d})}},
                    {{"name", "k"}, {"shape", with(s.batch, {s.sk, s.d})}},
                    {{"name", "v"}, {"shape", with(s.v_batch, {s.sk, s.dv})}}};
+    if (s.mask == Mask::Input) {
+        // A padding mask as a model input, per sequence and key ([B, 1, ..., 1, Sk]), as BERT takes one.
+        Shape shape(s.batch.size(), 1);
+        if (!shape.empty()) shape[0] = s.batch[0];
+        inputs.push_back({{"name", "mask"}, {"shape", with(shape, {1, s.sk})}});
+    }
     const json m = {{"format", "hfuse-model"}, {"version", 1},   {"name", "attention"}, {"inputs", inputs},
                     {"weights", weights},      {"nodes", nodes}, {"outputs", {"act"}}};
     const std::string path = testing::TempDir() + "/attention_model_" + std::to_string(getpid()) + ".json";
@@ -170,6 +176,7 @@ TEST(Attention, EveryVariantMatchesTheReference) {
         {{2, 3}, 29, 43, 16, 16, {3}, Mask::LateKeys},   // V broadcast over the batch; masked first blocks
         {{4}, 17, 5, 8, 6, {4}, Mask::Bias},             // fewer keys and channels than a vector
         {{}, 21, 33, 12, 24, {}, Mask::None},            // no batch dims at all
+        {{3, 2}, 19, 23, 16, 8, {3, 2}, Mask::Input},    // a mask computed outside (a model input)
     };
     // Parameters over the defaults: keys in blocks of one or two vectors (the online softmax's
     // rescaling), queries split unevenly, one vector a register tile, each way of parallelising.
