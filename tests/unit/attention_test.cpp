@@ -250,6 +250,45 @@ TEST(Attention, WindowMaskBetweenReshapes) {
     expect_matches(plan, g);
 }
 
+// A causal mask as GPT-2 exports it: Where(the lower triangle, scores, -inf) between the scale and
+// the Softmax. Keys in blocks of 8: the first queries' later blocks are wholly masked.
+TEST(Attention, CausalWhereMask) {
+    const int64_t H = 3, S = 29, D = 8;
+    const std::string file = "causal_" + std::to_string(getpid()) + ".f32";
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    std::ofstream(testing::TempDir() + "/" + file, std::ios::binary)
+        .write(reinterpret_cast<const char *>(&neg_inf), sizeof(float));
+    json causal = json::array();
+    for (int64_t i = 0; i < S; i++) {
+        for (int64_t j = 0; j < S; j++) causal.push_back(j <= i ? 1 : 0);
+    }
+    const json nodes = {{{"name", "kt"}, {"op", "Transpose"}, {"inputs", {"k"}}, {"attrs", {{"perm", {0, 2, 1}}}}},
+                        {{"name", "scores"}, {"op", "MatMul"}, {"inputs", {"q", "kt"}}},
+                        {{"name", "scaled"}, {"op", "Div"}, {"inputs", {"scores", "scale"}}},
+                        {{"name", "masked"}, {"op", "Where"}, {"inputs", {"causal", "scaled", "ninf"}}},
+                        {{"name", "probs"}, {"op", "Softmax"}, {"inputs", {"masked"}}, {"attrs", {{"axis", -1}}}},
+                        {{"name", "attn"}, {"op", "MatMul"}, {"inputs", {"probs", "v"}}},
+                        {{"name", "act"}, {"op", "Relu"}, {"inputs", {"attn"}}}};
+    const json weights = {{"scale", {{"shape", Shape{}}, {"values", {std::sqrt(static_cast<double>(D))}}}},
+                          {"causal", {{"shape", Shape{S, S}}, {"values", causal}}},
+                          {"ninf", {{"shape", Shape{}}, {"file", file}}}};
+    const json inputs = {{{"name", "q"}, {"shape", Shape{H, S, D}}},
+                         {{"name", "k"}, {"shape", Shape{H, S, D}}},
+                         {{"name", "v"}, {"shape", Shape{H, S, D}}}};
+    const json m = {{"format", "hfuse-model"}, {"version", 1},   {"name", "causal"},  {"inputs", inputs},
+                    {"weights", weights},      {"nodes", nodes}, {"outputs", {"act"}}};
+    const std::string path = testing::TempDir() + "/causal_attention_" + std::to_string(getpid()) + ".json";
+    std::ofstream(path) << m.dump();
+    const Graph g = load_model(path);
+    FusedGraph plan = default_plan(g);
+    FusedGroup &grp = group_with(plan, "attn");
+    EXPECT_EQ(grp.schedule.value("template", ""), "attention") << grp.schedule.dump();
+    EXPECT_TRUE(std::count(grp.nodes.begin(), grp.nodes.end(), "masked"));
+    expect_matches(plan, g);
+    grp.schedule["key_block"] = 8;
+    expect_matches(plan, g);
+}
+
 TEST(Attention, InOneWholeModelPipeline) {
     const Graph g = attention_model({{2, 3}, 37, 45, 24, 20, {2, 3}, Mask::Random});
     FusedGraph plan = default_plan(g);
