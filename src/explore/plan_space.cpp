@@ -116,8 +116,13 @@ PlanSpace plan_space(const Graph &graph, const Halide::Target &target, const Pla
     const Graph g = without_large_weights(graph);
     PlanSpace space;
     std::vector<RankedPlan> plans;
-    std::vector<FusedGraph> all = enumerate_plans(g, {o.exhaustive_limit + 1, o.max_group_ops});
-    if (all.size() <= o.exhaustive_limit) {
+    bool complete = false;
+    PlanEnumeration enumeration;
+    enumeration.limit = o.exhaustive_limit + 1;
+    enumeration.max_group_ops = o.max_group_ops;
+    enumeration.complete = &complete;
+    std::vector<FusedGraph> all = enumerate_plans(g, enumeration);
+    if (complete && all.size() <= o.exhaustive_limit) {
         space.exhaustive = true;
         for (FusedGraph &p : all) plans.push_back(rank(std::move(p), target));
     } else {

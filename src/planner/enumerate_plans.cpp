@@ -29,7 +29,14 @@ std::vector<FusedGraph> enumerate_plans(const Graph &graph, const PlanEnumeratio
     for (int i = 0; i < n; i++) start.push_back({i});
     std::set<IndexPartition> seen = {start};
     std::deque<IndexPartition> queue = {start};
-    while (!queue.empty() && plans.size() < options.limit) {
+    const size_t max_partitions =
+        options.max_partitions ? options.max_partitions : std::max<size_t>(64 * options.limit, (size_t{1} << 22) / n);
+    bool complete = true;
+    while (!queue.empty()) {
+        if (plans.size() >= options.limit || seen.size() > max_partitions) {
+            complete = false;
+            break;
+        }
         IndexPartition p = queue.front();
         queue.pop_front();
         FusedGraph plan;
@@ -51,6 +58,7 @@ std::vector<FusedGraph> enumerate_plans(const Graph &graph, const PlanEnumeratio
             }
         }
     }
+    if (options.complete) *options.complete = complete;
     return plans;
 }
 
