@@ -40,6 +40,25 @@ struct AttentionShape {
     Mask mask = Mask::None;
 };
 
+// `values` in a raw float32 file in the test directory, named `stem`: -inf has no JSON form. Returns
+// the file's name, as a model's weight refers to it.
+std::string write_floats(const std::string &stem, const std::vector<float> &values) {
+    const std::string file = stem + "_" + std::to_string(getpid()) + ".f32";
+    std::ofstream(testing::TempDir() + "/" + file, std::ios::binary)
+        .write(reinterpret_cast<const char *>(values.data()),
+               static_cast<std::streamsize>(values.size() * sizeof(float)));
+    return file;
+}
+
+// A model `name` from its JSON parts, written to the test directory and loaded as a model file is.
+Graph json_model(const std::string &name, const json &inputs, const json &weights, const json &nodes) {
+    const json m = {{"format", "hfuse-model"}, {"version", 1},   {"name", name},      {"inputs", inputs},
+                    {"weights", weights},      {"nodes", nodes}, {"outputs", {"act"}}};
+    const std::string path = testing::TempDir() + "/" + name + "_" + std::to_string(getpid()) + ".json";
+    std::ofstream(path) << m.dump();
+    return load_model(path);
+}
+
 // A mask [Sq, Sk] (broadcast over the batch dims): Random drops 30% of the keys of each query (none
 // drops every key of a row), LateKeys lets query i see the keys from i * Sk / Sq / 2 on (the first
 // blocks of the later rows wholly masked), Bias adds finite values.
@@ -57,11 +76,7 @@ json mask_weight(const AttentionShape &s) {
             if (s.mask == Mask::LateKeys && j < i * s.sk / s.sq / 2) v = neg_inf;
         }
     }
-    // -inf has no JSON form: the mask goes in a raw float32 file beside the model.
-    const std::string file = "attention_mask_" + std::to_string(getpid()) + ".f32";
-    std::ofstream(testing::TempDir() + "/" + file, std::ios::binary)
-        .write(reinterpret_cast<const char *>(m.data()), static_cast<std::streamsize>(m.size() * sizeof(float)));
-    return {{"shape", Shape{s.sq, s.sk}}, {"file", file}};
+    return {{"shape", Shape{s.sq, s.sk}}, {"file", write_floats("attention_mask", m)}};
 }
 
 Shape with(Shape batch, std::initializer_list<int64_t> tail) {
@@ -99,11 +114,7 @@ Graph attention_model(const AttentionShape &s) {
         if (!shape.empty()) shape[0] = s.batch[0];
         inputs.push_back({{"name", "mask"}, {"shape", with(shape, {1, s.sk})}});
     }
-    const json m = {{"format", "hfuse-model"}, {"version", 1},   {"name", "attention"}, {"inputs", inputs},
-                    {"weights", weights},      {"nodes", nodes}, {"outputs", {"act"}}};
-    const std::string path = testing::TempDir() + "/attention_model_" + std::to_string(getpid()) + ".json";
-    std::ofstream(path) << m.dump();
-    return load_model(path);
+    return json_model("attention", inputs, weights, nodes);
 }
 
 FusedGraph default_plan(const Graph &g, const RuleSet &rules = load_rules("x86")) {
@@ -215,9 +226,7 @@ TEST(Attention, WindowMaskBetweenReshapes) {
             }
         }
     }
-    const std::string file = "window_mask_" + std::to_string(getpid()) + ".f32";
-    std::ofstream(testing::TempDir() + "/" + file, std::ios::binary)
-        .write(reinterpret_cast<const char *>(mask.data()), static_cast<std::streamsize>(mask.size() * sizeof(float)));
+    const std::string file = write_floats("window_mask", mask);
     const json nodes = {{{"name", "kt"}, {"op", "Transpose"}, {"inputs", {"k"}}, {"attrs", {{"perm", {0, 1, 3, 2}}}}},
                         {{"name", "scores"}, {"op", "MatMul"}, {"inputs", {"q", "kt"}}},
                         {{"name", "biased"}, {"op", "Add"}, {"inputs", {"scores", "bias"}}},
@@ -234,11 +243,7 @@ TEST(Attention, WindowMaskBetweenReshapes) {
     const json inputs = {{{"name", "q"}, {"shape", Shape{B * W, H, N, D}}},
                          {{"name", "k"}, {"shape", Shape{B * W, H, N, D}}},
                          {{"name", "v"}, {"shape", Shape{B * W, H, N, D}}}};
-    const json m = {{"format", "hfuse-model"}, {"version", 1},   {"name", "windows"}, {"inputs", inputs},
-                    {"weights", weights},      {"nodes", nodes}, {"outputs", {"act"}}};
-    const std::string path = testing::TempDir() + "/window_attention_" + std::to_string(getpid()) + ".json";
-    std::ofstream(path) << m.dump();
-    const Graph g = load_model(path);
+    const Graph g = json_model("windows", inputs, weights, nodes);
     FusedGraph plan = default_plan(g);
     FusedGroup &grp = group_with(plan, "attn");
     EXPECT_EQ(grp.schedule.value("template", ""), "attention") << grp.schedule.dump();
@@ -254,10 +259,7 @@ TEST(Attention, WindowMaskBetweenReshapes) {
 // the Softmax. Keys in blocks of 8: the first queries' later blocks are wholly masked.
 TEST(Attention, CausalWhereMask) {
     const int64_t H = 3, S = 29, D = 8;
-    const std::string file = "causal_" + std::to_string(getpid()) + ".f32";
-    const float neg_inf = -std::numeric_limits<float>::infinity();
-    std::ofstream(testing::TempDir() + "/" + file, std::ios::binary)
-        .write(reinterpret_cast<const char *>(&neg_inf), sizeof(float));
+    const std::string file = write_floats("causal_ninf", {-std::numeric_limits<float>::infinity()});
     json causal = json::array();
     for (int64_t i = 0; i < S; i++) {
         for (int64_t j = 0; j < S; j++) causal.push_back(j <= i ? 1 : 0);
@@ -275,11 +277,7 @@ TEST(Attention, CausalWhereMask) {
     const json inputs = {{{"name", "q"}, {"shape", Shape{H, S, D}}},
                          {{"name", "k"}, {"shape", Shape{H, S, D}}},
                          {{"name", "v"}, {"shape", Shape{H, S, D}}}};
-    const json m = {{"format", "hfuse-model"}, {"version", 1},   {"name", "causal"},  {"inputs", inputs},
-                    {"weights", weights},      {"nodes", nodes}, {"outputs", {"act"}}};
-    const std::string path = testing::TempDir() + "/causal_attention_" + std::to_string(getpid()) + ".json";
-    std::ofstream(path) << m.dump();
-    const Graph g = load_model(path);
+    const Graph g = json_model("causal", inputs, weights, nodes);
     FusedGraph plan = default_plan(g);
     FusedGroup &grp = group_with(plan, "attn");
     EXPECT_EQ(grp.schedule.value("template", ""), "attention") << grp.schedule.dump();
