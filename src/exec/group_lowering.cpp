@@ -131,7 +131,10 @@ Lowered lower_node(const Graph &graph, const OpSchema &op, LowerContext &ctx, co
     const AttentionLowering &a = it->second;
     if (a.role == AttentionLowering::Role::Scores) {
         const Halide::Func keys = ops::clamped_keys(ctx, ctx.inputs[1], ctx.output_types[0].shape.back());
-        const Halide::Func queries = ops::query_copy(ctx, ctx.inputs[0]);
+        // Q through a copy the template computes per tile of queries: what Q's producers compute (a
+        // scale, a slice of a fused projection) once per element, not once per broadcast.
+        const Halide::Func queries =
+            pure_copy(ctx.inputs[0], ctx.inputs[0].dimensions(), ops::func_name(ctx, "queries"));
         ctx.inputs[0] = queries;
         ctx.inputs[1] = keys;
         Lowered lowered = op.lower(ctx);

@@ -18,13 +18,6 @@ Func clamped_keys(const LowerContext &ctx, const Func &b, int64_t keys) {
     return copy;
 }
 
-Func query_copy(const LowerContext &ctx, const Func &a) {
-    Func copy(func_name(ctx, "queries"));
-    std::vector<Var> v = make_vars(a.dimensions());
-    copy(v) = a(v);
-    return copy;
-}
-
 Lowered lower_online_attention(const LowerContext &ctx, const Func &scores, const Shape &scores_shape, int key_block) {
     const Shape &out = ctx.output_types[0].shape;  // [batch..., Sq, Dv]
     const Shape &v_shape = ctx.input_types[1]->shape;

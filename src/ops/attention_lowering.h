@@ -30,11 +30,6 @@ enum AttentionStage {
 // product in place of B; the template places it.
 Halide::Func clamped_keys(const LowerContext &ctx, const Halide::Func &b, int64_t keys);
 
-// The scores product's A operand (Q [..., Sq, D], a Func (k, i, batch...)) read through a copy the
-// template computes per tile of queries: what Q's producers compute (a scale, a slice of a fused
-// projection) once per element, rather than once per broadcast of the product.
-Halide::Func query_copy(const LowerContext &ctx, const Halide::Func &a);
-
 // The output product of an attention (ctx: its node, A the Softmax's output, B = V) computed from
 // `scores`, the Softmax's input (x(j, i, batch...) of shape `scores_shape`), in blocks of `key_block`
 // keys. outputs[0] is the attention's output (d, i, batch...); stages as AttentionStage.
