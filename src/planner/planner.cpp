@@ -580,6 +580,7 @@ FusedGraph join_attention_groups(FusedGraph f, const RuleSet &rules) {
     const Graph &graph = f.graph;  // merging changes only the groups
     FusedGraph trial;              // the plans tried, on the graph without its weights' values
     trial.graph = planner::without_weight_values(graph);
+    const planner::NodeGraph ng(graph);
     for (const planner::AttentionPattern &a : planner::find_attentions(graph)) {
         std::set<size_t> owners;
         bool free = true;
@@ -615,12 +616,9 @@ FusedGraph join_attention_groups(FusedGraph f, const RuleSet &rules) {
         for (const Node *n : a.score_ops) into.placement[n->name] = Placement::Inline;
         into.placement[a.softmax->name] = Placement::ComputeAt;
         // Computed at root by the template (its readers in the group read it), or handed out.
-        const std::string &result = a.output->outputs[0];
-        bool handed_out = std::count(graph.outputs.begin(), graph.outputs.end(), result) > 0;
-        for (const Node &n : graph.nodes) {
-            if (!nodes.count(n.name) && std::count(n.inputs.begin(), n.inputs.end(), result)) handed_out = true;
-        }
-        if (handed_out) {
+        std::set<int> members;
+        for (const std::string &n : nodes) members.insert(ng.index.at(n));
+        if (planner::is_live_out(ng, ng.index.at(a.output->name), members)) {
             into.placement.erase(a.output->name);
         } else {
             into.placement[a.output->name] = Placement::Root;
