@@ -1,5 +1,7 @@
 // BatchNormalization (inference), Softmax, LayerNormalization and ReduceMean/Sum/Max/Min, checked against the
 // reference evaluator.
+#include <limits>
+
 #include "op_test_util.h"
 
 namespace hfuse::test {
@@ -85,6 +87,10 @@ TEST(NormalizationOps, ReduceSumMaxMin) {
     // All negative: a max that starts at 0 instead of the lowest float would show.
     check_op({"ReduceMax", {{"axes", {1}}}, {weight({4, 6}, -3, -1)}}, kTol);
     check_op({"ReduceMin", {{"axes", {1}}}, {weight({4, 6}, 1, 3)}}, kTol);
+    // A row of infinities: the max of -inf alone is -inf, not the lowest finite float.
+    const float inf = std::numeric_limits<float>::infinity();
+    check_op({"ReduceMax", {{"axes", {1}}}, {weight_values({2, 3}, {-inf, -inf, -inf, -inf, 2, -inf})}}, kTol);
+    check_op({"ReduceMin", {{"axes", {1}}}, {weight_values({2, 3}, {inf, inf, inf, 1, inf, inf})}}, kTol);
 }
 
 // LayerNormalization over the last axis (the reduction template's rows, odd widths for the vector

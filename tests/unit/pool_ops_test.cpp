@@ -1,6 +1,9 @@
 // MaxPool, AveragePool and the global pools against the reference evaluator (seeded random
 // geometries and named edge cases: ceil_mode, count_include_pad, dilation), their shape inference,
 // FLOPs, and the errors bad attributes produce.
+#include <algorithm>
+#include <limits>
+
 #include "window_test_util.h"
 
 namespace hfuse::test {
@@ -83,6 +86,21 @@ TEST(MaxPoolOps, PaddingNeverWins) {
     // All inputs negative: a zero pad would show up in every border output.
     check_op({"MaxPool", {{"kernel_shape", {3, 3}}, {"pads", {2, 2, 2, 2}}}, {weight({1, 2, 5, 5}, -2, -1)}},
              kTolerance);
+}
+
+TEST(MaxPoolOps, InfiniteInputs) {
+    // A window of -inf alone (beside padding) is -inf, not the lowest finite float; +inf wins.
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<float> x(2 * 4 * 4, -inf);
+    x[5] = 1.0f;
+    x[16 + 10] = inf;
+    check_op({"MaxPool",
+              {{"kernel_shape", {2, 2}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}},
+              {weight_values({1, 2, 4, 4}, x)}},
+             kTolerance);
+    check_op({"GlobalMaxPool", {}, {weight_values({1, 2, 4, 4}, x)}}, kTolerance);
+    std::fill(x.begin(), x.end(), -inf);
+    check_op({"GlobalMaxPool", {}, {weight_values({1, 2, 4, 4}, x)}}, kTolerance);
 }
 
 TEST(MaxPoolOps, CeilModeWindowsStartInsideTheInput) {
