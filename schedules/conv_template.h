@@ -12,6 +12,10 @@
 //  conv_cv  output channels in vector lanes, the input broadcast (Conv's "blocked" part, weights
 //           packed when lowering): register tiles of positions x channel vectors over the flattened
 //           output, any stride, any row width. 3x3 convs of ResNet-18: 79-88% of peak.
+//
+// Each template is one file, schedules/conv_<name>_template.cpp; what they share is in
+// conv_schedule_util.h; which template a group takes, and its parameters, is conv_defaults.cpp
+// (conv_default_params), with the register-tile and task pricing of conv_partition.h.
 #pragma once
 
 #include "hfuse/tensor.h"
@@ -72,7 +76,7 @@ struct ConvGroupShape {
 ConvGroupShape conv_at_root(ConvGroupShape shape);
 
 // conv_cv's register tile across output channels (tile_positions x tile_c_vectors), chosen for
-// `output_channels` on the target (see conv_template.cpp).
+// `output_channels` on the target (see conv_defaults.cpp).
 struct ChannelTile {
     int positions;  // output positions a tile holds
     int vectors;    // channel vectors a tile holds

@@ -27,7 +27,7 @@
 //    a random partition. Some plans are random partitions of the model as written
 //    ("rewritten": false: BatchNormalization, Identity and constant subgraphs are executed).
 //  - Schedules: each group's default_schedule_params(), perturbed: conv_xv/conv_dw/conv_flat/conv_cv parameters within
-//    the ranges schedules/conv_template.cpp accepts (mostly ones that fit the shapes, some that do
+//    the ranges schedules/conv_*_template.cpp accept (mostly ones that fit the shapes, some that do
 //    not); other templates (gemm, pool, reduction, simple, and any added later) get their integer
 //    parameters scaled by 0.5..1.5 (at least 1) and vector_width halved, kept or doubled. A group
 //    whose perturbed parameters the composer rejects with an hfuse::Error naming a "schedule." field

@@ -1,0 +1,956 @@
+// The conv templates' default parameters: which template a conv group takes and with what tiles,
+// chosen from its shape (schedules::ConvGroupShape) and the target, each choice with the
+// measurements behind it (conv_default_params in schedules/conv_template.h).
+#include "ops/window_util.h"
+#include "schedules/conv_partition.h"
+#include "schedules/conv_schedule_util.h"
+#include "schedules/schedule_params.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+namespace hfuse::schedules {
+namespace {
+
+using conv_util::int_or_absent;
+using conv_util::winograd_fits;
+
+// 16 channels each way and planes of at least 14x14 (with 32 vector registers, at least 28 tiles of
+// 4x4 or 256 input channels: see winograd_wins). AVX-512, Zen 5, 2 threads, relu epilogue,
+// planar I/O, 3 alternations, minima, direct -> F(2x2, 3x3): 64->64 at 56x56 0.58 -> 0.36 ms,
+// 128->128 at 28x28 0.58 -> 0.41, 32->32 at 112x112 0.63 -> 0.47, 16->16 at 56x56 0.066 -> 0.055,
+// 256->256 at 14x14 0.59 -> 0.56; 512->512 at 7x7 0.60 -> 0.91: 16 tiles, each of its 16 MB of
+// transformed weights (16 floats per pair of channels, the direct conv's 9) read for 16 tiles (F(4x4,
+// 3x3): 1.6 ms, 36 floats for 4 tiles).
+// Whether the weights are the smaller operand: per input channel, cout x taps weights against the
+// output's positions (as a GEMM's M against its N). Each block of output channels then rereads the
+// input for little weight reuse, so the tasks split the positions, every channel in one block.
+bool weights_smaller_than_positions(const ConvGroupShape &s) {
+    return s.output[1] * s.weight[2] * s.weight[3] <= s.output[2] * s.output[3];
+}
+
+bool winograd_wins(const ConvGroupShape &s, const TargetTraits &tt) {
+    if (!winograd_fits(s) || !s.constant_weights || s.input[1] < 16 || s.output[1] < 16 || s.output[2] < 14 ||
+        s.output[3] < 14) {
+        return false;
+    }
+    // F(4x4, 3x3)'s transformed weights, 4x the direct conv's, serve an image's tiles: fewer than 28
+    // of them (below 24x24) pay for them only over many input channels, against a direct conv whose
+    // tiles of a row's 7 positions x 3 vectors fit 32 registers. Sapphire Rapids, AVX-512, 2 threads,
+    // in the networks: GoogLeNet's 3x3s at 14x14 (16 tiles), 96-160 -> 208-320, direct 1.22-1.42x
+    // faster than Winograd in whole planes (the net 1.12x), DenseNet-121's 128 -> 32 1.43x;
+    // ResNet-18's 256 -> 256 alike either way. Under an AVX2 target (16 registers) the two nets ran
+    // 0.96-0.99x direct: Winograd stays there.
+    const int64_t tiles = ops::winograd_tiles(s.output[3], 4) * ops::winograd_tiles(s.output[2], 4);
+    return tiles >= 28 || s.input[1] >= 256 || tt.vector_registers < 32;
+}
+
+// Winograd's parameters over conv_cv's direct defaults `p`, F(m x m, 3x3): register tiles of 4
+// tiles x 4 channel vectors with 32 registers (16 accumulators, 4 weight vectors, a broadcast; 5 or
+// 6 tiles, or 3, were slower at m = 4 too), 3 x 4 with 16 as the direct conv's; the input copy
+// channel-blocked (the input transform's vector loads); tasks of whole tile rows (m conv rows), at
+// least 28 tiles where the height has them, then fewer while their transformed input and products,
+// (m + 2)^2 floats per tile and channel each, pass 512 KB (L2).
+// m = 4 is the default up to 256 input channels: 4x fewer products than the direct conv to m = 2's
+// 2.25x, for transforms of 6x6 tiles with small integer coefficients and rounding errors several
+// times larger (2e-6 to 1e-5 of the output's scale in the tests and bench workloads, within 1.1e-6
+// at m = 2). Zen 5, 2 threads, relu epilogue, medians of 3-5 alternations, m = 2 -> 4: 64->64 at
+// 128x128 2.11 -> 1.66 ms, at 56x56 0.390 -> 0.309; 128->128 at 28x28 0.466 -> 0.366; 256->256 at
+// 14x14 (16 rows computed for 14) 0.683 -> 0.578; 32->32 at 112x112 0.493 -> 0.467; 16->16 at 56x56
+// 0.055 -> 0.056. Compile time 0.96 -> 1.62 s for the first (LLVM on the unrolled 6x6 transforms;
+// 1.0-1.1 s at m = 4 with the transforms one axis at a time).
+void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetTraits &tt) {
+    const int64_t cin = s.input[1], channel_block = p["channel_block"].get<int64_t>();
+    // F(4x4, 3x3) while a task's transformed weights (36 floats per pair of channels), which its few
+    // tiles reuse, stay within 3 MB (256 input channels by 64 output channels); beyond, streamed from
+    // L3, F(2x2, 3x3)'s 16 floats do better. 512->512 at 14x14 F(4x4) 4.84 ms, F(2x2) 3.02; at 28x28
+    // 11.8 and 8.4 (VGG-11's); 256->256 at 28x28 1.83 and 1.88.
+    const int m = 36 * cin * channel_block * 4 <= 3 * 1024 * 1024 ? 4 : 2;
+    const int64_t tiles_x = ops::winograd_tiles(s.output[3], m), points = (m + 2) * (m + 2);
+    p["algorithm"] = "winograd";
+    p["winograd_tile"] = m;
+    p["tile_positions"] = std::min<int64_t>(tt.vector_registers >= 32 ? 4 : 3, tiles_x);
+    p["ci_block"] = cin;
+    // Blocks of 8 (vectors of 8 for the input transform) rather than 16: as fast (AVX-512, Zen 5,
+    // conv_bias_relu_maxpool 0.339 -> 0.325 ms, 3x3 64->64 at 128x128 1.98 -> 1.91, medians) and half
+    // the compile time (2.4 -> 1.0 s for the former: LLVM on the 16 x 16 transposes from the planes).
+    p["input_block"] = cin % 8 == 0 ? 8 : (cin % 4 == 0 ? 4 : 0);
+    const int64_t bytes_per_tile = points * (cin + channel_block) * 4;  // transformed input and products
+    // Rows of T (the conv's, or a stride-2 pool's after it): the direct defaults' rounded up to whole
+    // tile rows (a task of one conv row would compute m) or all.
+    const int64_t stride = s.tile_stride_y, hout = std::max<int64_t>(s.tile_output[2], 1);
+    const int64_t step = m / std::gcd<int64_t>(m, stride);  // T rows per whole tile row
+    auto tiles = [&](int64_t rows) { return ops::winograd_tiles(rows * stride, m) * tiles_x; };
+    int64_t rows = p["block_rows"].get<int64_t>();
+    rows = std::min<int64_t>((rows + step - 1) / step * step, hout);
+    // Then at least kMinTiles tiles a task where the height has them, over the direct defaults' 8
+    // tasks and the budget: a task reads its transformed weights once for its tiles, 4 / tiles bytes
+    // per product whatever the channels and m, from L2 or, past 1 MB, L3. Not below 4 tasks in all
+    // (the images' tasks are one parallel loop), nor an odd number below 8: one of 2 threads would
+    // wait. Zen 5, 2 threads, medians of 5 alternations, tiles a task before -> after: 128->128 at
+    // 28x28 14 -> 28, 0.406 -> 0.322 ms; 256->256 at 14x14 8 -> 16, 0.611 -> 0.499; 512->512 at 14x14
+    // 14 -> 28 (F(2x2)) 2.85 -> 2.48; at 28x28 14 -> 28, 7.93 -> 7.30; + 2x2 max pool: 128->128 at
+    // 28x28 7 -> 28, 0.387 -> 0.346; conv_bias_relu_maxpool (64->64 at 56x56) at batch 8 14 -> 28,
+    // 2.59 -> 2.27 (at batch 1, 7 tasks, compiled: 0.316 against 0.297 ms, so kept at 14 tiles).
+    // Then whole tile rows fewer while over the budget, down to kMinTiles; but where the whole
+    // plane's data is no more than a task's transformed weights, the plane stays one block of rows:
+    // each more block streams those weights again, and in a network they come from memory (the other
+    // layers' weights pass through the caches between runs). Sapphire Rapids, AVX-512, 2 threads, in
+    // the networks (bench --against --profile, 2 rounds): Wide ResNet-50's 512->512 at 14x14 (F(2x2),
+    // 2 MB of weights a task, 1.8 MB of data) in 2 blocks 3.9-5.8 ms, in one 3.1-4.0 (the direct conv
+    // 4.7; alone, its weights staying in L3, all three alike); VGG-16's alike 1.07-1.54x, its 256->512
+    // at 28x28 (F(4x4)) 1.19-1.21x. Planes of more data (56x56; 512 channels at 28x28) kept the budget:
+    // larger blocks there ran 4-15% slower.
+    // kOddTasksFrom: from that many tasks on, an odd count (one thread's extra task) is accepted.
+    // A block of rows that does not divide the height shifts inwards and computes the overlap again:
+    // larger blocks are taken only where they compute at most 15% more tiles in all than the fewest
+    // yet (GoogLeNet's 3x3s at 14x14, four tile rows: blocks of 12 rows computed six, 1.15-1.19x
+    // slower than blocks of 8; 28 rows in blocks of 8, 8 tile rows for 7, kept).
+    constexpr int64_t kMinTiles = 28, kMinTasks = 4, kOddTasksFrom = 8;
+    const int64_t channel_tasks = (s.output[1] + channel_block - 1) / channel_block;
+    auto tasks = [&](int64_t rows) { return s.output[0] * ((hout + rows - 1) / rows) * channel_tasks; };
+    auto computed = [&](int64_t rows) { return (hout + rows - 1) / rows * tiles(rows); };
+    int64_t fewest = computed(rows);
+    for (int64_t more = rows + step; rows < hout && tiles(rows) < kMinTiles; more += step) {
+        more = std::min<int64_t>(more, hout);
+        const int64_t n = tasks(more);
+        if (n < kMinTasks || (n % 2 == 1 && n < kOddTasksFrom)) break;
+        fewest = std::min(fewest, computed(more));
+        if (computed(more) * 100 <= fewest * 115) rows = more;
+        if (more == hout) break;
+    }
+    const int64_t task_weight_bytes = points * cin * channel_block * 4;
+    const int64_t whole_plane_tasks = tasks(hout);
+    if (tiles(hout) * bytes_per_tile <= task_weight_bytes && whole_plane_tasks >= kMinTasks &&
+        (whole_plane_tasks % 2 == 0 || whole_plane_tasks >= kOddTasksFrom)) {
+        rows = hout;
+    } else {
+        while (rows > step && tiles(rows) * bytes_per_tile > 512 * 1024 && tiles((rows - 1) / step * step) >= kMinTiles)
+            rows = (rows - 1) / step * step;
+    }
+    p["block_rows"] = rows;
+}
+
+}  // namespace
+
+// conv_cv's register tile across channels, chosen by a small cost model: per useful FMA, the
+// channels computed over those wanted (a tile that does not divide the output's vectors is shifted
+// inwards at the last task and recomputes the overlap: 160 channels by tiles of 64 compute 192), times
+// the loads a tile pays per FMA (np broadcasts and nc weight vectors for np * nc FMAs), weighted as
+// measured: AVX-512, 2 threads, 1x7 160->160 at 17x17 (10 vectors), 5 x 4 (computing 12) 0.624 ms,
+// 4 x 5 0.539, 5 x 2 0.649 (so a load costs ~1.8 FMAs' time in this loop). Candidates: 4, 3 and 2
+// vectors at the target's positions (5 with 32 registers, else 3), and 5 vectors at 4 positions with
+// 32 registers; 4 on a tie (the tile measured most). Only where the channels are whole vectors: the
+// tail of a partial vector is computed anyway.
+ChannelTile conv_cv_channel_tile(int64_t cout, const TargetTraits &tt) {
+    const int vw = tt.vector_width, np = tt.vector_registers >= 32 ? 5 : 3;
+    const int64_t blocks = (cout + vw - 1) / vw;
+    ChannelTile best{np, static_cast<int>(std::min<int64_t>(4, blocks))};
+    if (cout % vw != 0 || blocks <= 4) return best;
+    auto cost = [&](ChannelTile t) {
+        const double computed = static_cast<double>((blocks + t.vectors - 1) / t.vectors * t.vectors) / blocks;
+        return computed * register_tile_cost(t);
+    };
+    std::vector<ChannelTile> candidates = {{np, 3}, {np, 2}};
+    if (tt.vector_registers >= 32) candidates.push_back({4, 5});
+    for (const ChannelTile &t : candidates) {
+        if (cost(t) < cost(best) - 1e-9) best = t;
+    }
+    return best;
+}
+
+namespace {
+
+// Whether conv_cv computes a grouped conv (not depthwise) by default: where no FLOPs are wasted, each
+// group's output channels whole vectors, so that a vector's channels reduce over their one group's
+// input channels (a vector spanning groups reduces over all their inputs, the others' weighted zero:
+// 8 channels a group, two to a vector of 16, ran at half conv_xv's speed, 256 channels at 28x28,
+// AVX-512, one thread, 0.45 against 0.24 ms; 4 a group at a quarter); and with 32 vector registers,
+// where the broadcasts are FMA operands. With AVX2's 16 (an AVX2 target on the AVX-512 machine, one
+// thread) conv_xv was as fast or faster: RegNet-like 3x3s, 16 channels a group, 320 at 14x14 0.27
+// against 0.29-0.43 ms, 144 at 28x28 0.51 against 0.46-0.77.
+bool grouped_takes_cv(const ConvGroupShape &s, const TargetTraits &tt) {
+    const int64_t cout = s.output[1];
+    return s.group > 1 && !(s.group == s.input[1] && s.group == cout) && (cout / s.group) % tt.vector_width == 0 &&
+           tt.vector_registers >= 32 && s.constant_weights && !s.pooled;
+}
+
+// The most positions a register tile of nc channel vectors holds: the accumulators, a broadcast per
+// position and a weight vector in the registers, at most 16.
+int most_tile_positions(int nc, const TargetTraits &tt) {
+    return std::min(16, (tt.vector_registers - 1) / (nc + 1));
+}
+
+// The most positions a register tile of nc channel vectors holds that divide a row of `width`
+// outputs, where that is at least 4; else 0. Such a tile lies within a row, so its positions' input
+// addresses are the tile's plus constants (see lower_blocked_conv); across rows each is computed per
+// tap.
+int row_tile_positions(int64_t width, int nc, const TargetTraits &tt) {
+    const int divisor = static_cast<int>(largest_divisor_at_most(width, most_tile_positions(nc, tt)));
+    return divisor >= 4 ? divisor : 0;
+}
+
+// conv_cv's register tile for a grouped conv: up to 4 vectors of one group's channels (tiles across
+// groups share no broadcasts), and positions that divide the output's row where it has such a
+// divisor of at least 4 within the register budget (the accumulators, a broadcast per position and
+// a weight vector), else as many as the budget holds. A tile within a row has its positions'
+// addresses the tile's plus constants (see lower_blocked_conv); across rows each is computed per
+// tap, in vector registers on the FMA ports. RegNet's 3x3s with 16 channels a group, AVX-512, one
+// thread, the conv alone: 144 channels at 28x28 in 14-position tiles (2 a row) 0.193 ms, 8
+// positions 0.367 (conv_xv 0.218); 320 at 14x14, 14 positions 0.11, 8 positions 0.175 (conv_xv
+// 0.22); 784 at 7x7, 7 positions 0.086, 15 0.160.
+ChannelTile grouped_channel_tile(const ConvGroupShape &s, const TargetTraits &tt) {
+    const int nc = static_cast<int>(largest_divisor_at_most(s.output[1] / s.group / tt.vector_width, 4));
+    const int in_row = row_tile_positions(s.output[3], nc, tt);
+    return {in_row > 0 ? in_row : most_tile_positions(nc, tt), nc};
+}
+
+// conv_cv's rows a task of `height` rows, with `channel_tasks` blocks of channels each: enough for 8
+// tasks; better, the most rows that divide the height (a block that does not recomputes rows it
+// shares) into at least 8 tasks, an even number of them (two threads end together). Zen 5, 2 threads,
+// blocked I/O: conv_bias_relu_maxpool's 28 pooled rows by 4 (7 tasks) 0.67 ms, by 3 (10, the last
+// recomputing) 0.63, by 2 (14) 0.58; 128->128 at 28x28 by 7 (x 2 channel tasks) 0.585, by 3 0.63.
+int64_t rows_for_tasks(int64_t height, int64_t channel_tasks) {
+    const int64_t row_blocks = std::min<int64_t>(height, (8 + channel_tasks - 1) / channel_tasks);
+    int64_t rows = (height + row_blocks - 1) / row_blocks;
+    for (int64_t r = rows; r >= 1; r--) {
+        const int64_t tasks = height / r * channel_tasks;
+        if (height % r == 0 && tasks >= 8 && tasks % 2 == 0) return r;
+    }
+    return rows;
+}
+
+// A short reduction (fewer input channels than a block of 8, a stem's 3) does few FMAs per tap for
+// the address work of each position: tiles within a row, as for grouped convs. Sapphire Rapids,
+// AVX-512, 2 threads, in the networks (bench --against --profile, 2-4 alternations): stride-2 3x3
+// stems to 112x112, 3->16 in 5-position tiles 0.19-0.21 ms, 14 positions 0.16-0.19; 3->32, 5
+// positions 0.27-0.29, 8 positions 0.24-0.25; ResNet-18's 7x7 3->64, 5 positions 1.29-1.71 ms, 4
+// positions 1.14-1.46.
+// Where no tile size divides the row, every row padded to whole tiles (*rows_padded: the positions
+// past the row computed from a zero-extended copy of the input and dropped) where the conv does
+// enough work per input value for that copy to pay (as conv_cv_input_copy_block's rule), with the
+// tile that pads least. SqueezeNet's 7x7 stride-2 3->96 to 109x109, Sapphire Rapids, AVX-512, 2
+// threads, in the network: 5-position tiles across rows 2.29-2.30 ms, within rows of 110 1.95-1.99
+// (4 positions, rows of 112, 1.99). Inception-V3's 3x3 stride-2 3->32 to 149x149 (144 FLOPs an
+// input value): 0.53-0.54 ms either way, 0.57-0.59 with the copy.
+ChannelTile short_reduction_tile(const ConvGroupShape &s, ChannelTile ct, double flops_per_input,
+                                 const TargetTraits &tt, bool *rows_padded) {
+    const int in_row = row_tile_positions(s.output[3], ct.vectors, tt);
+    if (in_row > 0) {
+        ct.positions = in_row;
+    } else if (flops_per_input >= 400 && s.output[3] > ct.positions) {
+        int64_t least = 0;
+        for (int np = 4; np <= most_tile_positions(ct.vectors, tt); np++) {
+            const int64_t padded = ceil_div(s.output[3], np) * np;
+            if (least == 0 || padded <= least) {  // ties: the larger tile
+                least = padded;
+                ct.positions = np;
+            }
+        }
+        *rows_padded = least > s.output[3];
+    }
+    return ct;
+}
+
+// Winograd's channels a task: at least 64, whole register tiles of them, as AVX-512's 4 vectors: a
+// task transforms its input tiles once for all its output channels, and AVX2's 4 vectors of 8 did
+// that twice as often (Zen 5 under an AVX2 target, 2 threads, medians of 4 alternations, 32 -> 64
+// channels: 3x3 64->64 at 128x128 2.77 -> 2.22 ms, conv_bias_relu_maxpool 0.590 -> 0.494,
+// resnet_block 1.33 -> 0.97, 128->128 at 28x28 0.621 -> 0.515, 512->512 at 14x14 4.53 -> 3.97).
+// With tiles of 3 vectors (48 channels), the least multiple of them from 64 that divides the
+// channels (96 -> one task of 96), else 64 where that divides (AVX2's 32 -> 64).
+int64_t winograd_channel_block(int64_t channel_block, int64_t cout) {
+    if (channel_block >= 64 || cout < 64) return channel_block;
+    for (int64_t m = channel_block; m <= std::min<int64_t>(cout, 2 * 64); m += channel_block) {
+        if (m >= 64 && cout % m == 0) return m;
+    }
+    return 64 % channel_block == 0 ? 64 : channel_block;
+}
+
+// The register tiles the cost model prices beside the rules' tile `rules`: at its positions 1 to 4
+// channel vectors, and with 32 registers 4 x 5 (at least 5 vectors of channels) and, where the
+// positions read the input in its order (`input_order`), 7 positions x 1 to 3 vectors (else each
+// position's address is a register of its own: see conv_cv_defaults).
+std::vector<ChannelTile> priced_cv_tiles(const ConvGroupShape &s, const ChannelTile &rules, bool input_order,
+                                         const TargetTraits &tt) {
+    const int positions = rules.positions;
+    const int64_t cout = s.output[1], vw = tt.vector_width;
+    std::vector<ChannelTile> tiles;
+    const int64_t channel_vectors = (cout + vw - 1) / vw;
+    const int most_vectors = static_cast<int>(std::min<int64_t>(channel_vectors, 4));
+    for (int nc = 1; nc <= most_vectors; nc++) tiles.push_back({positions, nc});
+    if (tt.vector_registers >= 32 && cout >= 5 * vw) tiles.push_back({4, 5});
+    if (tt.vector_registers >= 32 && input_order) {
+        for (int nc = 1; nc <= std::min(most_vectors, 3); nc++) tiles.push_back({7, nc});
+        // A tile of all the channels where they are 5 to 8 vectors that the rules' tile does not
+        // divide (7 vectors in tiles of 4 compute 8): 3 positions x 7 vectors for 112 channels.
+        // Zen 4, 2 threads, in the networks (bench --against --profile, 3 rounds, the changed
+        // groups summed), 1x1s to 112 channels at 14x14 in 5 x 4 tiles before: EfficientNet-B0's
+        // 672->112 1.11-1.15x, MobileNet-V3's 1.12-1.13x, GoogLeNet's 1.09-1.12x. (Offering every
+        // tile of up to 8 vectors moved 101 groups of 13 networks 0.94-1.15x.)
+        if (channel_vectors >= 5 && channel_vectors <= 8 && channel_vectors % rules.vectors != 0) {
+            const int nc = static_cast<int>(channel_vectors);
+            tiles.push_back({most_tile_positions(nc, tt), nc});
+        }
+    }
+    // Where the positions do not read the input in its order, tiles of a row's positions where that
+    // many divide it (each position the tile's address plus a constant, see lower_blocked_conv),
+    // within the register budget; measured with 32 registers only. (Pointwise convs read in
+    // order; given these too, Inception-V3's 1x1 2048->192 at 8x8 took 4 x 4 tiles, 0.8x.)
+    for (int nc = 1; tt.vector_registers >= 32 && !input_order && nc <= most_vectors; nc++) {
+        const int in_row = row_tile_positions(s.output[3], nc, tt);
+        if (in_row > 0 && in_row != positions) tiles.push_back({in_row, nc});
+    }
+    return tiles;
+}
+
+// Whether a pointwise conv reads its planar input in place, just made by the group right before it
+// (ConvGroupShape::input_just_made), rather than through a blocked copy ("planar streams" below):
+// the copy pays where the planes stream in from L3 or memory, not where they are still in the
+// caches, and then costs a pass; so where an image's input is at most 512 KB (half a core's L2 on
+// this machine, as conv_xv's one-row rule). Zen 4, AVX-512, 2 threads, in the networks (bench
+// --against --profile, 2 rounds, each group's median): MobileNet-V2's seven 14x14 project convs
+// after their depthwise convs 1.07-1.15x, RegNet-Y 800MF's 1x1s after the squeeze-excitation's
+// scaling 0.99-1.40x (seven of eleven 1.14-1.18x), MnasNet's 0.99-1.14x, EfficientNet-B0's
+// 0.88-1.05x, GoogLeNet's after a pool 0.97-1.06x, MobileNet-V3's 80-channel projects 0.94-0.95x.
+// Larger inputs: Inception-V3's 1x1s after its pools (0.9-1.4 MB) 0.93-0.94x summed, SqueezeNet's
+// first squeeze (746 KB) 0.92-0.95x. Reading a Concat's value in place was slower: DenseNet-121's 35
+// 1x1s 0.81-0.97x, SqueezeNet's squeeze convs 0.73-0.86x (hence the fact excludes them). Measured
+// with 32 vector registers only (AVX2's conv_cv reduces in passes of 64 channels).
+bool reads_just_made_in_place(const ConvGroupShape &s, bool input_order, const TargetTraits &tt) {
+    const int64_t image_bytes = 4 * s.input[1] * s.input[2] * s.input[3];
+    return s.input_just_made && input_order && s.group == 1 && !s.padded && tt.vector_registers >= 32 &&
+           image_bytes <= 512 * 1024;
+}
+
+// The padded or copied input's block (0: planar, no copy unless padded). A padded input is copied
+// anyway: channel-blocked, by 8 (3x3 convs of ResNet-18, 2 threads: 64->64 at 56x56 1.34 -> 1.28 ms,
+// 128->128 at 28x28 1.36 -> 1.28, 256->256 at 14x14 1.35 -> 1.29, stride 2 64->128 0.75 -> 0.70;
+// AVX-512, Zen 5: 128->128 at 28x28 blocks of 4, 8 and 16 alike). Unpadded, the copy costs a pass
+// over the input, and pays where the conv does enough work per input value: read planar, a register
+// tile's positions (other than a 1x1 stride-1 conv's, the input's own order) are each a row and
+// column apart, and LLVM computes their addresses in vector registers in the inner loop, on the FMA
+// ports; from blocks they are the position's pointer plus constants. Sapphire Rapids, AVX-512, 2
+// threads, FLOPs per input value (2 x cout x taps / strides): 1x1 stride 2 256->512 at 28x28 (256)
+// 0.238 -> 0.263 ms; 512->1024 (512) 1.66 -> 1.29; 3x3 stride 2 64->128 at 57x57 (576) 0.67 -> 0.56;
+// 1x1 stride 2 1024->2048 at 14x14 (1024) 1.60 -> 1.06; Inception-V3's 3x3 stride 2 288->384 (1728)
+// 4.31 -> 3.65. (Not for Winograd, whose input transform reads the input: Inception-V3's unpadded
+// 3x3 32->32 at 149x149 0.99 -> 1.18 ms in the network.)
+// A 1x1 conv reading a planar input of many channels over a plane of 14x14 or more: each input
+// channel is a stream of its own (a tile's broadcasts for the next channel are a plane away),
+// more streams than the prefetchers follow; from a blocked copy one. Sapphire Rapids, 2 threads,
+// in the networks (bench --against --profile), the copy per task: SqueezeNet's squeeze convs,
+// 256-512 -> 32-64 at 27x27, 1.4-1.6x; EfficientNet-B0's 80-112 -> 480-672 at 14x14 1.16-1.20x,
+// 480 -> 80 1.10-1.16x, 672 -> 112 0.90-1.06x. (At 7x7 a plane is 3 cache lines: 1152 -> 192
+// 0.83-0.88x, the copy made per channel task; for 16 output channels the copy, a pass over the
+// input for 32 FLOPs a value, costs more than it saves: GoogLeNet's 480 -> 16 at 14x14 0.62x.)
+// Blocks of 8 where a group's first input channel starts one, for whole blocks per unrolled step.
+// No copy where a pointwise conv reads a planar input the group right before it made
+// (reads_just_made_in_place).
+int conv_cv_input_copy_block(const ConvGroupShape &s, int64_t cin, int64_t group_inputs, bool input_order,
+                             bool winograd, double flops_per_input, const TargetTraits &tt) {
+    if (reads_just_made_in_place(s, input_order, tt)) return 0;
+    const int64_t cout = s.output[1];
+    const bool planar_streams =
+        input_order && s.input_stored_block == 0 && cin >= 64 && cout >= 32 && s.output[2] * s.output[3] >= 14 * 14;
+    const bool copy_pays = s.padded || planar_streams || (!input_order && !winograd && flops_per_input >= 400);
+    return copy_pays && group_inputs % 8 == 0 ? 8 : 0;
+}
+
+// The input channels a pass of the reduction takes. In one pass with AVX-512's 32 vector registers:
+// passes of up to 64 channels, meant to keep a pass's input rows in L1 for a window's taps, store and
+// reload every accumulator between passes. Zen 4, AVX-512, 2 threads, in the networks (bench
+// --against --profile, 2-3 rounds, the changed groups summed), 1x1 convs: ResNeXt-50 1.03-1.04x
+// (the network 1.03-1.04x), Wide ResNet-50 1.02-1.04x, Inception-V3 1.06-1.07x, MobileNet-V2
+// 1.07-1.12x (batch 8 1.09-1.19x), MobileNet-V3 1.05-1.06x, MnasNet 1.09-1.10x, SqueezeNet 1.05x,
+// EfficientNet-B0 1.04-1.05x, DenseNet-121 1.03-1.16x, RegNet-Y 3.2GF 1.03-1.05x, GoogLeNet
+// 1.01-1.03x, RegNet-Y 800MF 1.00-1.01x; then the 3x3 and 1x7/7x1 (direct, strided or not):
+// Inception-V3's 1.03-1.04x, Wide ResNet-50's 1.04-1.11x, ResNet-18's 1.01-1.03x, GoogLeNet's
+// 1.04-1.07x, DenseNet-121's 1.17-1.19x. Under an AVX2 target (16 registers, tiles whose channels
+// are not unrolled by blocks) on the same machine one pass was slower: ResNeXt-50's 1x1s
+// 0.82-0.86x, MobileNet-V2's 0.78-0.94x.
+int64_t conv_cv_ci_block(int64_t cin, const TargetTraits &tt) {
+    return tt.vector_registers >= 32 ? cin : largest_divisor_at_most(cin, 64);
+}
+
+// Whether the blocked copy is made per task (the rows the task reads, halo included, made again by
+// every channel task of the rows) rather than at root: where that copies each input row at most 3
+// times. At root, in one pass parallel over rows, a task reads rows the other core copied. Zen 5, 2
+// threads, one of the machine's slow spells (interleaved, minima): conv_bias_relu_maxpool (rows
+// copied 1.5 times) 0.73 -> 0.61 ms, resnet_block (1.3) 1.35 -> 1.27, 3x3 128->128 at 28x28 (2
+// channel tasks, 2.6) 0.67 -> 0.63, 64->64 at 128x128 (1.1) 3.23 -> 3.22; 256->256 at 14x14 (4
+// channel tasks, 5.1) 0.63 -> 0.68, kept at root. In a quiet spell alike (cbrm 0.594 either way,
+// resnet_block 1.16 at root, 1.15 per task).
+bool input_copy_per_task(const ConvGroupShape &s, int64_t rows, int64_t channel_tasks) {
+    const int64_t conv_rows = rows * s.tile_stride_y;
+    const int64_t in_rows = (conv_rows - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1;
+    return channel_tasks * in_rows <= 3 * conv_rows * s.stride_y;
+}
+
+// conv_cv's defaults: register tiles of positions x 4 vectors of channels: AVX2, 3 positions (12
+// accumulators, 3 broadcasts and a weight vector fill the 16 registers); AVX-512, 5 (20 + 5 + 4 of
+// the 32; Zen 5, 2 threads, relu epilogue, blocked I/O: 128->128 at 28x28 3 x 8 0.87 ms, 4 x 4 0.62,
+// 5 x 4 0.59 (87% of peak), 6 x 4 0.76, 2 x 8 1.28, 3 x 6 1.13; 512->512 at 7x7 3 x 8 0.94, 5 x 4
+// 0.71; 256->256 at 14x14 0.82, 4 x 4 0.69, 5 x 4 0.70; 64->64 at 128x128 3 x 4 4.11, 5 x 4 3.06;
+// the weights of a 5 x 4 tile's input channel stay 256 bytes); a task per register tile of channels,
+// rows enough for 8 tasks; the reduction in passes of at most 64 input channels (the largest divisor;
+// AVX2: at 56x56, 64 channels in one pass 1.31 ms, two of 32 1.33-1.40; at 7-28 wide 16, 32 and 64
+// alike). AVX2, quiet machine, 2 threads, 3x3 convs of ResNet-18 (prototype, relu epilogue): 512->512
+// at 7x7 passes of 16/32/64 channels 1.38/1.36/1.39 ms (83% of peak); 256->256 at 14x14 1.29 ms (87%);
+// 128->128 at 28x28 1.34 ms (84%); 64->64 at 56x56 1.28 ms (88%), rows of 4 or 8 alike; stride 2
+// 256->512 14x14 -> 7x7 0.71 ms (79%). Tiles of 6 or 7 positions ran at half speed (each position's
+// address is a register of its own: spills), 2 x 6 at 59%.
+// The rules (tile, channel block, rows), then the cost model's partition where it prices one 10%
+// below theirs, then the input copy, the reduction's passes and where the copy is made.
+nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt) {
+    // Blocks of rows of T: the conv's output, or a pool's after it.
+    const int64_t cout = s.output[1], hout = s.tile_output[2];
+    const int vw = tt.vector_width;
+    const ops::BlockedGroups groups = ops::blocked_groups(s.input[1], cout, s.group, vw);
+    const int64_t cin = groups.span;
+    const bool grouped = s.group > 1;  // grouped_takes_cv: a task's channels read their groups' inputs alone
+    ChannelTile ct = grouped ? grouped_channel_tile(s, tt) : conv_cv_channel_tile(cout, tt);
+    // Whether the positions read the input in its own order (a 1x1 stride-1 conv): a tile's input
+    // addresses are then the first position's plus constants wherever the tile lies.
+    const bool input_order = s.weight[2] == 1 && s.weight[3] == 1 && s.stride_x == 1 && s.stride_y == 1;
+    const double flops_per_input =
+        2.0 * static_cast<double>(cout * s.weight[2] * s.weight[3]) / static_cast<double>(s.stride_x * s.stride_y);
+    bool rows_padded = false;
+    const bool winograd = winograd_wins(s, tt);
+    if (!grouped && !input_order && !winograd && cin < 8)
+        ct = short_reduction_tile(s, ct, flops_per_input, tt, &rows_padded);
+    int64_t channel_block = std::min<int64_t>(int64_t{ct.vectors} * vw, cout);
+    if (winograd) channel_block = winograd_channel_block(channel_block, cout);
+    // Every output channel in one block where the weights are the smaller operand
+    // (weights_smaller_than_positions): each block of channels reads the task's input rows again, so
+    // the tasks split the positions alone. Direct convs (Winograd's blocks are above). Sapphire Rapids, AVX-512, 2
+    // threads, in the networks (run --profile, 3 alternations, medians): 1x1 768->192 at 17x17 (Inception-V3's,
+    // conv_cv) 64-channel blocks 0.65 ms, one block 0.58; MobileNet-V2's 576->96 at 14x14 0.28 -> 0.16, MobileNet-V3's
+    // 672->112 0.36 -> 0.26. Where the weights are the larger (ResNet-18's 1x1 256->512 stride 2 to 7x7: 0.12 -> 0.20
+    // ms; 3x3 384->384 at 8x8 0.36 -> 0.41) the blocks stay.
+    if (!winograd && !grouped && weights_smaller_than_positions(s)) channel_block = cout;
+    int64_t rows = rows_for_tasks(hout, (cout + channel_block - 1) / channel_block);
+    std::string partition_why;  // the cost model's, where it overrode the rules
+    // The rules above, measured on large planes, priced against every other division of the work
+    // (schedules/conv_partition.h), which wins where it is priced 10% below: on small planes their
+    // blocks of rows shift inwards and their tasks split unevenly (EfficientNet-B0's 1x1 1152->192 at
+    // 7x7 in 3 blocks of 3 rows, 9 tasks: 1.45x faster in 4 tasks of all 49 positions x 48 channels).
+    // Direct convs of at least 8 input channels with no pool after them (stems and Winograd have
+    // tiles of their own above) and at least 1 MFLOP (below, a parallel loop's start, which the
+    // model does not price, is the time: SqueezeNet-style 1x1s on a 1x1 plane).
+    const int64_t conv_flops =
+        2 * s.output[0] * cout * s.output[2] * s.output[3] * s.weight[1] * s.weight[2] * s.weight[3];
+    if (!grouped && !winograd && cin >= 8 && !s.pooled && s.tile_stride_x == 1 && s.tile_stride_y == 1 &&
+        conv_flops >= 1'000'000) {
+        const CvPartition rules{ct, rows, channel_block};
+        const CvPartition chosen = cheapest_cv_partition(s, rules, priced_cv_tiles(s, ct, input_order, tt), vw);
+        if (chosen.tile.positions != ct.positions || chosen.tile.vectors != ct.vectors || chosen.rows != rows ||
+            chosen.channel_block != channel_block) {
+            char why[160];
+            std::snprintf(why, sizeof why,
+                          "tiles, rows and channel block priced %.1f MFLOP against the rules' %.1f "
+                          "(schedules/conv_partition.h)",
+                          cv_partition_cost(s, chosen, vw) / 1e6, cv_partition_cost(s, rules, vw) / 1e6);
+            partition_why = why;
+        }
+        ct = chosen.tile;
+        rows = chosen.rows;
+        channel_block = chosen.channel_block;
+    }
+    const int input_block =
+        conv_cv_input_copy_block(s, cin, groups.group_inputs, input_order, winograd, flops_per_input, tt);
+    nlohmann::json p = {{"template", "conv_cv"},
+                        {"vector_width", vw},
+                        {"tile_positions", std::min<int64_t>(ct.positions, rows * s.tile_output[3])},  // 2 positions: 2
+                        {"tile_c_vectors", ct.vectors},
+                        {"block_rows", rows},
+                        {"channel_block", channel_block},
+                        {"ci_block", conv_cv_ci_block(cin, tt)},
+                        {"input_block", input_block}};
+    if (input_block > 0 && input_copy_per_task(s, rows, (cout + channel_block - 1) / channel_block))
+        p["input_at"] = "task";
+    if (rows_padded) p["position_tiles"] = "in_rows";
+    if (winograd) winograd_defaults(p, s, tt);
+    std::string why = partition_why;
+    if (reads_just_made_in_place(s, input_order, tt))
+        why += std::string(why.empty() ? "" : "; ") +
+               "reads its planar input in place, just made by the group before (no blocked copy)";
+    if (!why.empty()) p["why"] = why;
+    return p;
+}
+// is computed by conv_cv, each lane its own channel (ops::BlockedGroups::own_channel): every tap is
+// then a dense vector load at any stride and row width. conv_dw vectorizes along x instead (a 7-wide
+// row fills 7 of 16 lanes; at stride 2 each tap gathers every other column), so only where it wastes
+// lanes: a stride, or rows not whole vectors (MobileNet-V2's 3x3 on 32 channels at 112x112 ran alike
+// either way). Whole vectors of channels (the lanes read their own channels in place), constant
+// weights (packed), no pool after it, no producer computed per task (conv_dw's).
+// EfficientNet-B0's 5x5 stride-2 on 672 channels at 14x14 -> 7x7 (its expand conv_cv storing it
+// blocked), Sapphire Rapids, AVX-512, 2 threads, in the network, interleaved: conv_dw (4 lanes) 0.106-
+// 0.109 ms, conv_cv 0.048-0.060 (ONNX Runtime's NCHWc kernel 0.059 in its profile). Read from a
+// planar input instead, the padded blocked copy cost 5x the conv (144 channels at 56x56, stride 2:
+// 0.30 against conv_dw's 0.05 ms).
+bool depthwise_takes_cv(const ConvGroupShape &s, const TargetTraits &tt) {
+    const bool dw_wastes = s.stride_x > 1 || s.output[3] % tt.vector_width != 0;
+    return dw_wastes && s.constant_weights && !s.pooled && s.producer_input_channels == 0 &&
+           s.output[1] % tt.vector_width == 0 && s.weight[1] == 1;
+}
+
+// conv_cv's defaults for a depthwise conv: register tiles of positions within a row (their addresses
+// the tile's plus constants; the largest divisor of the row up to 8, else 8) x 2 vectors of channels
+// where they divide (np x nc accumulators + nc weight vectors; each tap's input an FMA's memory
+// operand), a task per block of rows x channels as conv_cv's (at least 8, an even number), input
+// blocks of one vector (a lane's channel at one load).
+nlohmann::json conv_cv_depthwise_defaults(const ConvGroupShape &s, const TargetTraits &tt) {
+    const int vw = tt.vector_width;
+    const int64_t cout = s.output[1], hout = s.tile_output[2], wout = s.tile_output[3];
+    const int nc = (cout / vw) % 2 == 0 ? 2 : 1;
+    const int64_t row_divisor = largest_divisor_at_most(wout, 8);
+    const int64_t np = std::min<int64_t>(row_divisor >= 4 ? row_divisor : 8, tt.vector_registers / nc - 2);
+    const int64_t channel_block = int64_t{nc} * vw;
+    const int64_t rows = rows_for_tasks(hout, (cout + channel_block - 1) / channel_block);
+    return {{"template", "conv_cv"}, {"vector_width", vw}, {"tile_positions", std::min<int64_t>(np, rows * wout)},
+            {"tile_c_vectors", nc},  {"block_rows", rows}, {"channel_block", channel_block},
+            {"ci_block", 1},         {"input_block", vw}};
+}
+
+// conv_flat's defaults: 2 vectors x 6 channels (x 8 with AVX-512's 32 registers), as conv_xv's 1x1
+// tiles (1 vector x 12 channels: 0.45 ms against 0.32 ms at 28x28; 3 x 4: 0.39 ms); blocks of the rows
+// that waste the fewest lanes (a register tile shifts inwards at a strip's end, a block at the plane's),
+// fewer rows on a tie (28 wide: 4 rows, 0.317 ms; 2 rows 0.303, 14 rows 0.314, 1 row 0.327 ms).
+// Returns the parameters and the share of computed lanes that are used.
+std::pair<nlohmann::json, double> conv_flat_defaults(const ConvGroupShape &s, int vw, int budget) {
+    const int64_t cout = s.output[1], hout = s.output[2], wout = s.output[3], pitch = s.flat_width;
+    const int nx = (hout - 1) * pitch + wout >= 2 * vw ? 2 : 1;
+    // AVX-512: 2 vectors x 8, not 12 (Zen 5, 1x1 128->256 at 28x28 in 8 tasks: 0.141 -> 0.129 ms;
+    // 3 x 8 0.132, 4 x 4 0.138, 1 x 16 0.140, 2 x 10 0.187).
+    const int nc = static_cast<int>(std::min<int64_t>(budget > 1 ? 8 : 6, cout));
+    const int64_t tile_pixels = vw * nx;
+    // Where the images are too few to be the tasks and the weights are the smaller operand (cout x
+    // taps against the output's positions, as conv_cv's channel blocks), every channel in one block
+    // and the tasks at least 8 blocks of rows: each channel block reads the task's input rows again,
+    // and with the channels split between the cores each core reads the channels the other wrote
+    // (MobileNet-V2's 192->32 at 28x28 + residual Add, in the network, 2 threads: 4 blocks of 8
+    // channels over all 28 rows 0.129 ms, 14 blocks of 2 rows of all 32 channels 0.084, 7 of 4 rows
+    // 0.089; one thread 0.095). With 8 images, a core's tasks are its images: channel blocks stay (the
+    // same network at batch 8: 0.51 ms in 4 blocks of 8 channels, 0.57 in one).
+    // (The share of used lanes that is returned, which conv_xv's is weighed against, is that of the
+    // best blocks of rows whatever their number.)
+    const bool by_rows = s.output[0] < 8 && weights_smaller_than_positions(s);
+    auto best_rows_of = [&](int64_t min_row_blocks) {
+        std::pair<int64_t, double> best = {hout, 0.0};  // rows, share of used lanes
+        for (int64_t rows = 1; rows <= hout; rows++) {
+            const int64_t strip = (rows - 1) * pitch + wout;
+            if (strip < tile_pixels || (hout + rows - 1) / rows < min_row_blocks) continue;
+            const int64_t computed = (strip + tile_pixels - 1) / tile_pixels * tile_pixels;
+            const double use = static_cast<double>(rows * wout) / computed * hout / ((hout + rows - 1) / rows * rows);
+            if (use > best.second + 1e-9) best = {rows, use};
+        }
+        return best;
+    };
+    const std::pair<int64_t, double> unconstrained = best_rows_of(1);
+    const double best_use = unconstrained.second;
+    const int64_t best_rows = by_rows ? best_rows_of(std::min<int64_t>(8, hout)).first : unconstrained.first;
+    // At least 8 parallel tasks, so that no thread of a few waits long for the last (1x1 at 28x28: 7
+    // blocks of 4 rows, with 2 channel blocks 0.317 -> 0.286 ms on 2 threads), in as few channel blocks
+    // as that takes: a block that does not divide the channels shifts inwards and recomputes, and each
+    // block reads the input again (3x3 128->128 at 28x28, 4 row blocks: 3 channel blocks of 48 1.62 ms,
+    // 2 of 66 1.48 ms, 1 of 128 1.47 ms).
+    const int64_t row_blocks = (hout + best_rows - 1) / best_rows;
+    int64_t channel_block = cout;
+    if (row_blocks < 8 && !by_rows) {
+        // Blocks of whole register tiles; of those giving 8 tasks, the one recomputing the fewest
+        // channels (SqueezeNet's 16 in 2 blocks of 12 would compute 24, in 3 of 6 18: 9.7 against
+        // 7.0 ms for the net), with 1% a block for reading the input again.
+        double best_cost = 1e9;
+        for (int64_t cb = nc; cb <= cout + nc - 1; cb += nc) {
+            const int64_t blocks = (cout + cb - 1) / cb;
+            if (row_blocks * blocks < 8 && cb > nc) continue;
+            const double cost = static_cast<double>(blocks * std::min(cb, cout)) / cout + 0.01 * blocks;
+            if (cost < best_cost) {
+                best_cost = cost;
+                channel_block = std::min(cb, cout);
+            }
+        }
+    }
+    return {{{"template", "conv_flat"},
+             {"vector_width", vw},
+             {"tile_x_vectors", nx},
+             {"tile_c", nc},
+             {"block_rows", best_rows},
+             {"channel_block", channel_block}},
+            best_use};
+}
+
+}  // namespace
+
+namespace {
+
+// A register tile of up to `nc` output channels that reads one group's input channels: for a grouped
+// conv, the largest divisor of a group's outputs within `nc`. A tile across two groups shares no input
+// loads between its channels (RegNet's 3x3 with 16 channels a group, 144 channels, 2 threads, AVX-512:
+// 12-channel tiles 0.42 ms at 28x28, 0.79 ms stride 2 from 56x56; 8 channels 0.27 and 0.40 ms; ONNX
+// Runtime 0.24 and 0.33 ms in the same run).
+int group_channel_tile(const ConvGroupShape &s, int nc) {
+    const int64_t cout = s.output[1], tile = std::min<int64_t>(nc, cout);
+    return static_cast<int>(s.group > 1 ? largest_divisor_at_most(cout / s.group, tile) : tile);
+}
+
+// Register tiles are sized in units of AVX2's 16 vector registers: 1 there, 2 with 32.
+int register_budget(const TargetTraits &tt) {
+    return std::max(1, tt.vector_registers / 16);
+}
+
+// The templates conv_template_defaults chooses between for a conv group.
+enum class ConvTemplate {
+    Cv,           // conv_cv
+    CvThenPool,   // conv_cv at root, the pool after it by its template
+    Flat,         // conv_flat
+    CvDepthwise,  // conv_cv, each lane its own channel
+    Dw,           // conv_dw
+    Xv,           // conv_xv
+    Simple,       // no conv template fits
+};
+
+// A template chosen, and what its parameters start from.
+struct ConvChoice {
+    ConvTemplate kind;
+    int vector_width = 0;        // conv_xv's and conv_dw's: the target's, narrowed to the rows
+    nlohmann::json params = {};  // conv_flat's, computed to choose it
+    std::string why = {};        // the simple schedule's reason
+};
+
+// Which template computes the conv group `s`: the decision alone, from the group's facts (shapes,
+// kind, who reads its output); each template's parameters follow in its own function.
+ConvChoice choose_conv_template(const ConvGroupShape &s, const TargetTraits &tt) {
+    const int64_t cout = s.output[1], wout = s.output[3];
+    const int budget = register_budget(tt);
+    // Narrow outputs (ResNet's and MobileNet's 7x7 layers) take narrower vectors under conv_xv, down to
+    // 4 lanes: half an AVX2 register still beats the simple schedule by far (3x3 512->512 at 7x7, 2
+    // threads, two engineers compiling beside it: simple 50 ms, 4 lanes 6.4 ms).
+    int vw = tt.vector_width;
+    while (vw > 4 && wout < vw) vw /= 2;
+    const bool spatial_kernel = s.weight[2] > 1 || s.weight[3] > 1;
+    const bool strided = s.stride_x > 1 || s.stride_y > 1;
+    // Pointwise stride-1 convs over fewer than 256 input channels keep conv_xv / conv_flat where rows
+    // are a vector wide or more: conv_cv's blocked output costs a transpose they skip (MobileNet-V2's
+    // 1x1s, 2 threads: 16->96 at 112x112 0.31 -> 0.70 ms, 32->192 at 28x28 0.072 -> 0.090). Narrower
+    // rows waste lanes there, and conv_cv wins (at 7x7: 160->960 0.18 -> 0.12 ms, 960->320 0.29 ->
+    // 0.21, 320->1280 0.45 -> 0.31).
+    const bool narrow = wout < tt.vector_width;
+    // A pointwise conv over many input channels too: its transpose is a small share of its work
+    // (Inception-V3's 1x1s, 2 threads, in the network: 256->64 at 35x35 conv_flat 0.46 ms, conv_cv
+    // 0.34; 288->64 0.53 -> 0.28; 768->192 at 17x17 0.70 -> 0.59, its channels in one block). With 32
+    // vector registers, also from 64 input channels where the output is at least 128 channels of
+    // whole vectors, not stored NCHW anyway (a model output or a Concat's input, which conv_cv would
+    // transpose) and the input is read as stored (no prologue evaluated per broadcast). ResNet-50's
+    // 1x1s at 56x56, Sapphire Rapids, AVX-512, 2 threads, in Wide ResNet-50 (bench --against
+    // --profile, 2 rounds): 64->256 0.93-1.07 -> 0.78-0.85 ms, 128->256 + Add 1.38-1.74 -> 1.05-1.38,
+    // and each next 256->128 (conv_cv already) 1.28-1.53 -> 0.95-1.11, its input now stored blocked;
+    // RegNet-Y 800MF's 144->144 at 28x28 1.08-1.18x, their readers 1.12-1.47x; whole networks
+    // 1.00-1.06x. Slower: 1x1 128->256 + BN + ReLU at 28x28 returned as a model output 0.8x,
+    // SqueezeNet's last 64->256 expand into its Concat 0.68-0.93x, its 96->16 squeezes and the
+    // 192->64 inception branches 0.92-0.98x (narrow outputs), DenseNet's BN + ReLU + 1x1s, and
+    // ResNeXt-50 and RegNet-Y 800MF under an AVX2 target 0.94-1.01x.
+    const int64_t group_inputs = s.input[1] / s.group;
+    const bool deep = group_inputs >= 256 || (group_inputs >= 64 && cout >= 128 && cout % tt.vector_width == 0 &&
+                                              !s.input_in_group && !s.output_planar && tt.vector_registers >= 32);
+    if (grouped_takes_cv(s, tt)) return {ConvTemplate::Cv, vw};
+    // Read blocked by conv_cv groups (s.output_read_blocked): conv_cv stores its tiles as they lie, no
+    // transpose, and spares its reader the blocked copy of its input. RegNet-Y 800MF's first 1x1,
+    // 32->64 at 112x112 before a grouped stride-2 3x3, AVX-512, 2 threads, in the network: conv_xv
+    // 0.62 ms, conv_cv 0.50 (its reader 0.78 -> 0.41).
+    if (s.group == 1 && s.constant_weights && cout >= tt.vector_width &&
+        (spatial_kernel || strided || narrow || deep || s.output_read_blocked)) {
+        // A pool whose windows neither overlap nor pad reads the task's conv rows in the tile (VGG-11's
+        // 3->64 at 224x224 + 2x2 max pool: 2.8 -> 2.27 ms; conv_bias_relu_maxpool 1.31 ms either
+        // way); others after the conv at root (ResNet-18's stem, 3x3 stride-2 pool with pads: 1.6 ms
+        // at root, 3.9 in the tile, its windows read through gathers across the blocked lanes).
+        return {!s.pooled || !s.pool_overlaps ? ConvTemplate::Cv : ConvTemplate::CvThenPool, vw};
+    }
+    // A stride-1 conv with no pool after it whose rows tile badly by (x, y) (by whole vectors, or
+    // narrowed ones): flat, when that computes 5% fewer lanes (the strip costs an extra store and
+    // load: 1x1 24->144 at 56x56, MobileNet's expand, 2 threads, quiet machine: conv_xv 2 rows x 6
+    // channels 0.42 ms for the block, conv_flat 0.45 ms; 1x1 128->256 at 28x28: conv_xv 0.329 ms,
+    // conv_flat 0.286 ms: 3.5 vectors a row, conv_xv computes 32 columns for 28).
+    if (s.flat_width >= wout && !s.pooled) {
+        const double xv_use =
+            wout < vw ? 0.0 : static_cast<double>(wout) / ((wout + vw - 1) / vw * vw) * vw / tt.vector_width;
+        auto [flat, flat_use] = conv_flat_defaults(s, tt.vector_width, budget);
+        if (flat_use > 1.05 * xv_use) return {ConvTemplate::Flat, vw, flat};
+    }
+    const bool depthwise = s.group > 1 && s.group == s.input[1] && s.group == cout;
+    if (depthwise && s.input_read_blocked && depthwise_takes_cv(s, tt)) return {ConvTemplate::CvDepthwise, vw};
+    if (wout < vw) return {ConvTemplate::Simple, vw, {}, "output narrower than one vector"};
+    if (!depthwise) return {ConvTemplate::Xv, vw};
+    if (s.pooled) return {ConvTemplate::Simple, vw, {}, "depthwise + window"};
+    return {ConvTemplate::Dw, vw};
+}
+
+// conv_dw's defaults for the depthwise conv `s` (and its pointwise producer, where the group has one),
+// with vectors of `vw` lanes narrowed to its rows.
+nlohmann::json conv_dw_defaults(const ConvGroupShape &s, const TargetTraits &tt, int vw) {
+    const int64_t cout = s.output[1], wout = s.output[3], hout = s.output[2];
+    const int budget = register_budget(tt);
+    // Channel blocks are the parallel tasks: at least 8 of them, the largest block dividing the
+    // channels (MobileNet-V2's 3x3 on 144 channels at 56x56, 2 threads: blocks of 64, 3 tasks
+    // of which the last shifts inwards, 0.155 ms; of 36 0.078, 18 0.081, 8 0.082 ms).
+    // AVX-512 (Zen 5, 2 threads, BN + ReLU): vectors that divide the row, not below 8 (144
+    // channels at 56x56: 16 lanes, 3.5 a row, 0.145 ms; 8 lanes 0.11 ms), but for a strided
+    // conv whose row computes as many lanes either way (each tap's vector gathers every other
+    // column: 2 loads and a shuffle, fewer by whole vectors; 56 -> 28 wide: 2 vectors of 16 or
+    // 4 of 8 for 32 lanes; Sapphire Rapids, 2 threads, in the networks: EfficientNet-B0's 5x5 on
+    // 144 channels + SiLU 1.18x faster, MobileNet-V2's 3x3 on 144 + ReLU6 1.20x, MobileNet-V3's
+    // 1.22x, MnasNet's 1.09x; at stride 1, 28 wide, 0.88-1.11x), one row a tile: 2-row tiles of
+    // 8 lanes ran at a third of the speed (512 channels at 14x14: 0.050 ms, 1 row 0.018; the
+    // same schedule for AVX2 0.020). AVX2 keeps 2 rows (0.370 against 0.380 ms for
+    // MobileNet-V2's block).
+    // A kernel 5 or more rows tall without a producer takes 2 rows a tile with AVX-512 too, each input
+    // row loaded once for both (30 loads for 50 FMAs in a 5x5 tile, against 50), in vectors as wide as
+    // the row allows (dividing it or not). Zen 4, 2 threads, in the networks (bench --against
+    // --profile, 3 rounds, against 1 row of 8 lanes; these groups swing up to 2x between processes):
+    // MnasNet's 5x5 stride 2 at 28x28 and at 14x14 (8 lanes), summed, 1.23-1.58x; MobileNet-V3's 5x5
+    // stride 2 at 28x28 1.28-1.56x; EfficientNet-B0's 5x5 on 240 channels at 28x28 + SiLU 0.94-1.28x.
+    // With a producer computed per task (MnasNet's and MobileNet-V3's 5x5 at 28x28: 0.96-1.04x, one
+    // round) and for 3x3 kernels (0.92-1.07x, one round) it gained nothing; 4 rows a tile was no better.
+    const bool tall = s.weight[2] >= 5 && s.producer_input_channels == 0;
+    int dw_vw = vw;
+    const bool avx512 = tt.avx512;  // measured there only (AArch64 has as many registers)
+    auto row_lanes = [&](int lanes) { return (wout + lanes - 1) / lanes * lanes; };
+    auto halve = [&](int lanes) {
+        if (lanes > wout) return true;
+        if (tall) return false;
+        return s.stride_x > 1 ? row_lanes(lanes / 2) < row_lanes(lanes) : wout % lanes != 0;
+    };
+    while (avx512 && dw_vw > 8 && halve(dw_vw)) dw_vw /= 2;
+    nlohmann::json p = {{"template", "conv_dw"},
+                        {"vector_width", dw_vw},
+                        {"tile_y", std::min<int64_t>(avx512 && !tall ? 1 : 2, hout)},
+                        {"channel_block", largest_divisor_at_most(cout, cout / 8)}};
+    if (s.producer_input_channels > 0) {
+        // The pointwise producer per task, flat over the plane, by conv_flat's register tiles of
+        // 2 vectors x up to 8 channels (6 with 16 registers) dividing the block. Blocks: the largest
+        // dividing the channels into an even number of at least 4 tasks whose producer values stay
+        // within 512 KB (MobileNet-V2's block, 144 channels at 56x56, Zen 5, 2 threads, slow spell,
+        // whole block: 4 blocks of 36 by 6 channels 0.250 ms, 6 of 24 by 8 0.253-0.256, 8 of 18 by
+        // 6 0.264, 9 of 16 0.274, 2 of 72 0.285, 3 of 48 0.311; unfused 0.33-0.36).
+        const int64_t plane = s.input[2] * s.input[3], images = s.output[0];
+        for (int64_t cb = cout; cb >= 1; cb--) {
+            const int64_t tasks = cout / cb * images;
+            if (cout % cb == 0 && tasks >= 4 && tasks % 2 == 0 && cb * plane * 4 <= 512 * 1024) {
+                p["channel_block"] = cb;
+                break;
+            }
+        }
+        int pvw = tt.vector_width;
+        while (pvw > 4 && plane < pvw) pvw /= 2;
+        const int64_t cb = p["channel_block"].get<int64_t>();
+        p["producer_vector_width"] = pvw;
+        p["producer_tile_x_vectors"] = plane >= 2 * pvw ? 2 : 1;
+        p["producer_tile_c"] = largest_divisor_at_most(cb, budget > 1 ? 8 : 6);
+        // One image: tasks in two bands of rows, so that each of two threads writes the rows the
+        // consumer's tasks (row blocks, on OpenMP's static schedule the same thread's) read back,
+        // rather than half the channels of every row, which the other core then reads from its
+        // cache. A band recomputes the producer's halo rows. MobileNet-V2's block at 56x56 (Zen 5,
+        // 2 threads, medians): 0.26 -> 0.20 ms (4 bands 0.21); 14x14, 96->576: 0.35 -> 0.34; at
+        // 7x7 bands cost (0.20 -> 0.25), at batch 8 too (1.79 -> 1.89 ms: the images already
+        // split so), and without a producer (512 channels at 14x14: 20 -> 25 us). The two bands
+        // recompute kernel height - 1 of the producer's rows: bands only where that is at most 5% of
+        // them. Zen 4, AVX-512, 2 threads, in the networks (bench --against --profile, 3 rounds, the
+        // groups summed), one band against two: 3x3 at 14x14 (14% recomputed; MobileNet-V2's six,
+        // MobileNet-V3's three, MnasNet's two) 1.09-1.22x, with MnasNet's 5x5 at 28x28 (14%) 1.15x,
+        // MobileNet-V2's three 3x3 at 28x28 (one strided from 56: 4-7%) 1.01-1.10x; at 56x56 (4%)
+        // 0.84-1.08x (MnasNet's three 0.90-1.00x).
+        const double recomputed = static_cast<double>(s.weight[2] - 1) / s.input[2];
+        if (images == 1 && hout >= 14 && recomputed <= 0.05) p["row_bands"] = 2;
+    }
+    return p;
+}
+
+// conv_xv's register tile: vectors along x, rows, channels.
+struct XvTile {
+    int x_vectors, rows, channels;
+};
+
+// conv_xv under a pool: strips of the pool's output (all rows, strip_c channels: a divisor of the
+// channels, a multiple of the register tile's), the conv's register tile `t` within a strip as
+// without the pool. Per register tile instead, a 2x2 stride-2 pool forces an even row count: 3x3
+// 64->64 at 56x56 (conv_bias_relu_maxpool), one Zen 3 core, two engineers compiling beside it (so
+// slow, but interleaved): 2 rows x 6 channels 2.78-2.80 ms (min of 40 runs), strips of 8 channels
+// with 3 x 4 tiles 2.73-2.78 ms, the unfused model 2.74-2.77 ms.
+nlohmann::json conv_xv_pool_strips(const ConvGroupShape &s, XvTile t, const std::string &order, int vw, int budget) {
+    const int64_t cout = s.output[1], th = s.tile_output[2];
+    const int ny = static_cast<int>(std::min<int64_t>(t.rows, (th - 1) * s.tile_stride_y + 1));
+    const int nc = group_channel_tile(s, t.channels);
+    int strip_c = static_cast<int>(std::min<int64_t>(cout, 2 * nc));
+    for (int d = 8 * budget; d >= nc; d--) {
+        if (cout % d == 0 && d % nc == 0) {
+            strip_c = d;
+            break;
+        }
+    }
+    nlohmann::json p = {
+        {"template", "conv_xv"}, {"vector_width", vw}, {"tile_x_vectors", t.x_vectors}, {"tile_y", ny},
+        {"tile_c", nc},          {"strip_c", strip_c}, {"channel_loop", "inner"},       {"reduction_order", order}};
+    // Few channel strips: split the rows too, for parallel tasks (a padded input only; see
+    // schedule_xv_strips).
+    const int64_t tasks = (cout + strip_c - 1) / strip_c;
+    if (tasks < 4 && s.padded && th >= 2) {
+        const int64_t row_strips = std::min<int64_t>(th, (4 + tasks - 1) / tasks);
+        const int64_t strip_y = (th + row_strips - 1) / row_strips;
+        if ((strip_y - 1) * s.tile_stride_y + 1 >= ny) p["strip_y"] = strip_y;
+    }
+    return p;
+}
+
+// conv_xv over one row of positions (`one_row`, a pointwise group's position view): where the
+// channel tiles go, and the row's tasks.
+void conv_xv_one_row_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetTraits &tt, XvTile t, int vw) {
+    const int64_t cout = s.output[1], tw = s.tile_output[3];
+    // Channel tiles outside the row's tiles while an image's input stays in L2 (every channel tile
+    // reads it again); else inside, so that a tile's input stays in L1 while the channel tiles read
+    // it and the weights stream instead. Zen 5, 2 threads, medians: 1x1 128->256 at 28x28 (392 KB
+    // of input) outside 0.133 ms, inside in 2 tasks 0.134, 8 tasks 0.166; MobileNet-V2's project
+    // conv 144->24 at 56x56 (1.7 MB) outside 0.41 ms (its block), inside 0.20-0.21 (conv_flat 0.205).
+    // Zen 3 (512 KB of L2, AVX2), one thread, 1x1 128->256 at 28x28: outside 0.614 ms, inside
+    // 0.545 (93% of the peak; 2 threads 0.37 -> 0.31, noisy): the input, 77% of the L2, did not
+    // stay there beside the weights and the output. So on AVX2 targets only an input of up to
+    // half of 512 KB keeps the channel tiles outside; with AVX-512 (Zen 5, 1 MB) up to 512 KB.
+    const int64_t input_budget = tt.vector_registers >= 32 ? 512 * 1024 : 256 * 1024;
+    const bool inner = s.input[1] * tw * 4 > input_budget;
+    p["channel_loop"] = inner ? "inner" : "outer";
+    // The row in as few tasks as give, with the channel tiles outside and the images, at least 8,
+    // an even number below 16. Counted as the schedule splits the row: blocks of ceil(tiles /
+    // row_tasks) tiles, so asking for 8 of 49 tiles makes 7 (one thread computes 4 of them). Zen 3,
+    // 2 threads, 128->256 at 28x28, channel tiles inside: 7 tasks 0.308 ms, 10 tasks 0.276, 2 0.280.
+    const int64_t others = (inner ? 1 : (cout + t.channels - 1) / t.channels) * s.output[0],
+                  tiles = (tw + vw * t.x_vectors - 1) / (vw * t.x_vectors);
+    auto made = [&](int64_t asked) {
+        const int64_t per_task = (tiles + asked - 1) / asked;
+        return (tiles + per_task - 1) / per_task;
+    };
+    auto enough = [&](int64_t n) {
+        return n >= tiles || (others * n >= 8 && (others * n >= 16 || others * n % 2 == 0));
+    };
+    int64_t asked = 1;
+    while (!enough(made(asked))) asked++;
+    // Named by the count it makes where asking for that count makes it too.
+    const int64_t count = made(asked), tasks = made(count) == count ? count : asked;
+    if (tasks > 1) p["row_tasks"] = tasks;
+}
+
+// conv_xv's defaults: register tiles of x vectors x rows x channels, or strips of a pool's output.
+nlohmann::json conv_xv_defaults(const ConvGroupShape &s, const TargetTraits &tt, int vw) {
+    const int64_t cout = s.output[1], hout = s.output[2];
+    const int budget = register_budget(tt);
+    // Register tiles that keep accumulators + operands within 16 vector registers (AVX2):
+    // 1x1 kernels reuse no input across taps: 2 rows x 6 channels (128->256 at 28x28 on 2 cores:
+    // 2x6 0.39 ms, 1 row x 2 vectors x 6 0.42 ms, 1x12 0.47 ms, 3x4 0.50 ms); otherwise 3 rows x 4
+    // channels. AVX-512's 32 registers take twice the channels (24 accumulators; chosen by the same
+    // budget, not measured: no AVX-512 machine here).
+    const bool one_by_one = s.weight[2] == 1 && s.weight[3] == 1;
+    const std::string order = one_by_one ? "ci,kx,ky" : "kx,ci,ky";
+    int nx = 1, ny = one_by_one ? 2 : 3, nc = (one_by_one ? 6 : 4) * budget;
+    const int64_t tw = s.tile_output[3], th = s.tile_output[2];
+    const bool one_row = one_by_one && th == 1 && !s.pooled && s.tile_stride_x == 1 && tw >= 2 * vw;
+    if (one_row) {
+        // One row of positions (a pointwise group's position view, src/compose/position_view.h):
+        // conv_flat's register tile, 2 vectors x 8 channels (6 with 16 registers). 1x1 128->256 at
+        // 28x28 as 1 x 784, Zen 5, 2 threads: 1 x 12 0.146-0.166 ms, 2 x 8 0.130-0.137 ms.
+        nx = 2;
+        nc = budget > 1 ? 8 : 6;
+    }
+    // Whether tiles of `rows` rows (the last shifting inwards) compute at most 5% more rows than the height.
+    auto rows_fit = [&](int64_t rows) { return ceil_div(hout, rows) * rows <= hout * 105 / 100; };
+    // 3-row tiles over-compute a height like 7, 14 or 28 by 7-29%: 2 rows x 6 channels there (3x3
+    // 512->512 at 7x7 with 4 lanes: 3x4 7.7 ms, 2x6 6.4 ms).
+    if (ny == 3 && !rows_fit(3)) {
+        ny = 2;
+        nc = 6 * budget;
+    }
+    if (s.pooled && vw <= (tw - 1) * s.tile_stride_x + 1)
+        return conv_xv_pool_strips(s, {nx, ny, nc}, order, vw, budget);
+    if (s.tile_stride_x > 1 || s.tile_stride_y > 1) {
+        nx = 1;
+        ny = s.tile_stride_y;  // one row of T per tile
+        nc = 6 * budget;
+    }
+    // Shrink to fit small outputs (tiles shift inwards at edges, so they must not exceed the extent).
+    while (nx > 1 && vw * nx / s.tile_stride_x > tw) nx--;
+    if (vw * nx / s.tile_stride_x > tw || vw * nx % s.tile_stride_x) {
+        return {{"template", "simple"}, {"why", "output tile does not fit"}};
+    }
+    ny = std::max<int>(s.tile_stride_y, std::min<int64_t>(ny, th * s.tile_stride_y));
+    nc = group_channel_tile(s, nc);
+    if (s.group == 1 && !one_row && s.tile_stride_y == 1) {
+        // The last channel tile shifts inwards, recomputing what it overlaps: as many tiles as nc makes,
+        // of equal size, and rows for the accumulators that frees where a row's tiles over-compute the
+        // height by at most 5% (16 channels in tiles of 12 compute 24; in 2 of 8 x 3 rows, 16).
+        // MobileNet-V2's 1x1 32->16 and MobileNet-V3's 16->16 at 112x112, Zen 4, AVX-512, 2 threads, in
+        // the networks (bench --against --profile, 3 rounds): 2 rows x 12 channels -> 3 x 8
+        // 1.04-1.09x and 1.08-1.11x, MnasNet's 1.02-1.09x (2 x 8 alone 0.94-1.56x, within noise).
+        const int balanced = static_cast<int>(ceil_div(cout, ceil_div(cout, nc)));
+        if (balanced < nc) {
+            const int rows = std::min<int>(ny * nc / balanced, static_cast<int>(th));
+            if (rows_fit(rows)) ny = std::max(ny, rows);
+            nc = balanced;
+        }
+    }
+    // Channel tiles inside the spatial tiles, unless too few rows of tiles are left to run in parallel
+    // (one core, two engineers compiling beside it, interleaved, min of 100 runs: 1x1 128->256 at 28x28
+    // 0.775 -> 0.652 ms (the input, 392 KB, no longer streams from L2 once per channel tile); 3x3
+    // 64->64 at 128x128 14.7-14.9 -> 14.3-14.8 ms; at 56x56 2.81-2.87 -> 2.62-2.65 ms).
+    const int64_t row_tiles = (th + ny / s.tile_stride_y - 1) / (ny / s.tile_stride_y);
+    nlohmann::json p = {{"template", "conv_xv"},
+                        {"vector_width", vw},
+                        {"tile_x_vectors", nx},
+                        {"tile_y", ny},
+                        {"tile_c", nc},
+                        {"channel_loop", row_tiles >= 4 ? "inner" : "outer"},
+                        {"reduction_order", order}};
+    if (one_row) conv_xv_one_row_defaults(p, s, tt, {nx, ny, nc}, vw);
+    return p;
+}
+
+nlohmann::json conv_template_defaults(const ConvGroupShape &s, const TargetTraits &tt) {
+    const ConvChoice choice = choose_conv_template(s, tt);
+    switch (choice.kind) {
+    case ConvTemplate::Cv: return conv_cv_defaults(s, tt);
+    case ConvTemplate::CvThenPool: {
+        nlohmann::json p = conv_cv_defaults(conv_at_root(s), tt);
+        p["compute"] = "root";
+        p["why"] =
+            "the pool's windows overlap or pad (conv_cv's tile would read them through gathers): the conv "
+            "at root, the pool after it by its template";
+        return p;
+    }
+    case ConvTemplate::Flat: return choice.params;
+    case ConvTemplate::CvDepthwise: return conv_cv_depthwise_defaults(s, tt);
+    case ConvTemplate::Dw: return conv_dw_defaults(s, tt, choice.vector_width);
+    case ConvTemplate::Xv: return conv_xv_defaults(s, tt, choice.vector_width);
+    case ConvTemplate::Simple: break;
+    }
+    return {{"template", "simple"}, {"why", choice.why}};
+}
+
+}  // namespace
+
+nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target &target) {
+    const TargetTraits tt = target_traits(target);
+    nlohmann::json p = conv_template_defaults(s, tt);
+    // 1x1 convs over many input channels take two of them a step with 16 vector registers (where it
+    // was measured; strided 1x1s too, not measured apart). Zen 3, AVX2, one thread, conv_xv unless
+    // named, 1x1 + ReLU, medians of 3 alternations, not unrolled -> by 2: 144->24 at 56x56 0.271 ->
+    // 0.254 ms, 384->64 at 14x14 0.125 -> 0.117, 576->96 at 14x14 0.278 -> 0.263, 256->64 at 56x56
+    // 1.31 -> 1.26, 128->256 at 28x28 0.556 -> 0.541, 96->24 at 56x56 0.170 -> 0.166; conv_flat
+    // 192->32 at 28x28 0.153 -> 0.126, 512->128 at 28x28 1.55 -> 1.52; below 96 channels no gain
+    // (64->256 at 56x56 1.12 -> 1.13, 32->16 at 112x112 0.151 either way, 24->144 at 56x56 0.236 ->
+    // 0.237); by 4 no better than by 2.
+    const std::string tmpl = p.value("template", "");
+    const bool one_by_one = s.weight[2] == 1 && s.weight[3] == 1;
+    if ((tmpl == "conv_xv" || tmpl == "conv_flat") && one_by_one && tt.vector_registers < 32 && s.weight[1] >= 96)
+        p["reduction_unroll"] = 2;
+    return p;
+}
+
+}  // namespace hfuse::schedules

@@ -1,0 +1,91 @@
+// conv_dw: a depthwise conv by channel blocks, its pointwise producer per task (schedules/conv_template.h).
+#include "hfuse/error.h"
+#include "schedules/conv_schedule_util.h"
+#include "schedules/schedule_params.h"
+
+#include <algorithm>
+#include <string>
+
+namespace hfuse::schedules::conv_util {
+
+using Halide::Func;
+using Halide::RVar;
+using Halide::Var;
+
+namespace {
+
+// conv_dw's pointwise producer `flat` ((q, c, n), q = y * W + x) per task of `tile`: the task's channels
+// over the whole plane, by register tiles of nx vectors of vw positions x nc channels (shifting inwards
+// at the plane's and the block's ends), the reduction over its input channels inside, as conv_flat's.
+void schedule_dw_producer(Func flat, Func tile, Var task, const ConvGroupShape &s, const nlohmann::json &p,
+                          int natural_vw, int cb) {
+    const int vw = param_int_or(p, "producer_vector_width", 1, 64, natural_vw);
+    if ((vw & (vw - 1)) != 0) {
+        fail_field("schedule.producer_vector_width", std::to_string(vw) + " is not a power of two");
+    }
+    const int nx = get_int(p, "producer_tile_x_vectors", 1, 16), nc = get_int(p, "producer_tile_c", 1, 64);
+    if (int64_t{vw} * nx > s.input[2] * s.input[3]) {
+        fail_field("schedule.producer_tile_x_vectors", "exceeds the plane's positions");
+    }
+    if (nc > cb) fail_field("schedule.producer_tile_c", "exceeds schedule.channel_block");
+    Func strip = flat.in();
+    strip.compute_at(tile, task);
+    schedule_flat_register_tiles(strip, flat, vw, nx, nc);
+}
+
+}  // namespace
+
+void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, const nlohmann::json &p, int vw,
+                 Func producer, int producer_vw) {
+    const int ny = get_int(p, "tile_y", 1, 64), cb = get_int(p, "channel_block", 1, 4096);
+    if (s.pooled) fail_field("schedule.template", "conv_dw takes no window consumer");
+    if (vw > s.tile_output[3] || ny > s.tile_output[2] || cb > s.tile_output[1]) {
+        fail_field("schedule.tile_y", "the tile exceeds the output");
+    }
+    const bool has_producer = producer.defined();
+    for (const char *key : {"producer_vector_width", "producer_tile_x_vectors", "producer_tile_c"}) {
+        if (!has_producer && p.contains(key)) {
+            fail_field(std::string("schedule.") + key,
+                       "the group has no pointwise conv computed per task of the depthwise conv");
+        }
+    }
+    if (has_producer && !padded.defined())
+        throw Error("internal: conv_dw computes a producer only for a padded depthwise conv");
+    const int64_t row_tiles = (s.tile_output[2] + ny - 1) / ny;
+    const int bands = int_or_absent(p, "row_bands", 1, row_tiles);
+    Dims t(tile), v(conv);
+    Var xo("xo"), xi("xi"), yo("yo"), yi("yi"), yb("yb"), co("co"), ci("ci"), task("task");
+    tile.split(t.x, xo, xi, vw)
+        .split(t.y, yo, yi, ny)
+        .split(yo, yb, yo, static_cast<int>((row_tiles + bands - 1) / bands), Halide::TailStrategy::ShiftInwards)
+        .split(t.c, co, ci, cb)
+        .reorder(xi, yi, xo, yo, ci, co, yb, t.n)
+        .vectorize(xi)
+        .unroll(yi)
+        // One parallel loop over the images' bands of rows and their channel blocks, the channel
+        // blocks inside: a thread's contiguous share of the tasks is whole bands, the rows a consumer
+        // group's tasks (row blocks) on the same thread read.
+        .fuse(co, yb, task)
+        .fuse(task, t.n, task)
+        .parallel(task);
+    conv.compute_at(tile, xo).vectorize(v.x).unroll(v.y);
+    std::vector<RVar> r = conv.rvars(0);  // (ci = one channel, kx, ky)
+    conv.update().reorder(v.x, v.y, r[0], r[1], r[2]).vectorize(v.x).unroll(v.y).unroll(r[1]).unroll(r[2]);
+    if (padded.defined()) {
+        // A channel's padded plane fits in L1: build it per channel rather than in one pass at root
+        // (from the producer's strip, its epilogue inlined, where there is one), in vectors (scalar,
+        // it cost more than the conv where the epilogue has a Sigmoid: SiLU), its rows starting on
+        // whole vectors: without that, a strided conv's loads from the plane met a Halide 14 bug
+        // (stride-2 loads given alignments they do not have: an aligned vmovaps 8 bytes off, a
+        // crash; Composer.StridedDepthwiseConvTilesMatchTheReference), which had kept strided planes
+        // at root, 2x slower (3x3 stride 2, 144 channels at 56x56, one thread: 0.21 -> 0.105 ms;
+        // ONNX Runtime 0.088 ms in the same run).
+        Func plane = padded.in(conv);
+        plane.compute_at(tile, ci)
+            .align_storage(plane.args()[0], vw)
+            .vectorize(plane.args()[0], vw, Halide::TailStrategy::GuardWithIf);
+        if (has_producer) schedule_dw_producer(producer, tile, task, s, p, producer_vw, cb);
+    }
+}
+
+}  // namespace hfuse::schedules::conv_util
