@@ -7,6 +7,7 @@
 #include "schedules/schedule_params.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 #include <string>
 
@@ -617,7 +618,7 @@ struct ConvChoice {
     ConvTemplate kind;
     int vector_width = 0;        // conv_xv's and conv_dw's: the target's, narrowed to the rows
     nlohmann::json params = {};  // conv_flat's, computed to choose it
-    std::string why = {};        // the simple schedule's reason
+    std::string why = {};        // the facts that decided it, recorded in the plan ("why")
 };
 
 // Which template computes the conv group `s`: the decision alone, from the group's facts (shapes,
@@ -655,18 +656,30 @@ ConvChoice choose_conv_template(const ConvGroupShape &s, const TargetTraits &tt)
     const int64_t group_inputs = s.input[1] / s.group;
     const bool deep = group_inputs >= 256 || (group_inputs >= 64 && cout >= 128 && cout % tt.vector_width == 0 &&
                                               !s.input_in_group && !s.output_planar && tt.vector_registers >= 32);
-    if (grouped_takes_cv(s, tt)) return {ConvTemplate::Cv, vw};
+    if (grouped_takes_cv(s, tt))
+        return {
+            ConvTemplate::Cv, vw, {}, "grouped: each vector of output channels reduces over its own group's inputs"};
     // Read blocked by conv_cv groups (s.output_read_blocked): conv_cv stores its tiles as they lie, no
     // transpose, and spares its reader the blocked copy of its input. RegNet-Y 800MF's first 1x1,
     // 32->64 at 112x112 before a grouped stride-2 3x3, AVX-512, 2 threads, in the network: conv_xv
     // 0.62 ms, conv_cv 0.50 (its reader 0.78 -> 0.41).
     if (s.group == 1 && s.constant_weights && cout >= tt.vector_width &&
         (spatial_kernel || strided || narrow || deep || s.output_read_blocked)) {
+        std::string why;
+        auto reason = [&why](bool holds, const std::string &text) {
+            if (holds) why += (why.empty() ? "" : ", ") + text;
+        };
+        reason(spatial_kernel, std::to_string(s.weight[2]) + "x" + std::to_string(s.weight[3]) + " kernel");
+        reason(strided, "strided");
+        reason(narrow, "rows narrower than a vector");
+        reason(deep, std::to_string(group_inputs) + " input channels");
+        reason(s.output_read_blocked, "its readers read its output channel-blocked");
+        why = "output channels in vector lanes: " + why;
         // A pool whose windows neither overlap nor pad reads the task's conv rows in the tile (VGG-11's
         // 3->64 at 224x224 + 2x2 max pool: 2.8 -> 2.27 ms; conv_bias_relu_maxpool 1.31 ms either
         // way); others after the conv at root (ResNet-18's stem, 3x3 stride-2 pool with pads: 1.6 ms
         // at root, 3.9 in the tile, its windows read through gathers across the blocked lanes).
-        return {!s.pooled || !s.pool_overlaps ? ConvTemplate::Cv : ConvTemplate::CvThenPool, vw};
+        return {!s.pooled || !s.pool_overlaps ? ConvTemplate::Cv : ConvTemplate::CvThenPool, vw, {}, why};
     }
     // A stride-1 conv with no pool after it whose rows tile badly by (x, y) (by whole vectors, or
     // narrowed ones): flat, when that computes 5% fewer lanes (the strip costs an extra store and
@@ -677,14 +690,27 @@ ConvChoice choose_conv_template(const ConvGroupShape &s, const TargetTraits &tt)
         const double xv_use =
             wout < vw ? 0.0 : static_cast<double>(wout) / ((wout + vw - 1) / vw * vw) * vw / tt.vector_width;
         auto [flat, flat_use] = conv_flat_defaults(s, tt.vector_width, budget);
-        if (flat_use > 1.05 * xv_use) return {ConvTemplate::Flat, vw, flat};
+        if (flat_use > 1.05 * xv_use) {
+            char why[96];
+            std::snprintf(why, sizeof why, "rows tile badly: %.0f%% of the lanes useful flattened, %.0f%% by rows",
+                          100 * flat_use, 100 * xv_use);
+            return {ConvTemplate::Flat, vw, flat, why};
+        }
     }
     const bool depthwise = s.group > 1 && s.group == s.input[1] && s.group == cout;
-    if (depthwise && s.input_read_blocked && depthwise_takes_cv(s, tt)) return {ConvTemplate::CvDepthwise, vw};
+    if (depthwise && s.input_read_blocked && depthwise_takes_cv(s, tt))
+        return {
+            ConvTemplate::CvDepthwise, vw, {}, "depthwise on an input stored channel-blocked for it, rows waste lanes"};
     if (wout < vw) return {ConvTemplate::Simple, vw, {}, "output narrower than one vector"};
-    if (!depthwise) return {ConvTemplate::Xv, vw};
+    if (!depthwise) {
+        const char *why = !s.constant_weights      ? "computed weights (conv_cv packs constant ones)"
+                          : s.group > 1            ? "grouped, not whole vectors of a group's channels on this target"
+                          : cout < tt.vector_width ? "fewer output channels than a vector"
+                                                   : "pointwise, stride 1, rows of whole vectors: no transpose to pay";
+        return {ConvTemplate::Xv, vw, {}, std::string("x in vector lanes: ") + why};
+    }
     if (s.pooled) return {ConvTemplate::Simple, vw, {}, "depthwise + window"};
-    return {ConvTemplate::Dw, vw};
+    return {ConvTemplate::Dw, vw, {}, "depthwise"};
 }
 
 // conv_dw's defaults for the depthwise conv `s` (and its pointwise producer, where the group has one),
@@ -912,22 +938,28 @@ nlohmann::json conv_xv_defaults(const ConvGroupShape &s, const TargetTraits &tt,
     return p;
 }
 
+// `p` with `why` recorded first in its "why" (the parameters' own reasons, if any, after it).
+nlohmann::json with_why(nlohmann::json p, const std::string &why) {
+    const std::string own = p.value("why", "");
+    p["why"] = own.empty() ? why : why + "; " + own;
+    return p;
+}
+
 nlohmann::json conv_template_defaults(const ConvGroupShape &s, const TargetTraits &tt) {
     const ConvChoice choice = choose_conv_template(s, tt);
     switch (choice.kind) {
-    case ConvTemplate::Cv: return conv_cv_defaults(s, tt);
+    case ConvTemplate::Cv: return with_why(conv_cv_defaults(s, tt), choice.why);
     case ConvTemplate::CvThenPool: {
         nlohmann::json p = conv_cv_defaults(conv_at_root(s), tt);
         p["compute"] = "root";
-        p["why"] =
-            "the pool's windows overlap or pad (conv_cv's tile would read them through gathers): the conv "
-            "at root, the pool after it by its template";
-        return p;
+        return with_why(p, choice.why +
+                               "; the pool's windows overlap or pad (conv_cv's tile would read them through gathers): "
+                               "the conv at root, the pool after it by its template");
     }
-    case ConvTemplate::Flat: return choice.params;
-    case ConvTemplate::CvDepthwise: return conv_cv_depthwise_defaults(s, tt);
-    case ConvTemplate::Dw: return conv_dw_defaults(s, tt, choice.vector_width);
-    case ConvTemplate::Xv: return conv_xv_defaults(s, tt, choice.vector_width);
+    case ConvTemplate::Flat: return with_why(choice.params, choice.why);
+    case ConvTemplate::CvDepthwise: return with_why(conv_cv_depthwise_defaults(s, tt), choice.why);
+    case ConvTemplate::Dw: return with_why(conv_dw_defaults(s, tt, choice.vector_width), choice.why);
+    case ConvTemplate::Xv: return with_why(conv_xv_defaults(s, tt, choice.vector_width), choice.why);
     case ConvTemplate::Simple: break;
     }
     return {{"template", "simple"}, {"why", choice.why}};

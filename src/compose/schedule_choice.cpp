@@ -1,7 +1,8 @@
 // The default schedule of each group (default_schedule_params, with_default_schedules in
 // include/hfuse/composer.h): its template and parameters, chosen from the group's facts
 // (compose/group_facts.h) and, for a plan, from what its neighbours' schedules tell (whether its
-// readers read its output channel-blocked, whether its input was just made).
+// readers read its output channel-blocked, whether its input was just made), with the facts that
+// decided it in "why".
 #include "hfuse/composer.h"
 
 #include "compose/composer.h"
@@ -47,7 +48,7 @@ nlohmann::json defaults_for_shapes(const Graph &g, const FusedGroup &grp, const 
         p = schedules::conv_default_params(a.conv, target);
         if (a.conv_root && p.value("template", "") != "simple") {
             p["compute"] = "root";
-            p["why"] = a.why;
+            p["why"] = "the conv at root, the rest by the simple schedule: " + a.why;
         }
         break;
     case compose::Family::Gemm: p = schedules::gemm_default_params(a.gemm, target); break;
@@ -96,6 +97,8 @@ nlohmann::json defaults_with_readers(const Graph &g, const FusedGroup &grp, cons
         nlohmann::json row = defaults_for_shapes(compose::position_view(g, grp), grp, target);
         if (row.value("template", "") == "conv_xv" && image_bytes <= l2_bytes) {
             row["flatten_positions"] = true;
+            const std::string why = row.value("why", "");
+            row["why"] = "on its position view, all positions as one row" + (why.empty() ? "" : ": " + why);
             return row;
         }
     }

@@ -64,6 +64,13 @@ std::string plan_table(const FusedGraph &f) {
         if (!grp.backend.empty()) members += "   [backend " + grp.backend + "]";
         os << row(grp.name, grp.master, saved ? human_bytes(saved) : "-") << members << "\n";
         if (!grp.why.empty()) os << row("", "", "") << "why: " << grp.why << "\n";
+        // The schedule's template, and why the defaults chose it (or why no template fits).
+        const nlohmann::json &s = grp.schedule;
+        if (s.is_object() && s.contains("template") && s["template"].is_string()) {
+            os << row("", "", "") << "schedule: " << s["template"].get<std::string>();
+            if (s.contains("why") && s["why"].is_string()) os << " (" << s["why"].get<std::string>() << ")";
+            os << "\n";
+        }
     }
     os << "\nintermediates kept out of memory: " << human_bytes(total) << "\n";
     return os.str();

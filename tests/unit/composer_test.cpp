@@ -191,7 +191,8 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
                                       {"channel_block", 16},
                                       {"ci_block", 16},
                                       {"input_block", 8},
-                                      {"input_at", "task"}}));
+                                      {"input_at", "task"},
+                                      {"why", "output channels in vector lanes: 3x3 kernel"}}));
         // Below 14 rows, direct.
         EXPECT_EQ(fused_plan(conv_model(16, 13, 24, 16, 3, 1, 1, 1)).groups[0].schedule,
                   nlohmann::json({{"template", "conv_cv"},
@@ -202,7 +203,8 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
                                   {"channel_block", 16},
                                   {"ci_block", 16},
                                   {"input_block", 8},
-                                  {"input_at", "task"}}));
+                                  {"input_at", "task"},
+                                  {"why", "output channels in vector lanes: 3x3 kernel"}}));
         // 4 channel tasks reading each row block: each input row would be copied 4-8 times, at root
         // once. Winograd's channel blocks are 64 channels, 2 register tiles (AVX2's 4 vectors of 8).
         const FusedGraph wide_plan = fused_plan(conv_model(16, 14, 14, 256, 3, 1, 1, 1));
@@ -235,6 +237,9 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
     const FusedGraph deep = fused_plan(conv_model(256, 9, 17, 96, 1, 1, 0, 1));
     EXPECT_EQ(deep.groups[0].schedule["template"], "conv_cv");
     EXPECT_EQ(deep.groups[0].schedule["channel_block"], 96);
+    // Each default says which facts chose its template.
+    EXPECT_EQ(
+        deep.groups[0].schedule.value("why", "").rfind("output channels in vector lanes: 256 input channels; ", 0), 0u);
     expect_matches_reference(deep);
     EXPECT_EQ(fused_plan(conv_model(16, 7, 7, 256, 3, 1, 1, 1)).groups[0].schedule["channel_block"], 4 * vw);
     // A pointwise conv on conv_flat whose weights are the smaller operand (32 channels against 784
@@ -244,6 +249,7 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
     const nlohmann::json &by_rows = rows_plan.groups[0].schedule;
     EXPECT_EQ(by_rows["template"], "conv_flat");
     EXPECT_EQ(by_rows["channel_block"], 32);
+    EXPECT_EQ(by_rows.value("why", "").rfind("rows tile badly: ", 0), 0u) << by_rows.dump();
     EXPECT_LE(by_rows["block_rows"].get<int>(), 3);
     expect_matches_reference(rows_plan);
     const nlohmann::json batch8 = fused_plan(conv_model(192, 28, 28, 32, 1, 1, 0, 1, 0, 0, 8)).groups[0].schedule;
@@ -262,6 +268,8 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
     EXPECT_EQ(one["reduction_order"], "ci,kx,ky");
     EXPECT_EQ(one["tile_x_vectors"], 1);
     EXPECT_EQ(one["tile_y"], 2);
+    EXPECT_EQ(one.value("why", ""),
+              "x in vector lanes: pointwise, stride 1, rows of whole vectors: no transpose to pay");
     // A pointwise conv whose rows are no whole number of vectors (20 wide) runs on its group's position
     // view: one row of 240 positions, conv_xv's register tiles of 2 vectors x 6 channels along it.
     if (vw == 8) {
@@ -272,11 +280,14 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
         EXPECT_EQ(flat["tile_y"], 1);
         EXPECT_EQ(flat["tile_c"], 6);
         EXPECT_EQ(flat["channel_loop"], "outer");
+        EXPECT_EQ(flat.value("why", "").rfind("on its position view", 0), 0u) << flat.dump();
     }
     auto computed_w = [](int C, int H, int W, int K, int k, int s, int p, int g, int pool_k = 0, int pool_s = 0) {
         return fused_plan(conv_model(C, H, W, K, k, s, p, g, pool_k, pool_s, 1, true)).groups[0].schedule;
     };
     EXPECT_EQ(computed_w(16, 20, 24, 16, 3, 1, 1, 1)["template"], "conv_xv");
+    EXPECT_EQ(computed_w(16, 20, 24, 16, 3, 1, 1, 1).value("why", ""),
+              "x in vector lanes: computed weights (conv_cv packs constant ones)");
     EXPECT_EQ(computed_w(16, 12, 20, 24, 1, 2, 0, 1)["template"], "conv_xv");  // strided 1x1: not pointwise
     EXPECT_EQ(computed_w(16, 14, 14, 16, 3, 1, 1, 16)["template"], "conv_dw");
     EXPECT_EQ(fused_plan(conv_model(16, 14, 14, 16, 3, 1, 1, 16)).groups[0].schedule["template"], "conv_dw");
