@@ -2,7 +2,7 @@
 // takes them:
 //   1. the baselines (always): the default plan (x86 rules), unfused, --rules tvm, each with the
 //      templates, and --whole with each autoscheduler explored; then plan files given by the user;
-//   2. plans from the plan space (plan_space.h: all of them, or a beam search), default parameters,
+//   2. plans from the plan space (plan_space.h: all of them, or composed from segments), default parameters,
 //      the best estimate of each group count first (~40% of what the baselines leave);
 //   3. each autoscheduler per group on the default plan, then on the best-estimated plans (~25%);
 //   4. the templates' parameters varied, greedily: one-step neighbours of the fastest measured
@@ -406,8 +406,11 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
     pso.exhaustive_limit = o.exhaustive_limit;
     pso.seed = o.seed;
     const PlanSpace space = plan_space(s.rewritten, s.target, pso);
-    s.header["plan_space"] = {
-        {"exhaustive", space.exhaustive}, {"plans", space.plans.size()}, {"exhaustive_limit", o.exhaustive_limit}};
+    s.header["plan_space"] = {{"exhaustive", space.exhaustive},
+                              {"plans", space.plans.size()},
+                              {"exhaustive_limit", o.exhaustive_limit},
+                              {"segments", space.segments},
+                              {"distinct_segments", space.distinct_segments}};
     std::vector<Candidate> plan_list, auto_list;
     for (const RankedPlan &r : space.plans) {
         Candidate c = s.candidate(r.plan, "templates", false, "plans", &r.cost);
@@ -434,7 +437,9 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
     if (resumed) s.progress->say("resuming: " + std::to_string(resumed) + " candidates done in " + results_path);
     s.progress->say(s.model.name + ": " + std::to_string(fixed) + " baselines, " +
                     (space.exhaustive ? "all " + std::to_string(space.plans.size()) + " legal plans"
-                                      : std::to_string(space.plans.size()) + " plans from a beam search") +
+                                      : std::to_string(space.plans.size()) + " plans composed from " +
+                                            std::to_string(space.segments) + " segments (" +
+                                            std::to_string(space.distinct_segments) + " distinct)") +
                     ", budget " + std::to_string(s.total) + " candidates");
 
     std::vector<Candidate> first = baselines;
@@ -615,8 +620,13 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
     }
     if (!space.exhaustive) {
         notes.push_back("The plan space was too large to enumerate (more than " + std::to_string(o.exhaustive_limit) +
-                        " plans): a beam search (width 4, seed " + std::to_string(o.seed) +
-                        ") over fusible edges, guided by the cost estimate, proposed the plans.");
+                        " plans): the graph was cut into " + std::to_string(space.segments) +
+                        " segments at values only one crosses (" + std::to_string(space.distinct_segments) +
+                        " distinct; repeated blocks searched once), each segment's plans enumerated or, where "
+                        "too many, proposed by a beam search (width 4, seed " +
+                        std::to_string(o.seed) +
+                        ") guided by the cost estimate, and whole plans composed from each segment's best few; "
+                        "fusions across a cut were not searched.");
     }
     notes.push_back(
         "The cost estimate (bytes moved and FLOPs per group, a rough roofline) only orders the plans; "

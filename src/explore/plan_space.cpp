@@ -1,5 +1,6 @@
 #include "explore/plan_space.h"
 
+#include "explore/segments.h"
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
 #include "hfuse/planner.h"
@@ -103,6 +104,86 @@ std::vector<RankedPlan> beam_search(const Graph &g, const Halide::Target &target
     return visited;
 }
 
+// A segment's plans, best estimate first, as partitions of its own node indices (0 = the segment's
+// first node): every legal plan when there are at most o.exhaustive_limit, else a beam search's.
+std::vector<IndexPartition> segment_choices(const Graph &sub, const Halide::Target &target, const PlanSpaceOptions &o) {
+    bool complete = false;
+    PlanEnumeration enumeration;
+    enumeration.limit = o.exhaustive_limit + 1;
+    enumeration.max_group_ops = o.max_group_ops;
+    enumeration.complete = &complete;
+    std::vector<RankedPlan> ranked;
+    std::vector<FusedGraph> all = enumerate_plans(sub, enumeration);
+    if (complete && all.size() <= o.exhaustive_limit) {
+        for (FusedGraph &p : all) ranked.push_back(rank(std::move(p), target));
+    } else {
+        PlanSpaceOptions inner = o;
+        inner.max_plans = o.segment_max_plans;
+        ranked = beam_search(sub, target, inner);
+    }
+    std::stable_sort(ranked.begin(), ranked.end(), [](const RankedPlan &a, const RankedPlan &b) {
+        if (a.cost.ms != b.cost.ms) return a.cost.ms < b.cost.ms;
+        return a.plan.groups.size() < b.plan.groups.size();
+    });
+    std::map<std::string, int> index;
+    for (size_t i = 0; i < sub.nodes.size(); i++) index[sub.nodes[i].name] = static_cast<int>(i);
+    std::vector<IndexPartition> choices;
+    for (const RankedPlan &r : ranked) {
+        if (static_cast<int>(choices.size()) >= o.segment_choices) break;
+        IndexPartition q;
+        for (const FusedGroup &grp : r.plan.groups) {
+            std::vector<int> members;
+            for (const std::string &n : grp.nodes) members.push_back(index.at(n));
+            q.push_back(members);
+        }
+        choices.push_back(planner::canonical(std::move(q)));
+    }
+    return choices;
+}
+
+// Plans composed from the segments' own searches (segments.h): every segment at its best estimate,
+// then, per signature, all its segments at their 2nd, 3rd ... choice with the rest at their best.
+// Identical segments are searched once. Fusions across a cut are not searched.
+std::vector<RankedPlan> segment_search(const Graph &g, const Halide::Target &target, const PlanSpaceOptions &o,
+                                       PlanSpace &space) {
+    const std::vector<Segment> segments = cut_segments(g, o.max_segment_nodes);
+    std::map<std::string, std::vector<IndexPartition>> choices;  // by signature
+    for (const Segment &seg : segments) {
+        if (!choices.count(seg.signature)) choices[seg.signature] = segment_choices(segment_graph(g, seg), target, o);
+    }
+    space.segments = static_cast<int>(segments.size());
+    space.distinct_segments = static_cast<int>(choices.size());
+    auto compose = [&](const std::string &varied, size_t k) {
+        IndexPartition whole;
+        for (const Segment &seg : segments) {
+            const std::vector<IndexPartition> &c = choices.at(seg.signature);
+            if (c.empty()) {  // no legal plan found alone: its nodes unfused
+                for (int i = seg.begin; i < seg.end; i++) whole.push_back({i});
+                continue;
+            }
+            const IndexPartition &p = c[seg.signature == varied ? k : 0];
+            for (const std::vector<int> &grp : p) {
+                std::vector<int> members;
+                for (int i : grp) members.push_back(seg.begin + i);
+                whole.push_back(members);
+            }
+        }
+        return planner::canonical(std::move(whole));
+    };
+    std::vector<RankedPlan> plans;
+    std::set<IndexPartition> seen;
+    auto add = [&](IndexPartition q) {
+        if (!seen.insert(q).second) return;
+        FusedGraph plan;
+        if (planner::partition_to_plan(g, q, plan)) plans.push_back(rank(std::move(plan), target));
+    };
+    add(compose("", 0));
+    for (const auto &[signature, c] : choices) {
+        for (size_t k = 1; k < c.size(); k++) add(compose(signature, k));
+    }
+    return plans;
+}
+
 }  // namespace
 
 uint64_t SeededRandom::next() {
@@ -125,8 +206,10 @@ PlanSpace plan_space(const Graph &graph, const Halide::Target &target, const Pla
     if (complete && all.size() <= o.exhaustive_limit) {
         space.exhaustive = true;
         for (FusedGraph &p : all) plans.push_back(rank(std::move(p), target));
+    } else if (cut_segments(g, o.max_segment_nodes).size() > 1) {
+        plans = segment_search(g, target, o, space);
     } else {
-        plans = beam_search(g, target, o);
+        plans = beam_search(g, target, o);  // one segment: its own search's plans, all of them
     }
     // The best estimate of each group count first, then the rest by estimate (ties: fewer groups).
     std::stable_sort(plans.begin(), plans.end(), [](const RankedPlan &a, const RankedPlan &b) {

@@ -232,8 +232,9 @@ std::string markdown_report(const ReportInput &in) {
     s += space.value("exhaustive", false)
              ? "Plan space: all " + std::to_string(space.value("plans", 0)) + " legal plans enumerated.\n"
              : "Plan space: more than " + std::to_string(space.value("exhaustive_limit", 0)) +
-                   " legal plans; a beam search over fusible edges visited " + std::to_string(space.value("plans", 0)) +
-                   ".\n";
+                   " legal plans; the graph cut into " + std::to_string(space.value("segments", 0)) + " segments (" +
+                   std::to_string(space.value("distinct_segments", 0)) + " distinct, each searched once), " +
+                   std::to_string(space.value("plans", 0)) + " plans composed from their best choices.\n";
 
     int ok = 0, err = 0, to = 0;
     std::set<std::string> plans, partitions, used;
