@@ -53,7 +53,7 @@ struct ExploreOptions {
     bool kernel_cache = true;
     int confirm_rounds = 3;                // re-time the top candidates and baselines, alternating (0: no)
     std::vector<std::string> extra_plans;  // plan files to evaluate too (with the templates)
-    size_t exhaustive_limit = 256;         // more legal plans than this: a beam search instead of all of them
+    size_t exhaustive_limit = 256;         // more legal plans than this: plans composed from segments
     bool progress_bar = false;             // a bar with an ETA (a terminal); otherwise one line per candidate
 };
 
@@ -63,7 +63,7 @@ struct ExploreSummary {
     int distinct_plans = 0;            // distinct plan files (partition, placements, template parameters)
     int distinct_partitions = 0;       // distinct groupings of the nodes
     std::vector<std::string> sources;  // schedule sources with at least one candidate that ran
-    bool exhaustive = false;           // every legal plan was considered (else a beam search)
+    bool exhaustive = false;           // every legal plan was considered (else composed from segments)
     size_t legal_plans = 0;            // plans considered (all of them when exhaustive)
     bool has_best = false;
     double best_ms = 0;    // the best candidate's median (confirmed when confirm_rounds > 0)
