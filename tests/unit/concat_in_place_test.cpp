@@ -21,6 +21,7 @@ namespace hfuse {
 namespace {
 
 using nlohmann::json;
+using test::model_node;
 
 const Halide::Target kTarget = Halide::get_jit_target_from_environment();
 
@@ -28,9 +29,6 @@ json conv(const std::string &name, const std::string &in, const std::string &w, 
     json attrs = {{"kernel_shape", {k, k}}};
     if (k == 3) attrs["pads"] = {1, 1, 1, 1};
     return {{"name", name}, {"op", "Conv"}, {"inputs", {in, w}}, {"attrs", attrs}};
-}
-json op(const std::string &name, const std::string &type, const std::vector<std::string> &inputs) {
-    return {{"name", name}, {"op", type}, {"inputs", inputs}};
 }
 json concat(const std::string &name, const std::vector<std::string> &inputs) {
     return {{"name", name}, {"op", "Concat"}, {"inputs", inputs}, {"attrs", {{"axis", 1}}}};
@@ -43,11 +41,12 @@ json weight(const Shape &shape, int seed) {
 // input f0 (8 channels) and the outputs of layers 1..k-1 (4 channels each), through a ReLU, by a
 // 3x3 conv; a 1x1 conv and a global pool read the last Concat.
 Graph dense_block(int batch) {
-    const json nodes = json::array({conv("c0", "x", "w0", 3), op("f0", "Relu", {"c0"}), conv("o1", "f0", "w1", 3),
-                                    concat("k1", {"f0", "o1"}), op("r1", "Relu", {"k1"}), conv("o2", "r1", "w2", 3),
-                                    concat("k2", {"f0", "o1", "o2"}), op("r2", "Relu", {"k2"}),
-                                    conv("o3", "r2", "w3", 3), concat("k3", {"f0", "o1", "o2", "o3"}),
-                                    conv("t", "k3", "wt", 1), op("y", "GlobalAveragePool", {"t"})});
+    const json nodes =
+        json::array({conv("c0", "x", "w0", 3), model_node("f0", "Relu", {"c0"}), conv("o1", "f0", "w1", 3),
+                     concat("k1", {"f0", "o1"}), model_node("r1", "Relu", {"k1"}), conv("o2", "r1", "w2", 3),
+                     concat("k2", {"f0", "o1", "o2"}), model_node("r2", "Relu", {"k2"}), conv("o3", "r2", "w3", 3),
+                     concat("k3", {"f0", "o1", "o2", "o3"}), conv("t", "k3", "wt", 1),
+                     model_node("y", "GlobalAveragePool", {"t"})});
     const json weights = {{"w0", weight({8, 3, 3, 3}, 1)},
                           {"w1", weight({4, 8, 3, 3}, 2)},
                           {"w2", weight({4, 12, 3, 3}, 3)},
@@ -143,7 +142,7 @@ TEST(ConcatInPlace, PlacementsThatDisagreeOrOverlapAreCopied) {
     // b: the two would overlap. A model input (x) and a returned Concat are copied too.
     const json nodes = json::array({conv("a", "x", "wa", 3), conv("b", "x", "wb", 1), conv("d", "x", "wd", 3),
                                     concat("k1", {"a", "b"}), concat("k2", {"b", "a"}), concat("k3", {"a", "d"}),
-                                    op("s12", "Add", {"k1", "k2"}), op("s", "Add", {"s12", "k3"}),
+                                    model_node("s12", "Add", {"k1", "k2"}), model_node("s", "Add", {"s12", "k3"}),
                                     conv("e", "s", "we", 3), concat("k4", {"x", "e"})});
     const json weights = {{"wa", weight({5, 3, 3, 3}, 1)},
                           {"wb", weight({4, 3, 1, 1}, 2)},

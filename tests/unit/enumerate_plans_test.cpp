@@ -17,6 +17,7 @@ namespace hfuse {
 namespace {
 
 using nlohmann::json;
+using test::model_node;
 using Key = std::set<std::set<std::string>>;
 
 Key key_of(const FusedGraph &f) {
@@ -61,10 +62,6 @@ Graph model(const json &nodes, const json &outputs, const json &weights = json::
     return simplify(prepare(parse_model(j, ".", "enum.json")));
 }
 
-json op(const std::string &name, const std::string &type, const std::vector<std::string> &inputs) {
-    return {{"name", name}, {"op", type}, {"inputs", inputs}};
-}
-
 void expect_exact(const Graph &g, size_t expected_count) {
     std::vector<FusedGraph> plans = enumerate_plans(g, {});
     std::set<Key> found;
@@ -78,28 +75,30 @@ void expect_exact(const Graph &g, size_t expected_count) {
 
 TEST(EnumeratePlans, ChainIsEveryCompositionOfItsLength) {
     // A chain of 5 ops: a legal group is a contiguous run, so 2^(5-1) plans.
-    Graph g = model({op("a", "Relu", {"x"}), op("b", "Sigmoid", {"a"}), op("c", "Tanh", {"b"}), op("d", "Relu", {"c"}),
-                     op("e", "Sigmoid", {"d"})},
+    Graph g = model({model_node("a", "Relu", {"x"}), model_node("b", "Sigmoid", {"a"}), model_node("c", "Tanh", {"b"}),
+                     model_node("d", "Relu", {"c"}), model_node("e", "Sigmoid", {"d"})},
                     {"e"});
     expect_exact(g, 16);
 }
 
 TEST(EnumeratePlans, DiamondAndResidualMatchBruteForce) {
-    Graph diamond = model({op("a", "Relu", {"x"}), op("b", "Sigmoid", {"a"}), op("c", "Tanh", {"a"}),
-                           op("d", "Add", {"b", "c"}), op("e", "Relu", {"d"})},
-                          {"e"});
+    Graph diamond =
+        model({model_node("a", "Relu", {"x"}), model_node("b", "Sigmoid", {"a"}), model_node("c", "Tanh", {"a"}),
+               model_node("d", "Add", {"b", "c"}), model_node("e", "Relu", {"d"})},
+              {"e"});
     expect_exact(diamond, brute_force(diamond).size());
     // Residual with two outputs and an independent branch: groups need not be connected.
-    Graph residual = model({op("a", "Relu", {"x"}), op("b", "Sigmoid", {"a"}), op("c", "Add", {"a", "b"}),
-                            op("d", "Tanh", {"x"}), op("e", "Mul", {"c", "d"}), op("f", "Relu", {"b"})},
-                           {"e", "f"});
+    Graph residual =
+        model({model_node("a", "Relu", {"x"}), model_node("b", "Sigmoid", {"a"}), model_node("c", "Add", {"a", "b"}),
+               model_node("d", "Tanh", {"x"}), model_node("e", "Mul", {"c", "d"}), model_node("f", "Relu", {"b"})},
+              {"e", "f"});
     expect_exact(residual, brute_force(residual).size());
     EXPECT_GT(brute_force(residual).size(), 20u) << "a test that enumerates nothing proves nothing";
 }
 
 TEST(EnumeratePlans, EveryPlanOfADiamondComputesTheReference) {
-    Graph g = model({op("a", "Relu", {"x"}), op("b", "Sigmoid", {"a"}), op("c", "Tanh", {"a"}),
-                     op("d", "Add", {"b", "c"}), op("e", "Relu", {"d"})},
+    Graph g = model({model_node("a", "Relu", {"x"}), model_node("b", "Sigmoid", {"a"}), model_node("c", "Tanh", {"a"}),
+                     model_node("d", "Add", {"b", "c"}), model_node("e", "Relu", {"d"})},
                     {"e"});
     test::ModelInputs in = test::make_inputs(g);
     std::vector<FusedGraph> plans = enumerate_plans(g, {});

@@ -25,13 +25,7 @@ namespace hfuse {
 namespace {
 
 using nlohmann::json;
-
-json node(const std::string &name, const std::string &op, const std::vector<std::string> &inputs,
-          const json &attrs = json::object()) {
-    json n = {{"name", name}, {"op", op}, {"inputs", inputs}};
-    if (!attrs.empty()) n["attrs"] = attrs;
-    return n;
-}
+using test::model_node;
 
 // x -> relu -> sigmoid -> tanh -> relu -> sigmoid -> tanh (six values, each read only by the next op).
 Graph chain_model() {
@@ -40,7 +34,7 @@ Graph chain_model() {
     std::string prev = "x";
     for (int i = 0; i < 6; i++) {
         std::string n = "n" + std::to_string(i);
-        nodes.push_back(node(n, ops[i], {prev}));
+        nodes.push_back(model_node(n, ops[i], {prev}));
         prev = n;
     }
     return test::one_input_model("chain", {1, 8, 32, 32}, nodes, {prev});
@@ -49,9 +43,10 @@ Graph chain_model() {
 // A residual block of pure ops: `a` must survive three groups until `add` reads it; `mid` is also
 // returned by the model.
 Graph residual_model() {
-    json nodes = json::array({node("a", "Sigmoid", {"x"}), node("b", "Tanh", {"a"}), node("c", "Relu", {"b"}),
-                              node("d", "Sigmoid", {"c"}), node("mid", "Tanh", {"d"}), node("e", "Sigmoid", {"mid"}),
-                              node("add", "Add", {"a", "e"}), node("out", "Relu", {"add"})});
+    json nodes = json::array({model_node("a", "Sigmoid", {"x"}), model_node("b", "Tanh", {"a"}),
+                              model_node("c", "Relu", {"b"}), model_node("d", "Sigmoid", {"c"}),
+                              model_node("mid", "Tanh", {"d"}), model_node("e", "Sigmoid", {"mid"}),
+                              model_node("add", "Add", {"a", "e"}), model_node("out", "Relu", {"add"})});
     return test::one_input_model("residual", {1, 4, 16, 16}, nodes, {"out", "mid"});
 }
 
@@ -215,7 +210,8 @@ TEST(ExecutorProfile, RunReportsGroupTimes) {
 
 TEST(ExecutorGroups, GroupNobodyReadsIsSkipped) {
     // `dead` is neither returned nor read: run as written (no rewrites), its group has nothing to do.
-    json nodes = json::array({node("a", "Relu", {"x"}), node("dead", "Sigmoid", {"a"}), node("out", "Tanh", {"a"})});
+    json nodes = json::array(
+        {model_node("a", "Relu", {"x"}), model_node("dead", "Sigmoid", {"a"}), model_node("out", "Tanh", {"a"})});
     Graph g = test::one_input_model("dead", {1, 2, 4, 4}, nodes, {"out"});
     test::ModelInputs in = test::make_inputs(g);
     Executor ex(g, Executor::unfused_partition(g));
@@ -294,7 +290,7 @@ TEST(ExecutorCompileCache, ASchedulesWhyDoesNotSplitSharing) {
 TEST(ExecutorCompileCache, SameOpsWithDifferentWeightsDoNotShare) {
     json weights = {{"w1", {{"shape", {4}}, {"uniform", {-1, 1}}, {"seed", 1u}}},
                     {"w2", {{"shape", {4}}, {"uniform", {-1, 1}}, {"seed", 2u}}}};
-    json nodes = json::array({node("m1", "Mul", {"x", "w1"}), node("m2", "Mul", {"m1", "w2"})});
+    json nodes = json::array({model_node("m1", "Mul", {"x", "w1"}), model_node("m2", "Mul", {"m1", "w2"})});
     Graph g = test::one_input_model("weights", {1, 4}, nodes, {"m2"}, weights);
     test::ModelInputs in = test::make_inputs(g);
     Executor ex(g, Executor::unfused_partition(g));
@@ -306,7 +302,7 @@ TEST(ExecutorCompileCache, HalidesRuntimeIsCompiledOnceAndApart) {
     // The first executor of a process compiles Halide's shared JIT runtime before its first group
     // (exec/jit_runtime.h); later ones find it there. Under ctest this test is its own process, so
     // the first executor is this one, unless the whole binary runs.
-    json nodes = json::array({node("r", "Relu", {"x"})});
+    json nodes = json::array({model_node("r", "Relu", {"x"})});
     Graph g = test::one_input_model("relu", {1, 4}, nodes, {"r"});
     Executor first(g, Executor::unfused_partition(g)), second(g, Executor::unfused_partition(g));
     EXPECT_GE(first.runtime_compile_ms(), 0);

@@ -32,6 +32,7 @@ namespace {
 using nlohmann::json;
 using test::CommandResult;
 using test::contains;
+using test::model_node;
 using test::read_file;
 
 // A path of this process's, cleared first: an earlier process with the same pid may have left it (a
@@ -40,13 +41,6 @@ std::string tmp(const std::string &name) {
     const std::string path = testing::TempDir() + "/hfuse_explore_test_" + std::to_string(getpid()) + "_" + name;
     std::filesystem::remove_all(path);
     return path;
-}
-
-json op(const std::string &name, const std::string &type, const std::vector<std::string> &inputs,
-        const json &attrs = json::object()) {
-    json j = {{"name", name}, {"op", type}, {"inputs", inputs}};
-    if (!attrs.empty()) j["attrs"] = attrs;
-    return j;
 }
 
 // conv 3x3 (4 -> 8 channels, 16x16) + bias + relu + 2x2 maxpool: small enough to compile in a blink,
@@ -60,9 +54,9 @@ json tiny_model(int in_channels = 4, int out_channels = 8, int size = 16) {
              {{"w", {{"shape", {out_channels, in_channels, 3, 3}}, {"uniform", {-0.3, 0.3}}, {"seed", 1}}},
               {"b", {{"shape", {out_channels}}, {"uniform", {-0.1, 0.1}}, {"seed", 2}}}}},
             {"nodes",
-             {op("conv", "Conv", {"x", "w", "b"}, {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}}),
-              op("relu", "Relu", {"conv"}),
-              op("pool", "MaxPool", {"relu"}, {{"kernel_shape", {2, 2}}, {"strides", {2, 2}}})}},
+             {model_node("conv", "Conv", {"x", "w", "b"}, {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}}),
+              model_node("relu", "Relu", {"conv"}),
+              model_node("pool", "MaxPool", {"relu"}, {{"kernel_shape", {2, 2}}, {"strides", {2, 2}}})}},
             {"outputs", {"pool"}}};
 }
 
@@ -114,9 +108,9 @@ TEST(ExploreCandidate, KeyIgnoresNamesOrderAndRules) {
 TEST(ExplorePlanSpace, ExhaustiveIsEveryLegalPlanOnceBestPerGroupCountFirst) {
     // conv -> relu -> pool, and a second branch relu -> sigmoid joining with an add.
     json m = tiny_model();
-    m["nodes"].push_back(op("sig", "Sigmoid", {"pool"}));
-    m["nodes"].push_back(op("tanh", "Tanh", {"pool"}));
-    m["nodes"].push_back(op("add", "Add", {"sig", "tanh"}));
+    m["nodes"].push_back(model_node("sig", "Sigmoid", {"pool"}));
+    m["nodes"].push_back(model_node("tanh", "Tanh", {"pool"}));
+    m["nodes"].push_back(model_node("add", "Add", {"sig", "tanh"}));
     m["outputs"] = {"add"};
     Graph g = simplify(load(m));
     const Halide::Target host = Halide::get_host_target();
@@ -144,7 +138,7 @@ Graph chain(int n) {
     std::string prev = "x";
     for (int i = 0; i < n; i++) {
         std::string name = "e" + std::to_string(i);
-        nodes.push_back(op(name, i % 2 ? "Sigmoid" : "Relu", {prev}));
+        nodes.push_back(model_node(name, i % 2 ? "Sigmoid" : "Relu", {prev}));
         prev = name;
     }
     json m = {{"format", "hfuse-model"},   {"version", 1},
@@ -190,7 +184,8 @@ TEST(ExploreCostModel, FusionMovesFewerBytesAndTwoConvsInAGroupCostMore) {
     EXPECT_DOUBLE_EQ(f.flops, u.flops);
 
     json m = tiny_model(16, 16, 32);
-    m["nodes"].push_back(op("conv2", "Conv", {"pool", "w2"}, {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}}));
+    m["nodes"].push_back(
+        model_node("conv2", "Conv", {"pool", "w2"}, {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}}));
     m["weights"]["w2"] = {{"shape", {16, 16, 3, 3}}, {"uniform", {-0.3, 0.3}}, {"seed", 3}};
     m["outputs"] = {"conv2"};
     Graph g2 = simplify(load(m));
@@ -259,7 +254,8 @@ TEST(ExploreVariants, ParametersThePlanLeavesOutAreTriedToo) {
         {"name", "pointwise"},
         {"inputs", {{{"name", "x"}, {"shape", {1, 8, 16, 16}}}}},
         {"weights", {{"w", {{"shape", {16, 8, 1, 1}}, {"uniform", {-0.3, 0.3}}, {"seed", 1}}}}},
-        {"nodes", {op("conv", "Conv", {"x", "w"}, {{"kernel_shape", {1, 1}}}), op("relu", "Relu", {"conv"})}},
+        {"nodes",
+         {model_node("conv", "Conv", {"x", "w"}, {{"kernel_shape", {1, 1}}}), model_node("relu", "Relu", {"conv"})}},
         {"outputs", {"relu"}}};
     Graph g = simplify(load(model));
     FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("x86")}), host);

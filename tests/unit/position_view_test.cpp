@@ -20,6 +20,7 @@ namespace hfuse {
 namespace {
 
 using json = nlohmann::json;
+using test::model_node;
 
 // AVX2 defaults whatever the host (as composer_test.cpp): the plans still run on the host.
 const Halide::Target kTarget("x86-64-linux-avx-avx2-f16c-fma-sse41");
@@ -45,10 +46,6 @@ json conv(const std::string &name, const std::string &in, const std::string &w, 
     return {{"name", name}, {"op", "Conv"}, {"inputs", {in, w, "b"}}, {"attrs", attrs}};
 }
 
-json node(const std::string &name, const std::string &op, const std::vector<std::string> &inputs) {
-    return {{"name", name}, {"op", op}, {"inputs", inputs}};
-}
-
 // x [N, 12, H, W] -> 1x1 conv 12->12 -> + x -> BatchNormalization -> * s [1, 12, 1, 1] -> Relu: a
 // bottleneck's tail (the BatchNormalization after the Add, so that no pass folds it into the conv).
 Graph residual_tail(int N, int H, int W) {
@@ -61,9 +58,9 @@ Graph residual_tail(int N, int H, int W) {
                   {"bn.mean", uniform({C}, 5)},
                   {"bn.var", {{"shape", {C}}, {"uniform", {0.5, 1.5}}, {"seed", 6}}},
                   {"s", uniform({1, C, 1, 1}, 7)}},
-                 {conv("conv", "x", "w"), node("add", "Add", {"conv", "x"}),
-                  node("bn", "BatchNormalization", {"add", "bn.scale", "bn.bias", "bn.mean", "bn.var"}),
-                  node("mul", "Mul", {"bn", "s"}), node("relu", "Relu", {"mul"})},
+                 {conv("conv", "x", "w"), model_node("add", "Add", {"conv", "x"}),
+                  model_node("bn", "BatchNormalization", {"add", "bn.scale", "bn.bias", "bn.mean", "bn.var"}),
+                  model_node("mul", "Mul", {"bn", "s"}), model_node("relu", "Relu", {"mul"})},
                  {"relu"});
 }
 
@@ -155,9 +152,9 @@ TEST(PositionView, ViewedGroupBetweenOthers) {
     // planes 11 x 6; singleton groups, and the conv with its Relu.
     const Graph g =
         model({{{"name", "x"}, {"shape", {3, 5, 11, 6}}}}, {{"w", uniform({9, 5, 1, 1}, 1)}, {"b", uniform({9}, 2)}},
-              {node("pre", "Sigmoid", {"x"}),
+              {model_node("pre", "Sigmoid", {"x"}),
                conv("conv", "pre", "w"),
-               node("relu", "Relu", {"conv"}),
+               model_node("relu", "Relu", {"conv"}),
                {{"name", "pool"},
                 {"op", "MaxPool"},
                 {"inputs", {"relu"}},
@@ -183,7 +180,7 @@ TEST(PositionView, PipelineReturnsTheRowInTheCallersBuffer) {
     // Sigmoid's, singleton groups) reads its plane. 2 images of 5 x 7 planes.
     const Graph g =
         model({{{"name", "x"}, {"shape", {2, 6, 5, 7}}}}, {{"w", uniform({10, 6, 1, 1}, 1)}, {"b", uniform({10}, 2)}},
-              {conv("conv", "x", "w"), node("post", "Sigmoid", {"conv"})}, {"conv", "post", "conv"});
+              {conv("conv", "x", "w"), model_node("post", "Sigmoid", {"conv"})}, {"conv", "post", "conv"});
     FusedGraph plan = with_default_schedules(singleton_groups(g), kTarget);
     group_of(plan, "conv").schedule = {{"template", "conv_xv"}, {"flatten_positions", true},
                                        {"vector_width", 8},     {"tile_x_vectors", 2},
@@ -225,10 +222,10 @@ TEST(PositionView, RefusesGroupsWithoutOne) {
         {model(x, w1, {conv("conv", "x", "w", {{"pads", {1, 0, 1, 0}}})}, {"conv"}), "'conv' (Conv) is no 1x1"},
         // Numpy broadcasting of a [10] operand runs along the rows: the row would change it.
         {model(x, {{"w", uniform({4, 4, 1, 1}, 1)}, {"b", uniform({4}, 2)}, {"r", uniform({10}, 3)}},
-               {conv("conv", "x", "w"), node("add", "Add", {"conv", "r"})}, {"add"}),
+               {conv("conv", "x", "w"), model_node("add", "Add", {"conv", "r"})}, {"add"}),
          "'add' (Add) broadcasts 'r' [10]"},
         {model(x, {{"w", uniform({4, 4, 1, 1}, 1)}, {"b", uniform({4}, 2)}, {"p", uniform({1, 4, 6, 10}, 3)}},
-               {conv("conv", "x", "w"), node("add", "Add", {"conv", "p"})}, {"add"}),
+               {conv("conv", "x", "w"), model_node("add", "Add", {"conv", "p"})}, {"add"}),
          "'add' (Add) reads 'p', a constant over the plane"},
     };
     for (const Case &c : cases) {
@@ -252,7 +249,7 @@ TEST(PositionView, DefaultsWhereTheInputStaysInL2) {
     auto pointwise = [](int C, int K, int HW) {
         return model({{{"name", "x"}, {"shape", {1, C, HW, HW}}}},
                      {{"w", uniform({K, C, 1, 1}, 1)}, {"b", uniform({K}, 2)}},
-                     {conv("conv", "x", "w"), node("relu", "Relu", {"conv"})}, {"relu"});
+                     {conv("conv", "x", "w"), model_node("relu", "Relu", {"conv"})}, {"relu"});
     };
     const Graph quarter = pointwise(64, 256, 28);  // 196 KB
     const json outside = fused_plan(quarter).groups[0].schedule;

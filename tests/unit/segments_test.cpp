@@ -22,13 +22,7 @@ namespace hfuse {
 namespace {
 
 using nlohmann::json;
-
-json op(const std::string &name, const std::string &type, const std::vector<std::string> &inputs,
-        const json &attrs = json::object()) {
-    json j = {{"name", name}, {"op", type}, {"inputs", inputs}};
-    if (!attrs.empty()) j["attrs"] = attrs;
-    return j;
-}
+using test::model_node;
 
 json conv_weight(int cout, int cin, int k, int seed) {
     return {{"shape", {cout, cin, k, k}}, {"uniform", {-0.3, 0.3}}, {"seed", seed}};
@@ -44,18 +38,18 @@ Graph residual_net(int blocks) {
     json nodes = json::array(), weights = json::object();
     weights["stem.w"] = conv_weight(8, 3, 3, 1);
     const json pad = {{"pads", {1, 1, 1, 1}}};
-    nodes.push_back(op("stem", "Conv", {"x", "stem.w"}, pad));
-    nodes.push_back(op("stem_relu", "Relu", {"stem"}));
+    nodes.push_back(model_node("stem", "Conv", {"x", "stem.w"}, pad));
+    nodes.push_back(model_node("stem_relu", "Relu", {"stem"}));
     std::string in = "stem_relu";
     for (int b = 0; b < blocks; b++) {
         const std::string p = "b" + std::to_string(b) + "_";
         weights[p + "w1"] = conv_weight(8, 8, 3, 10 + 2 * b);
         weights[p + "w2"] = conv_weight(8, 8, 3, 11 + 2 * b);
-        nodes.push_back(op(p + "c1", "Conv", {in, p + "w1"}, pad));
-        nodes.push_back(op(p + "r1", "Relu", {p + "c1"}));
-        nodes.push_back(op(p + "c2", "Conv", {p + "r1", p + "w2"}, pad));
-        nodes.push_back(op(p + "add", "Add", {p + "c2", in}));
-        nodes.push_back(op(p + "out", "Relu", {p + "add"}));
+        nodes.push_back(model_node(p + "c1", "Conv", {in, p + "w1"}, pad));
+        nodes.push_back(model_node(p + "r1", "Relu", {p + "c1"}));
+        nodes.push_back(model_node(p + "c2", "Conv", {p + "r1", p + "w2"}, pad));
+        nodes.push_back(model_node(p + "add", "Add", {p + "c2", in}));
+        nodes.push_back(model_node(p + "out", "Relu", {p + "add"}));
         in = p + "out";
     }
     return load({{"format", "hfuse-model"},
@@ -97,7 +91,7 @@ TEST(ExploreSegments, LongChainsSplitAtSingleReaderCutsBranchesNever) {
     json nodes = json::array();
     std::string prev = "x";
     for (int i = 0; i < 10; i++) {
-        nodes.push_back(op("e" + std::to_string(i), i % 2 ? "Sigmoid" : "Relu", {prev}));
+        nodes.push_back(model_node("e" + std::to_string(i), i % 2 ? "Sigmoid" : "Relu", {prev}));
         prev = "e" + std::to_string(i);
     }
     const Graph chain = load({{"format", "hfuse-model"},
@@ -119,9 +113,9 @@ TEST(ExploreSegments, LongChainsSplitAtSingleReaderCutsBranchesNever) {
               {"inputs", {{{"name", "x"}, {"shape", {1, 4, 6, 6}}}}},
               {"weights", {{"w1", conv_weight(4, 4, 1, 1)}, {"w2", conv_weight(4, 4, 3, 2)}}},
               {"nodes",
-               {op("a", "Relu", {"x"}), op("b1", "Conv", {"a", "w1"}),
-                op("b2", "Conv", {"a", "w2"}, {{"pads", {1, 1, 1, 1}}}), op("b2s", "Sigmoid", {"b2"}),
-                op("cat", "Concat", {"b1", "b2s"}, {{"axis", 1}}), op("out", "Relu", {"cat"})}},
+               {model_node("a", "Relu", {"x"}), model_node("b1", "Conv", {"a", "w1"}),
+                model_node("b2", "Conv", {"a", "w2"}, {{"pads", {1, 1, 1, 1}}}), model_node("b2s", "Sigmoid", {"b2"}),
+                model_node("cat", "Concat", {"b1", "b2s"}, {{"axis", 1}}), model_node("out", "Relu", {"cat"})}},
               {"outputs", {"out"}}});
     for (int limit : {1, 2, 24}) {
         SCOPED_TRACE(limit);

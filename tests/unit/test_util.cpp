@@ -16,6 +16,13 @@
 
 namespace hfuse::test {
 
+nlohmann::json model_node(const std::string &name, const std::string &op, const std::vector<std::string> &inputs,
+                          const nlohmann::json &attrs) {
+    nlohmann::json n = {{"name", name}, {"op", op}, {"inputs", inputs}};
+    if (!attrs.empty()) n["attrs"] = attrs;
+    return n;
+}
+
 Graph one_input_model(const std::string &name, const Shape &shape, const nlohmann::json &nodes,
                       const std::vector<std::string> &outputs, const nlohmann::json &weights) {
     const nlohmann::json m = {{"format", "hfuse-model"},

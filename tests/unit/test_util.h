@@ -27,6 +27,10 @@ bool contains(const std::string &haystack, const std::string &needle);
 // Runs the hfuse CLI built with the tests (HFUSE_CLI) with `args`.
 CommandResult run_cli(const std::string &args, bool stderr_only = false);
 
+// A node of a JSON model (model_io.h's format): {"name", "op", "inputs"}, and "attrs" when given.
+nlohmann::json model_node(const std::string &name, const std::string &op, const std::vector<std::string> &inputs,
+                          const nlohmann::json &attrs = nlohmann::json::object());
+
 // A model over one input `x` of `shape` from inline JSON nodes (and weights, as a model file gives
 // them), parsed as if read from `name`.json and prepared (validated, shapes inferred).
 Graph one_input_model(const std::string &name, const Shape &shape, const nlohmann::json &nodes,

@@ -25,14 +25,12 @@ namespace hfuse {
 namespace {
 
 using nlohmann::json;
+using test::model_node;
 
 const Halide::Target kTarget = Halide::get_jit_target_from_environment();
 
 json conv(const std::string &name, const std::string &in, const std::string &w, const json &attrs) {
     return {{"name", name}, {"op", "Conv"}, {"inputs", {in, w}}, {"attrs", attrs}};
-}
-json op(const std::string &name, const std::string &type, const std::vector<std::string> &inputs) {
-    return {{"name", name}, {"op", type}, {"inputs", inputs}};
 }
 json weight(const Shape &shape, int seed) {
     return {{"shape", shape}, {"uniform", {-0.3, 0.3}}, {"seed", seed}};
@@ -45,14 +43,15 @@ json weight(const Shape &shape, int seed) {
 Graph two_stages(int c) {
     const json p1 = {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}};
     const json nodes = json::array(
-        {conv("c0", "x", "w0", p1), op("v0", "Relu", {"c0"}), conv("c1", "v0", "w1", p1), op("v1", "Relu", {"c1"}),
-         conv("c2", "v1", "w2", p1), op("a2", "Add", {"c2", "v0"}), op("v2", "Relu", {"a2"}),
+        {conv("c0", "x", "w0", p1), model_node("v0", "Relu", {"c0"}), conv("c1", "v0", "w1", p1),
+         model_node("v1", "Relu", {"c1"}), conv("c2", "v1", "w2", p1), model_node("a2", "Add", {"c2", "v0"}),
+         model_node("v2", "Relu", {"a2"}),
          conv("c3", "v2", "w3", {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}, {"strides", {2, 2}}}),
-         op("v3", "Relu", {"c3"}), conv("ds", "v2", "wd", {{"kernel_shape", {1, 1}}, {"strides", {2, 2}}}),
+         model_node("v3", "Relu", {"c3"}), conv("ds", "v2", "wd", {{"kernel_shape", {1, 1}}, {"strides", {2, 2}}}),
          conv("c4", "v3", "w4", {{"kernel_shape", {3, 3}}, {"pads", {2, 2, 2, 2}}, {"dilations", {2, 2}}}),
-         op("a4", "Add", {"c4", "ds"}), op("v4", "Relu", {"a4"}),
+         model_node("a4", "Add", {"c4", "ds"}), model_node("v4", "Relu", {"a4"}),
          conv("c5", "v4", "w5", {{"kernel_shape", {1, 1}}, {"strides", {2, 2}}}),
-         op("gap", "GlobalAveragePool", {"c5"})});
+         model_node("gap", "GlobalAveragePool", {"c5"})});
     const json m = {{"format", "hfuse-model"},
                     {"version", 1},
                     {"name", "two_stages"},
@@ -75,8 +74,9 @@ Graph two_stages(int c) {
 Graph pooled_stages() {
     const json p1 = {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}};
     const json pool = {{"kernel_shape", {2, 2}}, {"strides", {2, 2}}};
-    json nodes = json::array({conv("c0", "x", "w0", p1), op("r0", "Relu", {"c0"}), op("p0", "MaxPool", {"r0"}),
-                              conv("c1", "p0", "w1", p1), op("r1", "Relu", {"c1"}), op("p1", "MaxPool", {"r1"})});
+    json nodes = json::array({conv("c0", "x", "w0", p1), model_node("r0", "Relu", {"c0"}),
+                              model_node("p0", "MaxPool", {"r0"}), conv("c1", "p0", "w1", p1),
+                              model_node("r1", "Relu", {"c1"}), model_node("p1", "MaxPool", {"r1"})});
     nodes[2]["attrs"] = pool;
     nodes[5]["attrs"] = pool;
     const json m = {{"format", "hfuse-model"},
@@ -93,11 +93,11 @@ Graph pooled_stages() {
 // project 3c -> c, + the input; the planner fuses the expand into the depthwise group, whose tasks
 // split each image's rows into two bands (the default for one image of 14 rows or more).
 Graph inverted_residual(int n, int c, int h, int w) {
-    const json nodes =
-        json::array({conv("expand", "x", "we", {{"kernel_shape", {1, 1}}}), op("r0", "Clip", {"expand", "lo", "hi"}),
-                     conv("dw", "r0", "wd", {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}, {"group", 3 * c}}),
-                     op("r1", "Clip", {"dw", "lo", "hi"}), conv("project", "r1", "wp", {{"kernel_shape", {1, 1}}}),
-                     op("y", "Add", {"project", "x"})});
+    const json nodes = json::array(
+        {conv("expand", "x", "we", {{"kernel_shape", {1, 1}}}), model_node("r0", "Clip", {"expand", "lo", "hi"}),
+         conv("dw", "r0", "wd", {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}, {"group", 3 * c}}),
+         model_node("r1", "Clip", {"dw", "lo", "hi"}), conv("project", "r1", "wp", {{"kernel_shape", {1, 1}}}),
+         model_node("y", "Add", {"project", "x"})});
     const json m = {{"format", "hfuse-model"},
                     {"version", 1},
                     {"name", "inverted_residual"},
@@ -207,11 +207,11 @@ TEST(ValueLayout, GroupedConvsReadAndWriteBlocks) {
     // hand their output on blocked: a 3x3 in 2 groups, a stride-2 3x3 in 4, then a 1x1 over all.
     const json p1 = {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}};
     const json nodes = json::array(
-        {conv("c0", "x", "w0", p1), op("v0", "Relu", {"c0"}),
+        {conv("c0", "x", "w0", p1), model_node("v0", "Relu", {"c0"}),
          conv("c1", "v0", "w1", {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}, {"group", 2}}),
-         op("v1", "Relu", {"c1"}),
+         model_node("v1", "Relu", {"c1"}),
          conv("c2", "v1", "w2", {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}, {"strides", {2, 2}}, {"group", 4}}),
-         op("v2", "Relu", {"c2"}), conv("c3", "v2", "w3", {{"kernel_shape", {1, 1}}})});
+         model_node("v2", "Relu", {"c2"}), conv("c3", "v2", "w3", {{"kernel_shape", {1, 1}}})});
     const json m = {{"format", "hfuse-model"},
                     {"version", 1},
                     {"name", "grouped"},
