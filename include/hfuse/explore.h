@@ -46,8 +46,12 @@ struct ExploreOptions {
     int jobs = 1;            // candidates timed at once (they share the cores)
     uint64_t seed = 1;       // the search's and the parameter variation's random choices
     double timeout_s = 300;  // per candidate: compile and timed runs together
-    bool resume = false;     // continue from out_dir/results.json
-    int runs = 20;           // timed runs per candidate (after one warm-up)
+    // Per candidate: the address space its process may take (MB; 0: no bound). A candidate that needs
+    // more fails with an error saying so, and the exploration goes on: a whole-model autoscheduler
+    // baseline took more than 13 GB on ResNet-18 (Adams2019), per group 5 GB.
+    int64_t max_memory_mb = 8192;
+    bool resume = false;  // continue from out_dir/results.json
+    int runs = 20;        // timed runs per candidate (after one warm-up)
     // Candidates load the groups they share from the kernel cache (ExecutorOptions::kernel_cache)
     // instead of compiling each again; false: every candidate compiles all of its groups.
     bool kernel_cache = true;

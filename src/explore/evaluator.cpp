@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,6 +55,10 @@ pid_t spawn(const ChildJob &job) {
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(127);
+        if (job.max_memory_bytes > 0) {
+            const rlimit limit{static_cast<rlim_t>(job.max_memory_bytes), static_cast<rlim_t>(job.max_memory_bytes)};
+            if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(127);
+        }
         int in = open("/dev/null", O_RDONLY);
         int out = open(job.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
         int err = open(job.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -71,6 +76,15 @@ pid_t spawn(const ChildJob &job) {
 }
 
 }  // namespace
+
+bool out_of_memory(const ChildJob &job, const ChildResult &r) {
+    if (job.max_memory_bytes <= 0 || !r.ran || r.timed_out || r.exit_code == 0) return false;
+    for (const char *sign :
+         {"std::bad_alloc", "Out of memory", "out of memory", "Cannot allocate memory", "failed to map segment"}) {
+        if (r.err.find(sign) != std::string::npos || r.out.find(sign) != std::string::npos) return true;
+    }
+    return false;
+}
 
 bool interrupted() {
     return g_interrupted != 0;

@@ -14,6 +14,7 @@ namespace hfuse::explore {
 struct ChildJob {
     std::vector<std::string> argv;  // argv[0] is the program's path
     std::string out_path, err_path;
+    int64_t max_memory_bytes = 0;  // its address space (RLIMIT_AS); 0: no bound
 };
 
 struct ChildResult {
@@ -24,6 +25,9 @@ struct ChildResult {
     double wall_s = 0;
     std::string out, err;  // what it wrote (read back from the files)
 };
+
+// Whether a child that failed ran out of the memory its job allowed (its error output says so).
+bool out_of_memory(const ChildJob &job, const ChildResult &result);
 
 // Runs `jobs` (at most `parallel` at once, each under `timeout_s`), calling `on_done` as each ends
 // and `on_tick` every ~0.2 s while any runs. Returns false if an interrupt stopped it.

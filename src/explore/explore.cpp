@@ -179,7 +179,7 @@ struct Session {
         return argv;
     }
 
-    Evaluation record(const Candidate &c, const ChildResult &r) const {
+    Evaluation record(const Candidate &c, const ChildJob &job, const ChildResult &r) const {
         Evaluation e;
         e.candidate = c;
         e.wall_s = r.wall_s;
@@ -199,6 +199,9 @@ struct Session {
                 e.cached_groups = j["kernel_cache"].value("hits", 0);
                 e.cached_cold_s = j["kernel_cache"].value("hit_cold_compile_ms", 0.0) / 1000;
             }
+        } else if (out_of_memory(job, r)) {
+            e.status = "error";
+            e.error = "needed more than --max-memory " + std::to_string(o.max_memory_mb) + " MB (skipped)";
         } else {
             e.status = "error";
             e.error = error_line(r.err);
@@ -225,12 +228,12 @@ struct Session {
         for (const Candidate &c : todo) {
             const std::string base = dir + "/candidates/" + c.key;
             write_file_atomically(base + ".plan.json", c.plan.dump(2) + "\n");
-            jobs.push_back({bench_argv(c, base + ".plan.json"), base + ".out", base + ".err"});
+            jobs.push_back({bench_argv(c, base + ".plan.json"), base + ".out", base + ".err", memory_bytes()});
         }
         bool finished = run_children(
             jobs, o.jobs, o.timeout_s,
             [&](size_t i, const ChildResult &r) {
-                Evaluation e = record(todo[i], r);
+                Evaluation e = record(todo[i], jobs[i], r);
                 e.id = static_cast<int>(rows.size());
                 rows.push_back(e);
                 done.insert(e.candidate.key);
@@ -247,11 +250,13 @@ struct Session {
         if (!finished) interrupted = true;
     }
 
+    int64_t memory_bytes() const { return o.max_memory_mb * 1024 * 1024; }
+
     // One more run on its own (the confirmation rounds, the check of the best), after the bar.
     ChildResult run_one(const std::vector<std::string> &argv, const std::string &log_base) {
         ChildResult result;
         bool finished = run_children(
-            {{argv, log_base + ".out", log_base + ".err"}}, 1, o.timeout_s,
+            {{argv, log_base + ".out", log_base + ".err", memory_bytes()}}, 1, o.timeout_s,
             [&](size_t, const ChildResult &r) { result = r; }, nullptr);  // the bar is done by now
         if (!finished) interrupted = true;
         return result;
@@ -306,6 +311,7 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
     if (o.jobs < 1) throw Error("must be at least 1").at_field("jobs");
     if (o.runs < 1) throw Error("must be at least 1").at_field("runs");
     if (!(o.timeout_s > 0)) throw Error("must be positive").at_field("timeout-per-candidate");
+    if (o.max_memory_mb < 0) throw Error("must be 0 (no bound) or a size in MB").at_field("max-memory");
     if (o.sources.empty()) throw Error("no schedule source to explore").at_field("schedules");
     install_interrupt_handlers();
 
@@ -358,6 +364,7 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
                   {"jobs", o.jobs},
                   {"seed", o.seed},
                   {"timeout_s", o.timeout_s},
+                  {"max_memory_mb", o.max_memory_mb},
                   {"runs", o.runs},
                   {"confirm_rounds", o.confirm_rounds}}}};
 
@@ -543,7 +550,7 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
                 const std::string base = s.dir + "/candidates/" + key;
                 ChildResult r = s.run_one(s.bench_argv(e->candidate, base + ".plan.json"),
                                           base + ".confirm" + std::to_string(round));
-                Evaluation again = s.record(e->candidate, r);
+                Evaluation again = s.record(e->candidate, {{}, "", "", s.memory_bytes()}, r);
                 if (again.status == "ok") e->confirm_ms.push_back(again.median_ms);
                 if (s.interrupted) break;
             }

@@ -460,6 +460,29 @@ TEST(ExploreCli, TimeoutsAreRecordedAndTheRunGoesOn) {
     EXPECT_TRUE(contains(read_file(dir + "/results.csv"), ",timeout,"));
 }
 
+TEST(ExploreCli, CandidatesPastTheMemoryBoundAreSkippedAndTheRunGoesOn) {
+    // 128 MB of address space is less than loading hfuse's libraries takes: every candidate fails for
+    // memory, is recorded so, and the run goes on to the end.
+    const std::string model = write_tiny_model();
+    const std::string dir = tmp("memory");
+    CommandResult r = test::run_cli("explore " + model + " -o " + dir +
+                                    " --budget 1 --schedules templates --max-memory 128 --confirm 0");
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(contains(r.out, "no candidate ran successfully")) << r.out;
+    const json results = results_of(dir);
+    EXPECT_EQ(results["options"]["max_memory_mb"], 128) << results["options"].dump();
+    ASSERT_EQ(results["candidates"].size(), 3u) << r.out;
+    for (const json &c : results["candidates"]) {
+        EXPECT_EQ(c["status"], "error");
+        EXPECT_EQ(c["error"], "needed more than --max-memory 128 MB (skipped)");
+    }
+    // Without the bound the same candidates run.
+    const std::string free_dir = tmp("memory_free");
+    r = test::run_cli("explore " + model + " -o " + free_dir +
+                      " --budget 1 --schedules templates --max-memory 0 --confirm 0 --runs 2");
+    EXPECT_EQ(r.code, 0) << r.out;
+}
+
 TEST(ExploreCli, BadFlagsExitTwoNamingTheFlag) {
     const std::string model = write_tiny_model();
     struct Case {
@@ -467,7 +490,8 @@ TEST(ExploreCli, BadFlagsExitTwoNamingTheFlag) {
     };
     for (const Case &c : {Case{"--budget 0", "--budget"}, Case{"--jobs 0", "--jobs"},
                           Case{"--schedules templates,bogus", "--schedules"},
-                          Case{"--timeout-per-candidate -1", "--timeout-per-candidate"}, Case{"--runs x", "--runs"}}) {
+                          Case{"--timeout-per-candidate -1", "--timeout-per-candidate"}, Case{"--runs x", "--runs"},
+                          Case{"--max-memory -5", "--max-memory"}}) {
         CommandResult r = test::run_cli("explore " + model + " -o " + tmp("bad_flags") + " " + c.args);
         EXPECT_EQ(r.code, 2) << c.args << ": " << r.out;
         EXPECT_TRUE(contains(r.out, c.flag)) << c.args << ": " << r.out;

@@ -113,6 +113,12 @@ Command add_explore(CLI::App &app) {
            "seconds a candidate may take (compile and timed runs); then it is killed and recorded as a timeout")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
+    cmd->add_option("--max-memory", o.max_memory_mb,
+                    "MB of address space a candidate's process may take (0: no bound); one that needs more is "
+                    "recorded as an error saying so, and the exploration goes on (whole-model autoscheduler "
+                    "baselines can need tens of GB)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
     cmd->add_flag("--resume", o.resume, "continue an interrupted run in DIR: finished candidates are not run again");
     cmd->add_flag("!--no-cache", o.kernel_cache,
                   "compile every candidate's groups afresh instead of loading those an earlier candidate (or run) "
