@@ -481,7 +481,10 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
                     }
                     for (ScheduleVariant &v :
                          schedule_neighbours(plan, *vc, s.target, o.seed ^ std::stoull(ic.key, nullptr, 16))) {
-                        Candidate c = s.candidate(v.plan, "templates", false, "params");
+                        const json original = plan.groups[v.group].schedule;
+                        plan.groups[v.group].schedule = v.schedule;
+                        Candidate c = s.candidate(plan, "templates", false, "params");
+                        plan.groups[v.group].schedule = original;
                         c.variant =
                             (ic.variant.empty() || ic.origin == "user" ? "" : ic.variant + "; ") + v.description;
                         list.push_back(c);

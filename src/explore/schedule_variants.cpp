@@ -97,6 +97,7 @@ std::string VariantChecker::check(const FusedGraph &plan, const std::string &gro
 std::vector<ScheduleVariant> schedule_neighbours(const FusedGraph &plan, const VariantChecker &checker,
                                                  const Halide::Target &target, uint64_t seed) {
     std::vector<ScheduleVariant> out;
+    FusedGraph work = plan;  // each variant checked on it in turn, then set back
     for (size_t gi = 0; gi < plan.groups.size(); gi++) {
         const FusedGroup &grp = plan.groups[gi];
         if (!grp.schedule.is_object() || !grp.backend.empty()) continue;
@@ -121,8 +122,8 @@ std::vector<ScheduleVariant> schedule_neighbours(const FusedGraph &plan, const V
             }
             for (const json &v : values) {
                 const std::string from = grp.schedule.contains(key) ? value.dump() : "(absent: " + value.dump() + ")";
-                ScheduleVariant var{plan, grp.name + "." + key + " " + from + "->" + v.dump()};
-                json &s = var.plan.groups[gi].schedule;
+                ScheduleVariant var{gi, grp.schedule, grp.name + "." + key + " " + from + "->" + v.dump()};
+                json &s = var.schedule;
                 s[key] = v;
                 // Set back to the value it runs with absent: left out, so that the variant is the same
                 // plan (the same key) as one without it, and `explore` does not time it twice.
@@ -130,8 +131,10 @@ std::vector<ScheduleVariant> schedule_neighbours(const FusedGraph &plan, const V
                 s.erase("why");
                 if (key == "algorithm" && v == "direct") s.erase("winograd_tile");  // Winograd's alone
                 if (!fits_registers(s, target)) continue;
-                if (!checker.check(var.plan, grp.name).empty()) continue;
-                out.push_back(std::move(var));
+                work.groups[gi].schedule = s;
+                const bool accepted = checker.check(work, grp.name).empty();
+                work.groups[gi].schedule = grp.schedule;
+                if (accepted) out.push_back(std::move(var));
             }
         }
     }

@@ -9,6 +9,7 @@
 #include "hfuse/fused_graph.h"
 
 #include <Halide.h>
+#include <nlohmann/json.hpp>
 
 #include <map>
 #include <memory>
@@ -17,9 +18,21 @@
 
 namespace hfuse::explore {
 
+// A neighbour: group `group`'s schedule replaced by `schedule`, the rest of the plan as it was (a
+// variant holds no copy of the plan: a network's plan has hundreds of neighbours).
 struct ScheduleVariant {
-    FusedGraph plan;
+    size_t group = 0;
+    nlohmann::json schedule;
     std::string description;  // "g0.tile_c 4->6"
+
+    // Group i's schedule in the variant of `plan`.
+    const nlohmann::json &schedule_of(const FusedGraph &plan, size_t i) const {
+        return i == group ? schedule : plan.groups[i].schedule;
+    }
+    FusedGraph applied_to(FusedGraph plan) const {
+        plan.groups[group].schedule = schedule;
+        return plan;
+    }
 };
 
 class VariantChecker {

@@ -213,7 +213,7 @@ TEST(ExploreVariants, NeighboursChangeOneParameterAndTheComposerAcceptsThem) {
         EXPECT_TRUE(seen.insert(var.description).second);
         int changed = 0;  // parameters changed, added (one the plan left out) or removed
         for (size_t i = 0; i < plan.groups.size(); i++) {
-            const json &before = plan.groups[i].schedule, &after = var.plan.groups[i].schedule;
+            const json &before = plan.groups[i].schedule, &after = var.schedule_of(plan, i);
             for (const json *s : {&before, &after}) {
                 for (const auto &kv : s->items()) {
                     const bool in_both = before.contains(kv.key()) && after.contains(kv.key());
@@ -223,8 +223,8 @@ TEST(ExploreVariants, NeighboursChangeOneParameterAndTheComposerAcceptsThem) {
             }
         }
         EXPECT_EQ(changed, 1) << var.description;
-        for (const FusedGroup &grp : var.plan.groups)
-            EXPECT_EQ(checker.check(var.plan, grp.name), "") << var.description;
+        const FusedGraph applied = var.applied_to(plan);
+        for (const FusedGroup &grp : applied.groups) EXPECT_EQ(checker.check(applied, grp.name), "") << var.description;
     }
     // The same seed gives the same order.
     std::vector<explore::ScheduleVariant> again = explore::schedule_neighbours(plan, checker, host, 3);
@@ -268,7 +268,7 @@ TEST(ExploreVariants, ParametersThePlanLeavesOutAreTriedToo) {
         groups++;
         bool unrolled = false;
         for (const explore::ScheduleVariant &var : v) {
-            if (var.plan.groups[i].schedule.value("reduction_unroll", 0) != 2) continue;
+            if (var.schedule_of(plan, i).value("reduction_unroll", 0) != 2) continue;
             unrolled = true;
             EXPECT_TRUE(contains(var.description, "reduction_unroll (absent: 1)->2")) << var.description;
         }
@@ -281,7 +281,7 @@ TEST(ExploreVariants, ParametersThePlanLeavesOutAreTriedToo) {
         for (const explore::ScheduleVariant &var : explore::schedule_neighbours(set, checker, host, 3)) {
             if (!contains(var.description, "reduction_unroll 2->1")) continue;
             back = true;
-            EXPECT_FALSE(var.plan.groups[i].schedule.contains("reduction_unroll"));
+            EXPECT_FALSE(var.schedule_of(set, i).contains("reduction_unroll"));
         }
         EXPECT_TRUE(back);
     }
@@ -301,7 +301,7 @@ TEST(ExploreVariants, WinogradGroupsTryTheDirectConvAndBack) {
     explore::VariantChecker checker(g, host);
     bool direct = false, f2 = false;
     for (const explore::ScheduleVariant &var : explore::schedule_neighbours(plan, checker, host, 3)) {
-        const nlohmann::json &s = var.plan.groups[0].schedule;
+        const nlohmann::json &s = var.schedule_of(plan, 0);
         if (!s.contains("algorithm")) {
             direct = true;
             EXPECT_TRUE(contains(var.description, "algorithm \"winograd\"->\"direct\"")) << var.description;
@@ -318,7 +318,7 @@ TEST(ExploreVariants, WinogradGroupsTryTheDirectConvAndBack) {
     ASSERT_EQ(checker.check(plain, plan.groups[0].name), "");
     bool winograd = false;
     for (const explore::ScheduleVariant &var : explore::schedule_neighbours(plain, checker, host, 3)) {
-        if (var.plan.groups[0].schedule.value("algorithm", "") != "winograd") continue;
+        if (var.schedule_of(plain, 0).value("algorithm", "") != "winograd") continue;
         winograd = true;
         EXPECT_TRUE(contains(var.description, "algorithm (absent: \"direct\")->\"winograd\"")) << var.description;
     }
