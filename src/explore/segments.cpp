@@ -26,6 +26,7 @@ std::vector<Cut> single_value_cuts(const Graph &g) {
         for (const std::string &v : g.nodes[i].outputs) made_at[v] = i;
         for (const std::string &v : g.nodes[i].inputs) {
             if (v.empty() || !made_at.count(v)) continue;  // graph inputs and weights cross no cut
+            if (last_read.count(v) && last_read[v] == i) continue;  // Mul(x, x): one reader
             last_read[v] = i;
             readers[v]++;
         }

@@ -105,6 +105,18 @@ TEST(ExploreSegments, LongChainsSplitAtSingleReaderCutsBranchesNever) {
     const std::vector<explore::Segment> short_ones = explore::cut_segments(chain, 4);
     EXPECT_EQ(ranges(short_ones), (std::vector<std::pair<int, int>>{{0, 4}, {4, 8}, {8, 10}}));
 
+    // A value one node reads twice (Mul(a, a)) has one reader: no cut is forced there.
+    const Graph square =
+        load({{"format", "hfuse-model"},
+              {"version", 1},
+              {"name", "square"},
+              {"inputs", {{{"name", "x"}, {"shape", {1, 4, 8, 8}}}}},
+              {"weights", json::object()},
+              {"nodes",
+               {model_node("a", "Relu", {"x"}), model_node("m", "Mul", {"a", "a"}), model_node("r", "Sigmoid", {"m"})}},
+              {"outputs", {"r"}}});
+    EXPECT_EQ(ranges(explore::cut_segments(square, 24)), (std::vector<std::pair<int, int>>{{0, 3}}));
+
     // Two branches from one value, concatenated: no cut between the branches' nodes, whatever the limit.
     const Graph branches =
         load({{"format", "hfuse-model"},
