@@ -21,6 +21,7 @@
 
 #include "hfuse/fused_graph.h"
 #include "hfuse/graph.h"
+#include "hfuse/target.h"
 
 #include <Halide.h>
 
@@ -71,7 +72,7 @@ const char *to_string(ParallelRuntime r);
 ParallelRuntime parse_parallel_runtime(const std::string &name);
 
 struct ExecutorOptions {
-    Halide::Target target = Halide::get_jit_target_from_environment();
+    Halide::Target target = host_target();
     ScheduleSource schedule = ScheduleSource::Templates;
     // Cores an autoscheduler plans for; <= 0: HL_NUM_THREADS if set (see set_num_threads), else every core.
     int parallelism = 0;

@@ -17,6 +17,7 @@
 
 #include "hfuse/executor.h"
 #include "hfuse/fused_graph.h"
+#include "hfuse/target.h"
 
 #include <Halide.h>
 
@@ -29,7 +30,7 @@
 namespace hfuse {
 
 struct ModelPipelineOptions {
-    Halide::Target target = Halide::get_host_target();
+    Halide::Target target = host_target();
     // Templates: every group scheduled by the composer. An autoscheduler: the groups are lowered
     // unscheduled and the whole pipeline is handed to it (with estimates from the static shapes).
     ScheduleSource schedule = ScheduleSource::Templates;

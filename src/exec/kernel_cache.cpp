@@ -5,6 +5,7 @@
 #include "exec/parallel_runtime.h"
 #include "hfuse/error.h"
 #include "hfuse/kernel_cache.h"
+#include "hfuse/target.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -435,12 +436,12 @@ std::string default_kernel_cache_dir() {
 }
 
 KernelCacheSummary kernel_cache_summary(const std::string &dir) {
-    const exec::KernelCacheInfo i = exec::KernelCache(dir, Halide::get_host_target()).info();
+    const exec::KernelCacheInfo i = exec::KernelCache(dir, host_target()).info();
     return {i.dir, i.entries, i.bytes};
 }
 
 int clear_kernel_cache(const std::string &dir) {
-    return exec::KernelCache(dir, Halide::get_host_target()).clear();
+    return exec::KernelCache(dir, host_target()).clear();
 }
 
 }  // namespace hfuse

@@ -1,4 +1,5 @@
 #include "hfuse/undecided_merges.h"
+#include "hfuse/target.h"
 
 #include "exec/statistics.h"
 #include "hfuse/composer.h"
@@ -144,7 +145,7 @@ MeasuredMerges measure_undecided_merges(const FusedGraph &planned, const Undecid
     }
 
     // Both plans compiled and profiled in alternation: each group's time beside its parts'.
-    const Halide::Target target = Halide::get_jit_target_from_environment();
+    const Halide::Target target = host_target();
     const FusedGraph a_plan = with_default_schedules(merged, target), b_plan = with_default_schedules(apart, target);
     Executor a(a_plan, options.executor), b(b_plan, options.executor);
     std::map<std::string, TensorBuffer> inputs;  // as `hfuse run` generates them

@@ -11,6 +11,7 @@
 // Then the fastest few and the baselines are timed again, alternately, the best is checked against
 // the reference (`hfuse run --check`), and results, best_plan.json, plot.svg and report.md written.
 #include "hfuse/explore.h"
+#include "hfuse/target.h"
 
 #include "explore/candidate.h"
 #include "explore/cost_model.h"
@@ -318,7 +319,7 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
     s.model = load_model(o.model, o.load);
     s.rewritten = simplify(s.model);
     s.rewrites = rewrites_matter(s.model, s.rewritten);
-    s.target = Halide::get_jit_target_from_environment();
+    s.target = host_target();
     s.dir = o.out_dir;
     const bool templates = std::count(o.sources.begin(), o.sources.end(), ScheduleSource::Templates) > 0;
     std::vector<std::string> autos;

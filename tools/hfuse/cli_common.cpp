@@ -9,6 +9,7 @@
 #include "hfuse/planner.h"
 #include "hfuse/random.h"
 #include "hfuse/reference.h"
+#include "hfuse/target.h"
 #include "hfuse/undecided_merges.h"
 
 #include <algorithm>
@@ -158,7 +159,7 @@ void PlanChoice::add_runtime_flag(CLI::App *cmd) {
 }
 
 FusedGraph PlanChoice::measured(FusedGraph planned, const Halide::Target &target) const {
-    const Halide::Target host = Halide::get_jit_target_from_environment();
+    const Halide::Target host = host_target();
     // The schedules follow the vectors and ISA; features such as no_runtime do not matter here.
     const bool same = target.arch == host.arch && target.bits == host.bits && target.os == host.os &&
                       target.natural_vector_size<float>() == host.natural_vector_size<float>() &&
@@ -181,7 +182,7 @@ FusedGraph PlanChoice::measured(FusedGraph planned, const Halide::Target &target
 }
 
 FusedGraph PlanChoice::make(const Graph &g) const {
-    return make(g, Halide::get_jit_target_from_environment());
+    return make(g, host_target());
 }
 
 FusedGraph PlanChoice::make(const Graph &g, const Halide::Target &target) const {
@@ -303,7 +304,7 @@ std::vector<double> time_runs(Executor &ex, const std::map<std::string, TensorBu
 FmaPeak measure_fma_peak() {
     FmaPeak peak;
     peak.threads = num_threads();
-    if (const FmaKernel *kernel = fma_kernel_for_target(Halide::get_jit_target_from_environment())) {
+    if (const FmaKernel *kernel = fma_kernel_for_target(host_target())) {
         peak.isa = kernel->isa;
         // After the runs, OpenMP's idle workers spin before they sleep (libgomp: 300,000 spins, some
         // 15 ms on Sapphire Rapids), on the cores the bursts measure: 170 against 330 GFLOP/s for 2

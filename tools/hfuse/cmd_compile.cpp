@@ -9,6 +9,7 @@
 #include "hfuse/error.h"
 #include "hfuse/model_io.h"
 #include "hfuse/model_pipeline.h"
+#include "hfuse/target.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -66,6 +67,7 @@ int compile(const CompileOptions &o) {
         throw UsageError("--name '" + o.name + "' must be a C identifier (letters, digits, '_'; not a keyword)");
     }
     Halide::Target target(o.target);
+    if (o.target.rfind("host", 0) == 0) target = runnable_here(target);  // this CPU's target: what it can run
     Graph g = o.model.load();
     FusedGraph plan = o.plan.make(g, target);
     std::error_code ec;
