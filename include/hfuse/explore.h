@@ -50,6 +50,9 @@ struct ExploreOptions {
     // more fails with an error saying so, and the exploration goes on: a whole-model autoscheduler
     // baseline took more than 13 GB on ResNet-18 (Adams2019), per group 5 GB.
     int64_t max_memory_mb = 8192;
+    // Seconds this run may take (0: no limit): past it no candidate is started and the run ends as the
+    // budget would have ended it (confirmation left out), writing every output; --resume continues.
+    double time_limit_s = 0;
     bool resume = false;  // continue from out_dir/results.json
     int runs = 20;        // timed runs per candidate (after one warm-up)
     // Candidates load the groups they share from the kernel cache (ExecutorOptions::kernel_cache)
@@ -76,6 +79,7 @@ struct ExploreSummary {
     bool has_best_plan = false;  // best_plan.json was written
     double best_plan_ms = 0;
     bool interrupted = false;  // SIGINT/SIGTERM stopped it (results so far are saved: --resume)
+    bool out_of_time = false;  // --time-limit ended it before the budget did (every output written)
 };
 
 // Runs the exploration. Throws an Error for a bad model, an unusable output directory or bad

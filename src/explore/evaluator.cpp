@@ -100,8 +100,8 @@ void install_interrupt_handlers() {
 }
 
 bool run_children(const std::vector<ChildJob> &jobs, int parallel, double timeout_s,
-                  const std::function<void(size_t, const ChildResult &)> &on_done,
-                  const std::function<void()> &on_tick) {
+                  const std::function<void(size_t, const ChildResult &)> &on_done, const std::function<void()> &on_tick,
+                  const std::function<bool()> &stop_starting) {
     std::vector<Running> running;
     size_t next = 0;
     auto last_tick = Clock::now();
@@ -113,7 +113,9 @@ bool run_children(const std::vector<ChildJob> &jobs, int parallel, double timeou
             }
             return false;
         }
-        while (next < jobs.size() && static_cast<int>(running.size()) < std::max(1, parallel)) {
+        if (stop_starting && running.empty() && stop_starting()) break;
+        while (next < jobs.size() && static_cast<int>(running.size()) < std::max(1, parallel) &&
+               !(stop_starting && stop_starting())) {
             running.push_back({next, spawn(jobs[next]), Clock::now()});
             next++;
         }

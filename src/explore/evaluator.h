@@ -31,9 +31,10 @@ bool out_of_memory(const ChildJob &job, const ChildResult &result);
 
 // Runs `jobs` (at most `parallel` at once, each under `timeout_s`), calling `on_done` as each ends
 // and `on_tick` every ~0.2 s while any runs. Returns false if an interrupt stopped it.
+// `stop_starting`, when given and true, starts no more jobs (those running finish).
 bool run_children(const std::vector<ChildJob> &jobs, int parallel, double timeout_s,
-                  const std::function<void(size_t, const ChildResult &)> &on_done,
-                  const std::function<void()> &on_tick);
+                  const std::function<void(size_t, const ChildResult &)> &on_done, const std::function<void()> &on_tick,
+                  const std::function<bool()> &stop_starting = nullptr);
 
 // Whether SIGINT or SIGTERM arrived since install_interrupt_handlers().
 bool interrupted();

@@ -130,6 +130,13 @@ struct Session {
     int total = 0;
     std::unique_ptr<Progress> progress;
     bool interrupted = false;
+    std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+    // Past --time-limit (never before the first candidate of the run has started: one result at least).
+    bool out_of_time() const {
+        return o.time_limit_s > 0 && evaluated_here > 0 &&
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() > o.time_limit_s;
+    }
+    int evaluated_here = 0;  // candidates this invocation has run (not resumed ones)
 
     const Graph &graph_for(const json &plan) const { return plan.value("rewritten", true) ? rewritten : model; }
     FusedGraph plan_of(const Candidate &c) const {
@@ -224,7 +231,7 @@ struct Session {
                 break;
             todo.push_back(std::move(c));
         }
-        if (todo.empty() || interrupted) return;
+        if (todo.empty() || interrupted || out_of_time()) return;
         std::vector<ChildJob> jobs;
         for (const Candidate &c : todo) {
             const std::string base = dir + "/candidates/" + c.key;
@@ -235,6 +242,7 @@ struct Session {
             jobs, o.jobs, o.timeout_s,
             [&](size_t i, const ChildResult &r) {
                 Evaluation e = record(todo[i], jobs[i], r);
+                evaluated_here++;
                 e.id = static_cast<int>(rows.size());
                 rows.push_back(e);
                 done.insert(e.candidate.key);
@@ -247,7 +255,7 @@ struct Session {
                         (e.candidate.variant.empty() ? "" : "  {" + e.candidate.variant + "}");
                 progress->done(line, best_ms());
             },
-            [&] { progress->tick(); });
+            [&] { progress->tick(); }, [&] { return out_of_time(); });
         if (!finished) interrupted = true;
     }
 
@@ -313,6 +321,7 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
     if (o.runs < 1) throw Error("must be at least 1").at_field("runs");
     if (!(o.timeout_s > 0)) throw Error("must be positive").at_field("timeout-per-candidate");
     if (o.max_memory_mb < 0) throw Error("must be 0 (no bound) or a size in MB").at_field("max-memory");
+    if (!(o.time_limit_s >= 0)) throw Error("must be 0 (no limit) or positive").at_field("time-limit");
     if (o.sources.empty()) throw Error("no schedule source to explore").at_field("schedules");
     install_interrupt_handlers();
 
@@ -461,7 +470,7 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
         std::unique_ptr<VariantChecker> checker_as_written;        // for plans over the graph as written (unfused)
         std::map<std::string, std::vector<Candidate>> neighbours;  // by incumbent key, not yet tried
         std::set<std::string> tried;
-        while (!s.interrupted && static_cast<int>(s.rows.size()) < s.total) {
+        while (!s.interrupted && !s.out_of_time() && static_cast<int>(s.rows.size()) < s.total) {
             std::vector<const Evaluation *> incumbents;
             for (const Evaluation &e : s.rows) {
                 if (e.status == "ok" && e.candidate.schedule == "templates" && !e.candidate.whole)
@@ -513,12 +522,13 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
             if (i < plan_list.size()) more.push_back(plan_list[i++]);
             if (j < auto_list.size()) more.push_back(auto_list[j++]);
         }
-        if (!s.interrupted && static_cast<int>(s.rows.size()) < s.total) s.evaluate(more);
+        if (!s.interrupted && !s.out_of_time() && static_cast<int>(s.rows.size()) < s.total) s.evaluate(more);
     }
     s.progress->finish();
 
     // Confirmation: the fastest few, the best template candidates and the baselines again, alternately.
-    if (!s.interrupted && o.confirm_rounds > 0) {
+    const bool out_of_time = s.out_of_time() && static_cast<int>(s.rows.size()) < s.total;
+    if (!s.interrupted && !out_of_time && o.confirm_rounds > 0) {
         std::vector<std::string> keys;
         auto add = [&](const Evaluation *e) {
             if (e && e->status == "ok" && std::find(keys.begin(), keys.end(), e->candidate.key) == keys.end())
@@ -624,6 +634,11 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
                  : "");
         write_file_atomically(s.dir + "/best_plan.json", plan.dump(2) + "\n");
     }
+    if (out_of_time) {
+        notes.push_back("Stopped at --time-limit " + fmt("%g", o.time_limit_s) + " s after " +
+                        std::to_string(s.rows.size()) + " of " + std::to_string(s.total) +
+                        " candidates, without confirmation rounds: `--resume` continues from results.json.");
+    }
     if (best && best != best_plan) {
         notes.push_back("The fastest candidate is scheduled by an autoscheduler (" + best->candidate.schedule +
                         "): the plan format has no field for that, so best_plan.json is the fastest candidate "
@@ -669,6 +684,7 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
     sum = summarize(s.rows);
     sum.exhaustive = space.exhaustive;
     sum.legal_plans = space.plans.size();
+    sum.out_of_time = out_of_time;
     if (best) {
         sum.has_best = true;
         sum.best_ms = best->ranked_ms();

@@ -483,6 +483,29 @@ TEST(ExploreCli, CandidatesPastTheMemoryBoundAreSkippedAndTheRunGoesOn) {
     EXPECT_EQ(r.code, 0) << r.out;
 }
 
+TEST(ExploreCli, ATimeLimitedRunWritesItsOutputsAndResumes) {
+    // A limit the first candidate already passes: it alone runs, and the run ends as a finished one
+    // (best_plan.json, report.md), saying so; --resume without the limit then completes the budget,
+    // the first candidate kept as it was.
+    const std::string model = write_tiny_model();
+    const std::string dir = tmp("time_limit");
+    CommandResult r = test::run_cli("explore " + model + " -o " + dir +
+                                    " --budget 5 --schedules templates --time-limit 0.001 --runs 2");
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "stopped at --time-limit after 1 candidates")) << r.out;
+    const json first = results_of(dir)["candidates"];
+    ASSERT_EQ(first.size(), 1u) << r.out;
+    EXPECT_TRUE(std::filesystem::exists(dir + "/best_plan.json"));
+    EXPECT_TRUE(contains(read_file(dir + "/report.md"), "Stopped at --time-limit 0.001 s after 1 of 5 candidates"));
+    r = test::run_cli("explore " + model + " -o " + dir + " --budget 5 --schedules templates --runs 2 --resume");
+    EXPECT_EQ(r.code, 0) << r.out;
+    const json all = results_of(dir)["candidates"];
+    EXPECT_GE(all.size(), 3u) << r.out;  // the baselines at least
+    EXPECT_EQ(all[0]["key"], first[0]["key"]);
+    EXPECT_EQ(all[0]["median_ms"], first[0]["median_ms"]) << "the first candidate ran again";
+    EXPECT_FALSE(contains(read_file(dir + "/report.md"), "Stopped at --time-limit"));
+}
+
 TEST(ExploreCli, BadFlagsExitTwoNamingTheFlag) {
     const std::string model = write_tiny_model();
     struct Case {
@@ -491,7 +514,7 @@ TEST(ExploreCli, BadFlagsExitTwoNamingTheFlag) {
     for (const Case &c : {Case{"--budget 0", "--budget"}, Case{"--jobs 0", "--jobs"},
                           Case{"--schedules templates,bogus", "--schedules"},
                           Case{"--timeout-per-candidate -1", "--timeout-per-candidate"}, Case{"--runs x", "--runs"},
-                          Case{"--max-memory -5", "--max-memory"}}) {
+                          Case{"--max-memory -5", "--max-memory"}, Case{"--time-limit -1", "--time-limit"}}) {
         CommandResult r = test::run_cli("explore " + model + " -o " + tmp("bad_flags") + " " + c.args);
         EXPECT_EQ(r.code, 2) << c.args << ": " << r.out;
         EXPECT_TRUE(contains(r.out, c.flag)) << c.args << ": " << r.out;

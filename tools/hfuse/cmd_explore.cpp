@@ -78,6 +78,10 @@ int run_explore(ExploreArgs &a) {
     char plan_ms[64] = "none (no candidate scheduled by the templates ran)";
     if (s.has_best_plan) std::snprintf(plan_ms, sizeof plan_ms, "%.4g ms", s.best_plan_ms);
     std::printf("best: %.4g ms (%s); best_plan.json: %s\n", s.best_ms, s.best_schedule.c_str(), plan_ms);
+    if (s.out_of_time) {
+        std::printf("stopped at --time-limit after %d candidates (no confirmation rounds); --resume continues\n",
+                    s.evaluated);
+    }
     std::printf("wrote %s/{results.json, results.csv, best_plan.json, plot.svg, report.md}\n", o.out_dir.c_str());
     return 0;
 }
@@ -112,6 +116,11 @@ Command add_explore(CLI::App &app) {
            "--timeout-per-candidate", o.timeout_s,
            "seconds a candidate may take (compile and timed runs); then it is killed and recorded as a timeout")
         ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    cmd->add_option("--time-limit", o.time_limit_s,
+                    "seconds this run may take (0: none): past it no candidate starts, and the run ends writing "
+                    "every output from the candidates done, without confirmation rounds (--resume continues)")
+        ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     cmd->add_option("--max-memory", o.max_memory_mb,
                     "MB of address space a candidate's process may take (0: no bound); one that needs more is "
