@@ -25,7 +25,7 @@ std::vector<Cut> single_value_cuts(const Graph &g) {
     for (int i = 0; i < n; i++) {
         for (const std::string &v : g.nodes[i].outputs) made_at[v] = i;
         for (const std::string &v : g.nodes[i].inputs) {
-            if (v.empty() || !made_at.count(v)) continue;  // graph inputs and weights cross no cut
+            if (v.empty() || !made_at.count(v)) continue;           // graph inputs and weights cross no cut
             if (last_read.count(v) && last_read[v] == i) continue;  // Mul(x, x): one reader
             last_read[v] = i;
             readers[v]++;
