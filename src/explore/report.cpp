@@ -1,6 +1,7 @@
 #include "explore/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <set>
 
@@ -212,6 +213,64 @@ void why_section(std::string &s, const ReportInput &in, const Evaluation &best, 
     s += "\n";
 }
 
+// Ranks of `v` from 1 (smallest), ties sharing their mean rank.
+std::vector<double> ranks(const std::vector<double> &v) {
+    std::vector<size_t> order(v.size());
+    for (size_t i = 0; i < v.size(); i++) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+    std::vector<double> r(v.size());
+    for (size_t i = 0; i < order.size();) {
+        size_t k = i;
+        while (k + 1 < order.size() && v[order[k + 1]] == v[order[i]]) k++;
+        for (size_t m = i; m <= k; m++) r[order[m]] = (i + k) / 2.0 + 1;
+        i = k + 1;
+    }
+    return r;
+}
+
+// The cost model (cost_model.h) against the measurements: the plans timed with the templates'
+// default parameters, ranked by estimate and by measured time, and Spearman's rank correlation of the
+// two (1: the same order; 0: none). Empty below 3 such plans.
+void cost_model_section(std::string &s, const std::vector<Evaluation> &rows) {
+    std::vector<const Evaluation *> plans;
+    for (const Evaluation &e : rows) {
+        const Candidate &c = e.candidate;
+        if (e.status == "ok" && c.schedule == "templates" && !c.whole && c.variant.empty() && c.estimate_ms > 0 &&
+            std::isfinite(e.ranked_ms()) && (c.origin == "baseline" || c.origin == "plans"))
+            plans.push_back(&e);
+    }
+    if (plans.size() < 3) return;
+    std::vector<double> est, got;
+    for (const Evaluation *e : plans) {
+        est.push_back(e->candidate.estimate_ms);
+        got.push_back(e->ranked_ms());
+    }
+    const std::vector<double> re = ranks(est), rg = ranks(got);
+    const double n = static_cast<double>(plans.size()), mean = (n + 1) / 2;
+    double cov = 0, ve = 0, vg = 0;
+    for (size_t i = 0; i < plans.size(); i++) {
+        cov += (re[i] - mean) * (rg[i] - mean);
+        ve += (re[i] - mean) * (re[i] - mean);
+        vg += (rg[i] - mean) * (rg[i] - mean);
+    }
+    const double rho = ve > 0 && vg > 0 ? cov / std::sqrt(ve * vg) : 0;
+    s += "## The cost model against the measurements\n\n" + std::to_string(plans.size()) +
+         " plans timed with the templates' default parameters: Spearman's rank correlation of the cost "
+         "estimate with the measured time " +
+         fmt("%.2f", rho) + " (1: the same order, 0: none, -1: reversed).\n\n";
+    s += "| measured rank | estimated rank | groups | measured ms | estimated ms |\n| ---: | ---: | ---: | ---: | ---: "
+         "|\n";
+    std::vector<size_t> by_measured(plans.size());
+    for (size_t i = 0; i < plans.size(); i++) by_measured[i] = i;
+    std::stable_sort(by_measured.begin(), by_measured.end(), [&](size_t a, size_t b) { return rg[a] < rg[b]; });
+    for (size_t k = 0; k < by_measured.size() && k < 12; k++) {
+        const size_t i = by_measured[k];
+        s += "| " + fmt("%g", rg[i]) + " | " + fmt("%g", re[i]) + " | " + std::to_string(plans[i]->candidate.groups) +
+             " | " + fmt("%.4g", got[i]) + " | " + fmt("%.4g", est[i]) + " |\n";
+    }
+    s += "\n";
+}
+
 }  // namespace
 
 std::string markdown_report(const ReportInput &in) {
@@ -306,6 +365,7 @@ std::string markdown_report(const ReportInput &in) {
         s += "No candidate ran successfully: see the errors below.\n\n";
     }
 
+    cost_model_section(s, in.rows);
     s += "## Candidates\n\nThe confirmed ones first (by their confirmation rounds), then the rest by median; "
          "failures last. `median ms` is the candidate's own run, `confirmed ms` the median of the confirmation "
          "rounds. `baseline` names the reference points; plans are the groups as the plan file lists them.\n\n";

@@ -6,6 +6,7 @@
 #include "explore/candidate.h"
 #include "explore/cost_model.h"
 #include "explore/plan_space.h"
+#include "explore/report.h"
 #include "explore/results.h"
 #include "explore/schedule_variants.h"
 #include "explore/svg_plot.h"
@@ -323,6 +324,40 @@ TEST(ExploreVariants, WinogradGroupsTryTheDirectConvAndBack) {
         EXPECT_TRUE(contains(var.description, "algorithm (absent: \"direct\")->\"winograd\"")) << var.description;
     }
     EXPECT_TRUE(winograd);
+}
+
+TEST(ExploreReport, CostModelRankedBesideTheMeasurements) {
+    // Plans timed with default parameters, their estimates in the measured order, then reversed:
+    // Spearman's rank correlation 1 and -1. A variant and an autoscheduled candidate do not count.
+    auto row = [](int id, double estimate, double measured, const std::string &origin) {
+        explore::Evaluation e;
+        e.id = id;
+        e.status = "ok";
+        e.median_ms = measured;
+        e.candidate.key = "k" + std::to_string(id);
+        e.candidate.origin = origin;
+        e.candidate.estimate_ms = estimate;
+        e.candidate.groups = id + 1;
+        e.candidate.plan = {{"groups", json::array()}};
+        return e;
+    };
+    explore::ReportInput in;
+    in.header = {{"model", "m"}};
+    in.rows = {row(0, 1.0, 10.0, "baseline"), row(1, 2.0, 11.0, "plans"), row(2, 3.0, 12.0, "plans"),
+               row(3, 4.0, 13.0, "plans")};
+    in.rows.push_back(row(4, 9.0, 1.0, "params"));  // a variant: not the model's to rank
+    in.rows.back().candidate.variant = "g0.tile_c 4->6";
+    in.rows.push_back(row(5, 9.0, 1.0, "autoschedule"));
+    in.rows.back().candidate.schedule = "adams2019";
+    EXPECT_TRUE(contains(explore::markdown_report(in),
+                         "4 plans timed with the templates' default parameters: "
+                         "Spearman's rank correlation of the cost estimate with "
+                         "the measured time 1.00"))
+        << explore::markdown_report(in);
+    for (int i = 0; i < 4; i++) in.rows[i].candidate.estimate_ms = 10.0 - i;
+    EXPECT_TRUE(contains(explore::markdown_report(in), "measured time -1.00")) << explore::markdown_report(in);
+    in.rows.resize(2);  // fewer than 3 plans: no section
+    EXPECT_FALSE(contains(explore::markdown_report(in), "The cost model against the measurements"));
 }
 
 TEST(ExploreResults, CsvQuotesAndThePlotMarksTheBest) {
