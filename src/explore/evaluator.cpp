@@ -77,8 +77,8 @@ pid_t spawn(const ChildJob &job) {
 
 }  // namespace
 
-bool out_of_memory(const ChildJob &job, const ChildResult &r) {
-    if (job.max_memory_bytes <= 0 || !r.ran || r.timed_out || r.exit_code == 0) return false;
+bool out_of_memory(const ChildResult &r, int64_t max_memory_bytes) {
+    if (max_memory_bytes <= 0 || !r.ran || r.timed_out || r.exit_code == 0) return false;
     for (const char *sign :
          {"std::bad_alloc", "Out of memory", "out of memory", "Cannot allocate memory", "failed to map segment"}) {
         if (r.err.find(sign) != std::string::npos || r.out.find(sign) != std::string::npos) return true;

@@ -5,6 +5,7 @@
 // (SIGINT, SIGTERM) kills the running ones and stops the batch, so what finished can be resumed.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -26,8 +27,9 @@ struct ChildResult {
     std::string out, err;  // what it wrote (read back from the files)
 };
 
-// Whether a child that failed ran out of the memory its job allowed (its error output says so).
-bool out_of_memory(const ChildJob &job, const ChildResult &result);
+// Whether a child that failed ran out of the `max_memory_bytes` its job allowed (its error output
+// says so); false when there was no bound.
+bool out_of_memory(const ChildResult &result, int64_t max_memory_bytes);
 
 // Runs `jobs` (at most `parallel` at once, each under `timeout_s`), calling `on_done` as each ends
 // and `on_tick` every ~0.2 s while any runs. Returns false if an interrupt stopped it.

@@ -187,7 +187,7 @@ struct Session {
         return argv;
     }
 
-    Evaluation record(const Candidate &c, const ChildJob &job, const ChildResult &r) const {
+    Evaluation record(const Candidate &c, const ChildResult &r) const {
         Evaluation e;
         e.candidate = c;
         e.wall_s = r.wall_s;
@@ -207,7 +207,7 @@ struct Session {
                 e.cached_groups = j["kernel_cache"].value("hits", 0);
                 e.cached_cold_s = j["kernel_cache"].value("hit_cold_compile_ms", 0.0) / 1000;
             }
-        } else if (out_of_memory(job, r)) {
+        } else if (out_of_memory(r, memory_bytes())) {
             e.status = "error";
             e.error = "needed more than --max-memory " + std::to_string(o.max_memory_mb) + " MB (skipped)";
         } else {
@@ -241,7 +241,7 @@ struct Session {
         bool finished = run_children(
             jobs, o.jobs, o.timeout_s,
             [&](size_t i, const ChildResult &r) {
-                Evaluation e = record(todo[i], jobs[i], r);
+                Evaluation e = record(todo[i], r);
                 evaluated_here++;
                 e.id = static_cast<int>(rows.size());
                 rows.push_back(e);
@@ -564,7 +564,7 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
                 const std::string base = s.dir + "/candidates/" + key;
                 ChildResult r = s.run_one(s.bench_argv(e->candidate, base + ".plan.json"),
                                           base + ".confirm" + std::to_string(round));
-                Evaluation again = s.record(e->candidate, {{}, "", "", s.memory_bytes()}, r);
+                Evaluation again = s.record(e->candidate, r);
                 if (again.status == "ok") e->confirm_ms.push_back(again.median_ms);
                 if (s.interrupted) break;
             }

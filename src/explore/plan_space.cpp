@@ -144,9 +144,8 @@ std::vector<IndexPartition> segment_choices(const Graph &sub, const Halide::Targ
 // Plans composed from the segments' own searches (segments.h): every segment at its best estimate,
 // then, per signature, all its segments at their 2nd, 3rd ... choice with the rest at their best.
 // Identical segments are searched once. Fusions across a cut are not searched.
-std::vector<RankedPlan> segment_search(const Graph &g, const Halide::Target &target, const PlanSpaceOptions &o,
-                                       PlanSpace &space) {
-    const std::vector<Segment> segments = cut_segments(g, o.max_segment_nodes);
+std::vector<RankedPlan> segment_search(const Graph &g, const std::vector<Segment> &segments,
+                                       const Halide::Target &target, const PlanSpaceOptions &o, PlanSpace &space) {
     std::map<std::string, std::vector<IndexPartition>> choices;  // by signature
     for (const Segment &seg : segments) {
         if (!choices.count(seg.signature)) choices[seg.signature] = segment_choices(segment_graph(g, seg), target, o);
@@ -206,8 +205,8 @@ PlanSpace plan_space(const Graph &graph, const Halide::Target &target, const Pla
     if (complete && all.size() <= o.exhaustive_limit) {
         space.exhaustive = true;
         for (FusedGraph &p : all) plans.push_back(rank(std::move(p), target));
-    } else if (cut_segments(g, o.max_segment_nodes).size() > 1) {
-        plans = segment_search(g, target, o, space);
+    } else if (const std::vector<Segment> segments = cut_segments(g, o.max_segment_nodes); segments.size() > 1) {
+        plans = segment_search(g, segments, target, o, space);
     } else {
         plans = beam_search(g, target, o);  // one segment: its own search's plans, all of them
     }
