@@ -59,6 +59,9 @@ NETS = {
     "resnet18_b8": ("resnet18", {}, 8, 224, 4012),
     # Compile-time acceptance network of the kernel cache (bench/compile_time.py).
     "regnet_y_3_2gf": ("regnet_y_3_2gf", {}, 1, 224, 4013),
+    # Shares resnet18's residual blocks (same ops and shapes, other weights): a tuning record made on
+    # one applies to the other (`hfuse explore`'s tuning.json, `--tuned`).
+    "resnet34": ("resnet34", {}, 1, 224, 4014),
 }
 
 

@@ -11,6 +11,7 @@
 //                    every candidate (so --resume can skip the finished ones)
 //   results.csv      the same rows
 //   best_plan.json   the fastest candidate the plan format can express, as a plan file
+//   tuning.json      best_plan.json per segment, for `--tuned` on any model sharing them (tuning_record.h)
 //   plot.svg         time against number of groups, baselines marked, the best highlighted
 //   report.md        the table, and what fused where and why the best won
 //   candidates/      every candidate's plan file and the child's stdout and stderr
@@ -77,6 +78,7 @@ struct ExploreSummary {
     std::string best_key;  // its key in results.json
     std::string best_schedule;
     bool has_best_plan = false;  // best_plan.json was written
+    bool has_tuning = false;     // and tuning.json (not when best_plan.json is over the graph as written)
     double best_plan_ms = 0;
     bool interrupted = false;  // SIGINT/SIGTERM stopped it (results so far are saved: --resume)
     bool out_of_time = false;  // --time-limit ended it before the budget did (every output written)

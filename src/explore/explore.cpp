@@ -21,12 +21,14 @@
 #include "explore/report.h"
 #include "explore/results.h"
 #include "explore/schedule_variants.h"
+#include "explore/segment_findings.h"
 #include "explore/svg_plot.h"
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
 #include "hfuse/model_io.h"
 #include "hfuse/passes.h"
 #include "hfuse/planner.h"
+#include "hfuse/tuning_record.h"
 
 #include <sys/stat.h>
 
@@ -308,6 +310,33 @@ ExploreSummary summarize(const std::vector<Evaluation> &rows) {
     sum.distinct_partitions = static_cast<int>(partitions.size());
     sum.sources.assign(used.begin(), used.end());
     return sum;
+}
+
+// DIR/tuning.json: best_plan's grouping and schedules per segment (hfuse/tuning_record.h), for
+// `--tuned` on this model or any other with the same segments.
+// False (and a note) when best_plan.json is over the graph as written.
+bool write_tuning(const Session &s, const Evaluation &best_plan, std::vector<std::string> &notes) {
+    if (s.rewrites && !best_plan.candidate.plan.value("rewritten", true)) {
+        notes.push_back(
+            "No tuning.json: the best plan file is over the graph as written (no rewrites), and "
+            "tuning records key segments of the rewritten graph.");
+        return false;
+    }
+    double default_ms = 0;
+    for (const Evaluation &e : s.rows) {
+        const auto &b = e.candidate.baselines;
+        if (e.status == "ok" && std::find(b.begin(), b.end(), "default") != b.end()) default_ms = e.ranked_ms();
+    }
+    std::vector<std::string> left_out;
+    const TuningRecords records = tuning_records_from_plan(s.plan_of(best_plan.candidate), s.target,
+                                                           best_plan.ranked_ms(), default_ms, &left_out);
+    write_file_atomically(s.dir + "/tuning.json", tuning_records_to_json(records).dump(2) + "\n");
+    notes.push_back("tuning.json records best_plan.json's grouping and schedules for " +
+                    std::to_string(records.entries.size()) +
+                    " distinct segments: `hfuse plan|run|bench|compile MODEL --tuned tuning.json` applies them to any "
+                    "model with the same segments on this target.");
+    notes.insert(notes.end(), left_out.begin(), left_out.end());
+    return true;
 }
 
 }  // namespace
@@ -620,6 +649,7 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
     }
 
     // Outputs.
+    bool wrote_tuning = false;
     if (best_plan) {
         json plan = best_plan->candidate.plan;
         plan["doc"] =
@@ -633,6 +663,7 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
                        ", which a plan file cannot say: see report.md"
                  : "");
         write_file_atomically(s.dir + "/best_plan.json", plan.dump(2) + "\n");
+        wrote_tuning = write_tuning(s, *best_plan, notes);
     }
     if (out_of_time) {
         notes.push_back("Stopped at --time-limit " + fmt("%g", o.time_limit_s) + " s after " +
@@ -657,6 +688,15 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
     notes.push_back(
         "The cost estimate (bytes moved and FLOPs per group, a rough roofline) only orders the plans; "
         "Adams2019's learned cost model is not used for that.");
+    std::string default_key;
+    for (const Evaluation &e : s.rows) {
+        const auto &b = e.candidate.baselines;
+        if (std::find(b.begin(), b.end(), "default") != b.end()) default_key = e.candidate.key;
+    }
+    const std::vector<SegmentFindings> findings = segment_findings(s.rewritten, s.rewrites, s.rows, default_key,
+                                                                   best_plan ? best_plan->candidate.key : "", s.target);
+    s.header["segments"] = json::array();
+    for (const SegmentFindings &f : findings) s.header["segments"].push_back(to_json(f));
     s.header["best"] =
         best ? json{{"key", best->candidate.key}, {"ms", best->ranked_ms()}, {"schedule", best->candidate.schedule}}
              : json(nullptr);
@@ -671,6 +711,7 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
     ri.best_key = best ? best->candidate.key : "";
     ri.best_plan_key = best_plan ? best_plan->candidate.key : "";
     ri.notes = notes;
+    ri.segments = findings;
     for (const Evaluation *e : {best, best_plan}) {
         if (e && !e->candidate.whole) ri.costs[e->candidate.key] = estimate_plan(s.plan_of(e->candidate), s.target);
     }
@@ -694,6 +735,7 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
     if (best_plan) {
         sum.has_best_plan = true;
         sum.best_plan_ms = best_plan->ranked_ms();
+        sum.has_tuning = wrote_tuning;
     }
     return sum;
 }

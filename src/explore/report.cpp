@@ -365,6 +365,7 @@ std::string markdown_report(const ReportInput &in) {
         s += "No candidate ran successfully: see the errors below.\n\n";
     }
 
+    s += segment_section(in.segments);
     cost_model_section(s, in.rows);
     s += "## Candidates\n\nThe confirmed ones first (by their confirmation rounds), then the rest by median; "
          "failures last. `median ms` is the candidate's own run, `confirmed ms` the median of the confirmation "

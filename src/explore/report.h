@@ -5,6 +5,7 @@
 
 #include "explore/candidate.h"
 #include "explore/cost_model.h"
+#include "explore/segment_findings.h"
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,7 @@ struct ReportInput {
     std::string best_key;                   // fastest candidate overall ("" if none ran)
     std::string best_plan_key;              // the one written to best_plan.json
     std::map<std::string, PlanCost> costs;  // by key: the best, best_plan and the default baseline
+    std::vector<SegmentFindings> segments;  // per distinct segment (none when the model is one)
     std::vector<std::string> notes;         // said at the end
 };
 

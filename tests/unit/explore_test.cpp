@@ -15,6 +15,7 @@
 #include "hfuse/model_io.h"
 #include "hfuse/passes.h"
 #include "hfuse/planner.h"
+#include "hfuse/tuning_record.h"
 
 #include "test_util.h"
 
@@ -539,6 +540,66 @@ TEST(ExploreCli, ATimeLimitedRunWritesItsOutputsAndResumes) {
     EXPECT_EQ(all[0]["key"], first[0]["key"]);
     EXPECT_EQ(all[0]["median_ms"], first[0]["median_ms"]) << "the first candidate ran again";
     EXPECT_FALSE(contains(read_file(dir + "/report.md"), "Stopped at --time-limit"));
+}
+
+TEST(ExploreCli, PerSegmentFindingsAndATuningRecordOtherModelsUse) {
+    // Three residual blocks (one signature) after a stem: the report and results.json speak of each
+    // distinct segment, tuning.json records them, and `--tuned` regroups this model and one with five
+    // blocks of other weights as best_plan.json groups them, the outputs still right.
+    const std::string model = tmp("res3.json"), other = tmp("res5.json");
+    save_model(test::residual_net(3), model);
+    save_model(test::residual_net(5, 40), other);
+    const std::string dir = tmp("segments");
+    CommandResult r = test::run_cli("explore " + model + " -o " + dir + " --budget 6 --schedules templates --runs 2");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "tuning.json")) << r.out;
+    const json res = results_of(dir);
+    ASSERT_EQ(res["segments"].size(), 2u) << res["segments"].dump(1);
+    const json &block = res["segments"][1];
+    EXPECT_EQ(block["occurrences"], 3);
+    EXPECT_EQ(block["nodes"][0], "b0_c1");
+    ASSERT_FALSE(block["choices"].empty());
+    // Every candidate the templates scheduled groups the block some way (no rewrite changes this model,
+    // so the unfused plans over the graph as written count too).
+    int timed = 0, templated = 0;
+    for (const json &c : block["choices"]) timed += c["candidates"].get<int>();
+    for (const json &c : res["candidates"]) templated += c["status"] == "ok" && c["schedule"] == "templates";
+    EXPECT_EQ(timed, templated);
+    EXPECT_GE(timed, 4);
+    const std::string report = read_file(dir + "/report.md");
+    EXPECT_TRUE(contains(report, "## Per segment")) << report;
+    EXPECT_TRUE(contains(report, "| `b0_c1` ... `b0_out` (5 nodes) | 3 |")) << report;
+
+    const std::string tuning = dir + "/tuning.json";
+    const TuningRecords records = read_tuning_records(tuning);
+    ASSERT_EQ(records.entries.size(), 2u);
+    const FusedGraph best = read_plan_for_model(dir + "/best_plan.json", load_model(model));
+    std::set<std::set<std::string>> best_groups;
+    for (const FusedGroup &g : best.groups) best_groups.insert({g.nodes.begin(), g.nodes.end()});
+
+    const std::string tuned_plan = tmp("tuned_plan.json");
+    r = test::run_cli("plan " + model + " --tuned " + tuning + " -o " + tuned_plan);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "tuned: 4 of the model's 4 segments regrouped by 2 tuning entries")) << r.out;
+    std::set<std::set<std::string>> tuned_groups;
+    for (const FusedGroup &g : read_plan_for_model(tuned_plan, load_model(model)).groups)
+        tuned_groups.insert({g.nodes.begin(), g.nodes.end()});
+    EXPECT_EQ(tuned_groups, best_groups);
+    r = test::run_cli("run " + other + " --tuned " + tuning + " --check");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "tuned: 6 of the model's 6 segments regrouped")) << r.out;
+    EXPECT_TRUE(contains(r.out, ": ok")) << r.out;
+
+    // --tuned plans; it does not take a plan file or another whole plan. A bad record names its field.
+    r = test::run_cli("run " + model + " --plan " + dir + "/best_plan.json --tuned " + tuning);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_TRUE(contains(r.out, "--tuned")) << r.out;
+    const std::string bad = tmp("bad_tuning.json");
+    std::ofstream(bad) << R"({"format": "hfuse-tuning", "version": 1, "entries": [{"signature": 3}]})";
+    r = test::run_cli("bench " + model + " --tuned " + bad + " --runs 1");
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(contains(r.out, bad)) << r.out;
+    EXPECT_TRUE(contains(r.out, "entries[0].signature")) << r.out;
 }
 
 TEST(ExploreCli, BadFlagsExitTwoNamingTheFlag) {

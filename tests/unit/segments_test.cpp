@@ -23,6 +23,7 @@ namespace {
 
 using nlohmann::json;
 using test::model_node;
+using test::residual_net;
 
 json conv_weight(int cout, int cin, int k, int seed) {
     return {{"shape", {cout, cin, k, k}}, {"uniform", {-0.3, 0.3}}, {"seed", seed}};
@@ -30,35 +31,6 @@ json conv_weight(int cout, int cin, int k, int seed) {
 
 Graph load(const json &m) {
     return prepare(parse_model(m, ".", "segments_test.json"));
-}
-
-// A stem (3x3 conv + Relu) and `blocks` residual blocks of 8 channels at 10x10: conv, Relu, conv,
-// Add of the block's input, Relu. Each block has its own weights.
-Graph residual_net(int blocks) {
-    json nodes = json::array(), weights = json::object();
-    weights["stem.w"] = conv_weight(8, 3, 3, 1);
-    const json pad = {{"pads", {1, 1, 1, 1}}};
-    nodes.push_back(model_node("stem", "Conv", {"x", "stem.w"}, pad));
-    nodes.push_back(model_node("stem_relu", "Relu", {"stem"}));
-    std::string in = "stem_relu";
-    for (int b = 0; b < blocks; b++) {
-        const std::string p = "b" + std::to_string(b) + "_";
-        weights[p + "w1"] = conv_weight(8, 8, 3, 10 + 2 * b);
-        weights[p + "w2"] = conv_weight(8, 8, 3, 11 + 2 * b);
-        nodes.push_back(model_node(p + "c1", "Conv", {in, p + "w1"}, pad));
-        nodes.push_back(model_node(p + "r1", "Relu", {p + "c1"}));
-        nodes.push_back(model_node(p + "c2", "Conv", {p + "r1", p + "w2"}, pad));
-        nodes.push_back(model_node(p + "add", "Add", {p + "c2", in}));
-        nodes.push_back(model_node(p + "out", "Relu", {p + "add"}));
-        in = p + "out";
-    }
-    return load({{"format", "hfuse-model"},
-                 {"version", 1},
-                 {"name", "residual"},
-                 {"inputs", {{{"name", "x"}, {"shape", {1, 3, 10, 10}}}}},
-                 {"weights", weights},
-                 {"nodes", nodes},
-                 {"outputs", {in}}});
 }
 
 std::vector<std::pair<int, int>> ranges(const std::vector<explore::Segment> &s) {

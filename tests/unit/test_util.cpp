@@ -35,6 +35,30 @@ Graph one_input_model(const std::string &name, const Shape &shape, const nlohman
     return prepare(parse_model(m, ".", name + ".json"));
 }
 
+Graph residual_net(int blocks, int seed) {
+    auto conv_weight = [](int cout, int cin, int k, int wseed) {
+        return nlohmann::json{{"shape", {cout, cin, k, k}}, {"uniform", {-0.3, 0.3}}, {"seed", wseed}};
+    };
+    nlohmann::json nodes = nlohmann::json::array(), weights = nlohmann::json::object();
+    weights["stem.w"] = conv_weight(8, 3, 3, seed - 9);
+    const nlohmann::json pad = {{"pads", {1, 1, 1, 1}}};
+    nodes.push_back(model_node("stem", "Conv", {"x", "stem.w"}, pad));
+    nodes.push_back(model_node("stem_relu", "Relu", {"stem"}));
+    std::string in = "stem_relu";
+    for (int b = 0; b < blocks; b++) {
+        const std::string p = "b" + std::to_string(b) + "_";
+        weights[p + "w1"] = conv_weight(8, 8, 3, seed + 2 * b);
+        weights[p + "w2"] = conv_weight(8, 8, 3, seed + 1 + 2 * b);
+        nodes.push_back(model_node(p + "c1", "Conv", {in, p + "w1"}, pad));
+        nodes.push_back(model_node(p + "r1", "Relu", {p + "c1"}));
+        nodes.push_back(model_node(p + "c2", "Conv", {p + "r1", p + "w2"}, pad));
+        nodes.push_back(model_node(p + "add", "Add", {p + "c2", in}));
+        nodes.push_back(model_node(p + "out", "Relu", {p + "add"}));
+        in = p + "out";
+    }
+    return one_input_model("residual", {1, 3, 10, 10}, nodes, {in}, weights);
+}
+
 namespace {
 // The kernel cache of the CLI commands the tests run (tests/CMakeLists.txt), unless one is set.
 const bool kernel_cache_dir_set = [] {

@@ -37,6 +37,10 @@ Graph one_input_model(const std::string &name, const Shape &shape, const nlohman
                       const std::vector<std::string> &outputs,
                       const nlohmann::json &weights = nlohmann::json::object());
 
+// A stem (3x3 conv + Relu) and `blocks` residual blocks of 8 channels at 10x10: conv, Relu, conv,
+// Add of the block's input, Relu. Each block has its own weights, seeded from `seed` up.
+Graph residual_net(int blocks, int seed = 10);
+
 // Seeded uniform [-1, 1] data for every model input (seed + i for the i-th), in both forms.
 struct ModelInputs {
     std::map<std::string, TensorBuffer> buffers;

@@ -10,6 +10,7 @@
 #include "hfuse/random.h"
 #include "hfuse/reference.h"
 #include "hfuse/target.h"
+#include "hfuse/tuning_record.h"
 #include "hfuse/undecided_merges.h"
 
 #include <algorithm>
@@ -119,10 +120,15 @@ void PlanChoice::add_flags(CLI::App *cmd) {
                             "time each merge the planner's cost model cannot price against its parts apart "
                             "(both compiled and profiled here, alternated) and keep the faster; the plan's "
                             "\"why\" gives both times");
+    auto *t = cmd->add_option("--tuned", tuned,
+                              "then regroup each segment of the model a tuning record (`hfuse explore`'s "
+                              "tuning.json) has for this target, as it says; repeatable, later files win")
+                  ->allow_extra_args(false);
     p->excludes(r)->excludes(u)->excludes(w);
     r->excludes(u)->excludes(w);
     u->excludes(w);
     m->excludes(p)->excludes(u)->excludes(w);
+    t->excludes(p)->excludes(u)->excludes(w);
 }
 
 void PlanChoice::add_schedule_flags(CLI::App *cmd, const std::string &what) {
@@ -202,9 +208,24 @@ FusedGraph PlanChoice::make(const Graph &g, const Halide::Target &target) const 
         set_target_lanes(rounds, target.natural_vector_size<float>());
         f = plan_fusion(g, rounds);
         if (measure_undecided) f = measured(std::move(f), target);
+        if (!tuned.empty()) f = tuned_plan(std::move(f), target);
     }
     // Record the schedule parameters (a plan file's own are kept), so `plan -o` pins them.
     return with_default_schedules(std::move(f), target);
+}
+
+FusedGraph PlanChoice::tuned_plan(FusedGraph planned, const Halide::Target &target) const {
+    TuningRecords records;
+    for (const std::string &path : tuned) {
+        TuningRecords more = read_tuning_records(path);
+        records.entries.insert(records.entries.end(), more.entries.begin(), more.entries.end());
+    }
+    TunedPlan t = apply_tuning(std::move(planned), records, target);
+    std::fprintf(stderr, "tuned: %d of the model's %d segments regrouped by %zu tuning entries\n", t.applied,
+                 t.segments, records.entries.size());
+    for (const std::string &n : t.notes) std::fprintf(stderr, "  %s\n", n.c_str());
+    t.plan.rules.push_back("tuned");
+    return std::move(t.plan);
 }
 
 ExecutorOptions PlanChoice::options() const {
@@ -229,7 +250,7 @@ std::string PlanChoice::describe() const {
     std::string s;
     for (const std::string &r : rules.empty() ? std::vector<std::string>{"x86"} : rules)
         s += (s.empty() ? "" : "+") + r;
-    return s;
+    return tuned.empty() ? s : s + ", tuned";
 }
 
 LayoutCounts count_layouts(const std::map<std::string, std::string> &layouts) {

@@ -78,8 +78,9 @@ struct PlanChoice {
     std::string parallel_runtime = "auto";  // --parallel-runtime (ExecutorOptions::parallel_runtime)
     bool no_cache = false;                  // --no-cache (ExecutorOptions::kernel_cache)
     bool measure_undecided = false;         // --measure-undecided (measure_undecided_merges)
+    std::vector<std::string> tuned;         // --tuned: tuning records applied to the plan (apply_tuning)
 
-    void add_flags(CLI::App *cmd);  // --plan, --rules, --unfused, --whole
+    void add_flags(CLI::App *cmd);  // --plan, --rules, --unfused, --whole, --measure-undecided, --tuned
     // --autoschedule; `what` says what the autoscheduler schedules (each group, or the whole pipeline).
     void add_schedule_flags(CLI::App *cmd, const std::string &what = "each group");
     void add_layout_flag(CLI::App *cmd);   // --planar, --blocked-io, --copy-concats
@@ -91,7 +92,9 @@ struct PlanChoice {
     // `planned` with its undecided merges measured (--measure-undecided), said on stderr; `target`
     // must be the JIT target.
     FusedGraph measured(FusedGraph planned, const Halide::Target &target) const;
-    std::string describe() const;  // "x86", "tvm+x86", "plan.json", "unfused", "whole"
+    // `planned` regrouped by the --tuned records (apply_tuning), said on stderr.
+    FusedGraph tuned_plan(FusedGraph planned, const Halide::Target &target) const;
+    std::string describe() const;  // "x86", "tvm+x86", "x86, tuned", "plan.json", "unfused", "whole"
     std::string schedule() const;  // "templates" or the autoscheduler's name
 };
 

@@ -82,7 +82,8 @@ int run_explore(ExploreArgs &a) {
         std::printf("stopped at --time-limit after %d candidates (no confirmation rounds); --resume continues\n",
                     s.evaluated);
     }
-    std::printf("wrote %s/{results.json, results.csv, best_plan.json, plot.svg, report.md}\n", o.out_dir.c_str());
+    std::printf("wrote %s/{results.json, results.csv, %splot.svg, report.md}\n", o.out_dir.c_str(),
+                s.has_best_plan ? (s.has_tuning ? "best_plan.json, tuning.json, " : "best_plan.json, ") : "");
     return 0;
 }
 
@@ -96,7 +97,8 @@ Command add_explore(CLI::App &app) {
     auto a = std::make_shared<ExploreArgs>();
     ExploreOptions &o = a->o;
     a->model.add(cmd);
-    cmd->add_option("-o,--output", o.out_dir, "directory for results.json/.csv, best_plan.json, plot.svg, report.md")
+    cmd->add_option("-o,--output", o.out_dir,
+                    "directory for results.json/.csv, best_plan.json, tuning.json, plot.svg, report.md")
         ->required();
     cmd->add_option("--budget", o.budget, "candidates to evaluate, the baselines included (they always run)")
         ->check(CLI::Range(1, 100000))
