@@ -55,6 +55,15 @@ struct TuningRecords {
 // What of a target a tuning depends on: architecture, bits, float lanes and FMA.
 std::string tuning_target(const Halide::Target &target);
 
+// The groups of a plan file (`plan`, as JSON, over `g`) that compute a node of [begin, end) in g's
+// order, as TunedGroups (node indices from begin), and their names in `names`; false when one of
+// them also computes a node outside.
+bool groups_within(const nlohmann::json &plan, const Graph &g, int begin, int end, std::vector<TunedGroup> &out,
+                   std::vector<std::string> *names = nullptr);
+
+// A segment's groups as one string, equal when they group and schedule it alike ("why" aside).
+std::string tuned_groups_key(const std::vector<TunedGroup> &groups);
+
 // One entry per distinct segment of `plan` (over the rewritten graph) whose groups stay inside the
 // segment; `notes` gets a line for each segment left out and why.
 TuningRecords tuning_records_from_plan(const FusedGraph &plan, const Halide::Target &target, double tuned_ms,

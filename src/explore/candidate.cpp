@@ -1,5 +1,7 @@
 #include "explore/candidate.h"
 
+#include <map>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -124,6 +126,7 @@ json to_json(const Evaluation &e) {
             {"wall_s", number_or_null(e.wall_s)},
             {"confirm_ms", e.confirm_ms},
             {"fallback_groups", e.fallback_groups},
+            {"group_ms", e.group_ms},
             {"status", e.status},
             {"error", e.error}};
 }
@@ -153,6 +156,7 @@ Evaluation evaluation_from_json(const json &j) {
     e.wall_s = number_from(j, "wall_s");
     e.confirm_ms = j.value("confirm_ms", std::vector<double>{});
     e.fallback_groups = j.value("fallback_groups", std::vector<std::string>{});
+    e.group_ms = j.value("group_ms", std::map<std::string, double>{});
     return e;
 }
 

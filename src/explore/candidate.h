@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,9 @@ struct Evaluation {
     double wall_s = NAN;                       // the child's whole life: load, compile, runs
     std::vector<std::string> fallback_groups;  // groups an autoscheduler could not schedule
     std::vector<double> confirm_ms;            // medians of the confirmation rounds
+    // Each group's median in its own profiled runs (`bench --profile`, candidates scheduled by the
+    // templates), by group name: what a segment's groups cost under this candidate's choices.
+    std::map<std::string, double> group_ms;
 
     // median_ms, or the median of the confirmation rounds when there were some.
     double ranked_ms() const;

@@ -7,7 +7,9 @@
 //   3. each autoscheduler per group on the default plan, then on the best-estimated plans (~25%);
 //   4. the templates' parameters varied, greedily: one-step neighbours of the fastest measured
 //      template candidate, checked by the composer in process, until the budget is spent;
-//   5. if 4 runs dry, more of 2 and 3.
+//   5. if 4 runs dry, more of 2 and 3;
+//   6. (the budget's last candidate) the default plan with each segment regrouped and scheduled as the
+//      candidate whose groups there took the least time (bench --profile) had it.
 // Then the fastest few and the baselines are timed again, alternately, the best is checked against
 // the reference (`hfuse run --check`), and results, best_plan.json, plot.svg and report.md written.
 #include "hfuse/explore.h"
@@ -22,6 +24,7 @@
 #include "explore/results.h"
 #include "explore/schedule_variants.h"
 #include "explore/segment_findings.h"
+#include "explore/segments.h"
 #include "explore/svg_plot.h"
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
@@ -185,6 +188,8 @@ struct Session {
         if (c.schedule != "templates") {
             argv.push_back("--autoschedule");
             argv.push_back(c.schedule);
+        } else if (!c.whole) {
+            argv.push_back("--profile");  // each group's time: the segments' measurements
         }
         return argv;
     }
@@ -205,6 +210,10 @@ struct Session {
             // the same for every candidate, so not the candidate's.
             e.compile_s = (j.value("compile_ms", NAN) - j.value("runtime_compile_ms", 0.0)) / 1000;
             e.fallback_groups = j.value("fallback_groups", std::vector<std::string>{});
+            for (const json &g : j.value("group_profile", json::array())) {
+                if (g.contains("name") && g.contains("ms") && g["ms"].is_number())
+                    e.group_ms[g["name"].get<std::string>()] = g["ms"].get<double>();
+            }
             if (j.contains("kernel_cache") && j["kernel_cache"].value("enabled", false)) {
                 e.cached_groups = j["kernel_cache"].value("hits", 0);
                 e.cached_cold_s = j["kernel_cache"].value("hit_cold_compile_ms", 0.0) / 1000;
@@ -472,6 +481,11 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
             }
         }
     }
+    // One candidate of the budget is kept for the plan composed from each segment's fastest measured
+    // choice (after 5.), when the model has segments and the budget leaves room for a search before it.
+    const int composed_slot =
+        templates && s.total - fixed >= 3 && cut_segments(s.rewritten, kTuningSegmentNodes).size() > 1 ? 1 : 0;
+    s.total -= composed_slot;
     const int rest = s.total - fixed;
     size_t plans_take = templates ? static_cast<size_t>(std::ceil(rest * 0.4)) : 0;
     size_t autos_take = autos.empty() ? 0 : templates ? static_cast<size_t>(std::ceil(rest * 0.25)) : rest;
@@ -479,14 +493,14 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
     autos_take = std::min(autos_take, auto_list.size());
 
     int resumed = static_cast<int>(s.rows.size());
-    s.progress = std::make_unique<Progress>(o.progress_bar, s.total, resumed);
+    s.progress = std::make_unique<Progress>(o.progress_bar, s.total + composed_slot, resumed);
     if (resumed) s.progress->say("resuming: " + std::to_string(resumed) + " candidates done in " + results_path);
     s.progress->say(s.model.name + ": " + std::to_string(fixed) + " baselines, " +
                     (space.exhaustive ? "all " + std::to_string(space.plans.size()) + " legal plans"
                                       : std::to_string(space.plans.size()) + " plans composed from " +
                                             std::to_string(space.segments) + " segments (" +
                                             std::to_string(space.distinct_segments) + " distinct)") +
-                    ", budget " + std::to_string(s.total) + " candidates");
+                    ", budget " + std::to_string(s.total + composed_slot) + " candidates");
 
     std::vector<Candidate> first = baselines;
     first.insert(first.end(), plan_list.begin(), plan_list.begin() + plans_take);
@@ -553,6 +567,28 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
         }
         if (!s.interrupted && !s.out_of_time() && static_cast<int>(s.rows.size()) < s.total) s.evaluate(more);
     }
+
+    // 6. The plan composed from each segment's fastest choice, by its groups' profiled times.
+    s.total += composed_slot;
+    std::string composed_key;
+    if (composed_slot && !s.interrupted && !s.out_of_time()) {
+        const TuningRecords fastest = fastest_segment_choices(s.rewritten, s.rewrites, s.rows, s.target);
+        if (!fastest.entries.empty()) {
+            TunedPlan t = apply_tuning(default_plan, fastest, s.target);
+            Candidate c =
+                s.candidate(with_default_schedules(std::move(t.plan), s.target), "templates", false, "segments");
+            c.variant = "each segment's fastest measured choice (" + std::to_string(t.applied) + " of " +
+                        std::to_string(t.segments) + " segments)";
+            composed_key = c.key;
+            for (const std::string &n : t.notes) notes.push_back("Composing the fastest segments: " + n);
+            if (s.done.count(c.key)) {
+                notes.push_back("The plan composed from each segment's fastest measured choice is candidate " + c.key +
+                                ", timed before.");
+            } else {
+                s.evaluate({c});
+            }
+        }
+    }
     s.progress->finish();
 
     // Confirmation: the fastest few, the best template candidates and the baselines again, alternately.
@@ -579,7 +615,7 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
             bool is_default = std::find(b.begin(), b.end(), "default") != b.end();
             bool is_whole_mullapudi =
                 std::find(b.begin(), b.end(), "whole") != b.end() && e.candidate.schedule == "mullapudi2016";
-            if (is_default || is_whole_mullapudi) add(&e);
+            if (is_default || is_whole_mullapudi || e.candidate.key == composed_key) add(&e);
         }
         s.progress->say("confirming: timing " + std::to_string(keys.size()) + " candidates again, " +
                         std::to_string(o.confirm_rounds) + (o.confirm_rounds == 1 ? " round" : " rounds") +

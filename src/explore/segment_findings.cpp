@@ -5,6 +5,7 @@
 #include "hfuse/tuning_record.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -118,6 +119,29 @@ std::vector<std::string> schedule_changes(const Graph &g, const Segment &s, cons
     return out;
 }
 
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n == 0 ? NAN : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The profiled time of the groups computing `s`'s nodes under candidate `e` (their sum), or NaN when
+// a group reaches outside `s` or was not profiled; `groups` gets them.
+double segment_time(const Evaluation &e, const Graph &g, const Segment &s, std::vector<TunedGroup> *groups = nullptr) {
+    if (e.group_ms.empty()) return NAN;
+    std::vector<TunedGroup> within;
+    std::vector<std::string> names;
+    if (!groups_within(e.candidate.plan, g, s.begin, s.end, within, &names)) return NAN;
+    double sum = 0;
+    for (const std::string &n : names) {
+        auto it = e.group_ms.find(n);
+        if (it == e.group_ms.end()) return NAN;
+        sum += it->second;
+    }
+    if (groups) *groups = std::move(within);
+    return sum;
+}
+
 std::string cell(std::string s) {
     std::string o;
     for (char c : s) o += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
@@ -158,48 +182,112 @@ std::vector<SegmentFindings> segment_findings(const Graph &g, bool rewrites_matt
     const std::vector<int> best_owner = best ? owners(best->candidate.plan, index, g.nodes.size()) : std::vector<int>();
 
     std::vector<SegmentFindings> out;
+    std::vector<std::map<std::string, SegmentChoice>> choices;  // per finding, by grouping key
+    std::vector<std::map<std::string, std::vector<double>>> times;
     std::map<std::string, size_t> seen;
     for (const Segment &s : segments) {
-        if (auto it = seen.find(s.signature); it != seen.end()) {
-            out[it->second].occurrences++;
-            continue;
+        auto [it, first] = seen.emplace(s.signature, out.size());
+        if (first) {
+            SegmentFindings f;
+            for (int i = s.begin; i < s.end; i++) f.nodes.push_back(g.nodes[i].name);
+            if (def) {
+                Grouping d = grouping_of(g, s, def_owner);
+                f.default_grouping = d.text;
+                f.default_groups = d.groups;
+                f.default_bytes = bytes_out(def_cost, def_plan, s, index);
+            }
+            if (best) {
+                Grouping b = grouping_of(g, s, best_owner);
+                f.best_grouping = b.text;
+                f.best_groups = b.groups;
+                f.best_bytes = bytes_out(best_cost, best_plan, s, index);
+                if (def) f.schedule_changes = schedule_changes(g, s, best_plan, def_plan, index);
+            }
+            out.push_back(std::move(f));
+            choices.emplace_back();
+            times.emplace_back();
         }
-        seen[s.signature] = out.size();
-        SegmentFindings f;
-        f.occurrences = 1;
-        for (int i = s.begin; i < s.end; i++) f.nodes.push_back(g.nodes[i].name);
-        std::string def_key, best_key;
-        if (def) {
-            Grouping d = grouping_of(g, s, def_owner);
-            f.default_grouping = d.text;
-            f.default_groups = d.groups;
-            f.default_bytes = bytes_out(def_cost, def_plan, s, index);
-            def_key = d.key;
-        }
-        if (best) {
-            Grouping b = grouping_of(g, s, best_owner);
-            f.best_grouping = b.text;
-            f.best_groups = b.groups;
-            f.best_bytes = bytes_out(best_cost, best_plan, s, index);
-            best_key = b.key;
-            if (def) f.schedule_changes = schedule_changes(g, s, best_plan, def_plan, index);
-        }
-        std::map<std::string, SegmentChoice> by_key;
+        SegmentFindings &f = out[it->second];
+        f.occurrences++;
+        const std::string def_key = def ? grouping_of(g, s, def_owner).key : "";
+        const std::string best_key = best ? grouping_of(g, s, best_owner).key : "";
         for (const auto &[e, owner] : timed) {
-            Grouping gr = grouping_of(g, s, owner);
-            SegmentChoice &c = by_key[gr.key];
-            c.grouping = gr.text;
-            c.candidates++;
-            if (c.best_ms == 0 || e->ranked_ms() < c.best_ms) c.best_ms = e->ranked_ms();
-            c.is_default = gr.key == def_key;
-            c.is_best = gr.key == best_key;
+            const Grouping gr = grouping_of(g, s, owner);
+            SegmentChoice &c = choices[it->second][gr.key];
+            if (first) {  // the whole-network times: once per candidate
+                c.grouping = gr.text;
+                c.candidates++;
+                if (c.best_ms == 0 || e->ranked_ms() < c.best_ms) c.best_ms = e->ranked_ms();
+                c.is_default |= gr.key == def_key;
+                c.is_best |= gr.key == best_key;
+            }
+            const double t = segment_time(*e, g, s);
+            if (!std::isnan(t)) times[it->second][gr.key].push_back(t);
         }
-        for (auto &kv : by_key) f.choices.push_back(kv.second);
-        std::stable_sort(f.choices.begin(), f.choices.end(),
-                         [](const SegmentChoice &a, const SegmentChoice &b) { return a.best_ms < b.best_ms; });
-        out.push_back(std::move(f));
+    }
+    for (size_t k = 0; k < out.size(); k++) {
+        for (auto &[key, c] : choices[k]) {
+            auto t = times[k].find(key);
+            if (t != times[k].end()) {
+                c.segment_ms = median(t->second);
+                c.measured = static_cast<int>(t->second.size());
+            }
+            out[k].choices.push_back(c);
+        }
+        std::stable_sort(out[k].choices.begin(), out[k].choices.end(),
+                         [](const SegmentChoice &a, const SegmentChoice &b) {
+                             if (a.measured && b.measured) return a.segment_ms < b.segment_ms;
+                             if (a.measured != b.measured) return a.measured > 0;
+                             return a.best_ms < b.best_ms;
+                         });
     }
     return out;
+}
+
+TuningRecords fastest_segment_choices(const Graph &g, bool rewrites_matter, const std::vector<Evaluation> &rows,
+                                      const Halide::Target &target) {
+    struct Choice {
+        std::vector<TunedGroup> groups;
+        std::vector<double> ms;
+    };
+    std::map<std::string, std::map<std::string, Choice>> by_signature;  // signature -> choice key -> ...
+    std::map<std::string, std::vector<std::string>> nodes;
+    for (const Segment &s : cut_segments(g, kTuningSegmentNodes)) {
+        if (!nodes.count(s.signature)) {
+            for (int i = s.begin; i < s.end; i++) nodes[s.signature].push_back(g.nodes[i].name);
+        }
+        for (const Evaluation &e : rows) {
+            const Candidate &c = e.candidate;
+            if (e.status != "ok" || c.schedule != "templates" || c.whole || e.group_ms.empty()) continue;
+            if (rewrites_matter && !c.plan.value("rewritten", true)) continue;
+            std::vector<TunedGroup> groups;
+            const double t = segment_time(e, g, s, &groups);
+            if (std::isnan(t)) continue;
+            Choice &choice = by_signature[s.signature][tuned_groups_key(groups)];
+            choice.groups = std::move(groups);
+            choice.ms.push_back(t);
+        }
+    }
+    TuningRecords records;
+    for (auto &[signature, choices] : by_signature) {
+        const Choice *fastest = nullptr;
+        double fastest_ms = 0;
+        for (auto &[key, c] : choices) {
+            const double m = median(c.ms);
+            if (!fastest || m < fastest_ms) {
+                fastest = &c;
+                fastest_ms = m;
+            }
+        }
+        TuningEntry e;
+        e.signature = signature;
+        e.target = tuning_target(target);
+        e.model = g.name;
+        e.nodes = nodes.at(signature);
+        e.groups = fastest->groups;
+        records.entries.push_back(std::move(e));
+    }
+    return records;
 }
 
 json to_json(const SegmentFindings &f) {
@@ -208,6 +296,8 @@ json to_json(const SegmentFindings &f) {
         choices.push_back({{"grouping", c.grouping},
                            {"candidates", c.candidates},
                            {"best_ms", c.best_ms},
+                           {"segment_ms", c.measured ? json(c.segment_ms) : json(nullptr)},
+                           {"measured", c.measured},
                            {"default", c.is_default},
                            {"best_plan", c.is_best}});
     }
@@ -224,11 +314,13 @@ std::string segment_section(const std::vector<SegmentFindings> &findings) {
     if (findings.empty()) return "";
     std::string s = "## Per segment\n\n";
     s += "The model cut where one value crosses (the segments explore searches and `tuning.json` records), "
-         "each distinct segment once. *Groupings timed*: the groupings of the segment among the candidates "
-         "scheduled by the templates, each with the fastest whole-network time of the candidates that have it "
-         "(the other segments as those candidates had them) and how many there were; **bold** is best_plan.json's, "
-         "*(default)* the default plan's. *Between groups*: the bytes the segment's groups hand out, by the "
-         "cost estimate (the sum of its groups' outputs; a fusion keeps its intermediates out of memory).\n\n";
+         "each distinct segment once. *Groupings timed*: each grouping of the segment the candidates scheduled "
+         "by the templates gave it, fastest first: *own*, the median over those candidates and the segment's "
+         "occurrences of its groups' profiled times summed (`bench --profile`; the number of such sums), and "
+         "*whole*, the fastest whole-network time among the candidates (the other segments as they had "
+         "them; how many). **Bold** is best_plan.json's grouping, *(default)* the default plan's. *Between "
+         "groups*: the bytes the segment's groups hand out by the cost estimate (a fusion keeps its "
+         "intermediates out of memory).\n\n";
     s += "| segment | times | default | best_plan.json | between groups | groupings timed | what changed |\n"
          "| --- | --- | --- | --- | --- | --- | --- |\n";
     for (const SegmentFindings &f : findings) {
@@ -236,7 +328,10 @@ std::string segment_section(const std::vector<SegmentFindings> &findings) {
                            " (" + std::to_string(f.nodes.size()) + " nodes)";
         std::string timed;
         for (const SegmentChoice &c : f.choices) {
-            std::string t = c.grouping + ": " + fmt("%.4g ms", c.best_ms) + " (" + std::to_string(c.candidates) + ")";
+            std::string t = c.grouping + ": " +
+                            (c.measured ? fmt("own %.3g ms", c.segment_ms) + " (" + std::to_string(c.measured) + "), "
+                                        : std::string()) +
+                            fmt("whole %.4g ms", c.best_ms) + " (" + std::to_string(c.candidates) + ")";
             if (c.is_best) t = "**" + t + "**";
             if (c.is_default) t += " *(default)*";
             timed += (timed.empty() ? "" : "<br>") + t;

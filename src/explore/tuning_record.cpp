@@ -3,6 +3,7 @@
 #include "explore/segments.h"
 #include "hfuse/error.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -12,12 +13,6 @@ namespace hfuse {
 namespace {
 
 using nlohmann::json;
-
-std::map<std::string, int> node_index(const Graph &g) {
-    std::map<std::string, int> index;
-    for (size_t i = 0; i < g.nodes.size(); i++) index[g.nodes[i].name] = static_cast<int>(i);
-    return index;
-}
 
 // "first ... last" of a segment's nodes, for notes.
 std::string segment_name(const Graph &g, const explore::Segment &s) {
@@ -92,51 +87,70 @@ std::string tuning_target(const Halide::Target &t) {
            " float lanes" + (t.has_feature(Halide::Target::FMA) ? ", fma" : "");
 }
 
+bool groups_within(const json &plan, const Graph &g, int begin, int end, std::vector<TunedGroup> &out,
+                   std::vector<std::string> *names) {
+    std::map<std::string, int> index;
+    for (int i = 0; i < static_cast<int>(g.nodes.size()); i++) index[g.nodes[i].name] = i;
+    out.clear();
+    if (names) names->clear();
+    for (const json &grp : plan.at("groups")) {
+        TunedGroup tg;
+        bool outside = false;
+        for (const json &n : grp.at("nodes")) {
+            auto it = index.find(n.get<std::string>());
+            if (it == index.end()) continue;  // folded into another node of the group
+            if (it->second >= begin && it->second < end) {
+                tg.nodes.push_back(it->second - begin);
+            } else {
+                outside = true;
+            }
+        }
+        if (tg.nodes.empty()) continue;
+        if (outside) return false;
+        std::sort(tg.nodes.begin(), tg.nodes.end());
+        const auto master = index.find(grp.value("master", std::string()));
+        if (master == index.end()) return false;
+        tg.master = master->second - begin;
+        const json placement = grp.value("placement", json::object());
+        for (const auto &kv : placement.items()) {
+            auto it = index.find(kv.key());
+            if (it == index.end() || !kv.value().is_string() || kv.value() == "folded") continue;
+            tg.placement[it->second - begin] = parse_placement(kv.value().get<std::string>(), "placement");
+        }
+        tg.schedule = grp.value("schedule", json::object());
+        out.push_back(std::move(tg));
+        if (names) names->push_back(grp.value("name", std::string()));
+    }
+    return true;
+}
+
+std::string tuned_groups_key(const std::vector<TunedGroup> &groups) {
+    std::string key;
+    for (const TunedGroup &tg : groups) {
+        json placement = json::object();
+        for (const auto &[i, p] : tg.placement) placement[std::to_string(i)] = to_string(p);
+        json schedule = tg.schedule;
+        schedule.erase("why");  // an explanation, not a parameter
+        key += json{tg.nodes, tg.master, placement, schedule}.dump() + ";";
+    }
+    return key;
+}
+
 TuningRecords tuning_records_from_plan(const FusedGraph &plan, const Halide::Target &target, double tuned_ms,
                                        double default_ms, std::vector<std::string> *notes) {
     const Graph &g = plan.graph;
-    const std::map<std::string, int> index = node_index(g);
-    // The groups of segment `s`, by the segment's node indices; false if a group reaches across its edge.
-    auto groups_of = [&](const explore::Segment &s, std::vector<TunedGroup> &out) {
-        for (const FusedGroup &grp : plan.groups) {
-            TunedGroup tg;
-            for (const std::string &n : grp.nodes) {
-                const int i = index.at(n);
-                if (i >= s.begin && i < s.end) tg.nodes.push_back(i - s.begin);
-            }
-            if (tg.nodes.empty()) continue;
-            if (tg.nodes.size() != grp.nodes.size()) return false;
-            tg.master = index.at(grp.master) - s.begin;
-            for (const auto &[n, p] : grp.placement) {
-                if (p != Placement::Folded && index.count(n)) tg.placement[index.at(n) - s.begin] = p;
-            }
-            tg.schedule = grp.schedule;
-            out.push_back(std::move(tg));
-        }
-        return true;
-    };
-    auto same = [](const std::vector<TunedGroup> &a, const std::vector<TunedGroup> &b) {
-        if (a.size() != b.size()) return false;
-        for (size_t i = 0; i < a.size(); i++) {
-            if (a[i].nodes != b[i].nodes || a[i].master != b[i].master || a[i].placement != b[i].placement)
-                return false;
-            json x = a[i].schedule, y = b[i].schedule;  // "why" is an explanation, not a parameter
-            x.erase("why");
-            y.erase("why");
-            if (x != y) return false;
-        }
-        return true;
-    };
+    const json plan_json = plan_to_json(plan);
     TuningRecords records;
     std::map<std::string, size_t> recorded;  // signature -> entry
     std::map<std::string, int> occurrences, differing;
     std::set<std::string> crossing;
     for (const explore::Segment &s : explore::cut_segments(g, kTuningSegmentNodes)) {
         std::vector<TunedGroup> groups;
-        const bool inside = groups_of(s, groups);
+        const bool inside = groups_within(plan_json, g, s.begin, s.end, groups);
         occurrences[s.signature]++;
         if (auto it = recorded.find(s.signature); it != recorded.end()) {
-            if (!inside || !same(groups, records.entries[it->second].groups)) differing[s.signature]++;
+            if (!inside || tuned_groups_key(groups) != tuned_groups_key(records.entries[it->second].groups))
+                differing[s.signature]++;
             continue;
         }
         if (!inside) {

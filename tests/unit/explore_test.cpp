@@ -566,6 +566,16 @@ TEST(ExploreCli, PerSegmentFindingsAndATuningRecordOtherModelsUse) {
     for (const json &c : res["candidates"]) templated += c["status"] == "ok" && c["schedule"] == "templates";
     EXPECT_EQ(timed, templated);
     EXPECT_GE(timed, 4);
+    // Each templated candidate's groups were profiled, so the block has its own time per grouping;
+    // the budget's last candidate is the plan composed from each segment's fastest grouping.
+    for (const json &c : res["candidates"]) {
+        if (c["status"] == "ok" && c["schedule"] == "templates") EXPECT_FALSE(c["group_ms"].empty()) << c["key"];
+    }
+    EXPECT_GT(block["choices"][0]["measured"].get<int>(), 0);
+    int composed = 0;
+    for (const json &c : res["candidates"]) composed += c["origin"] == "segments";
+    EXPECT_TRUE(composed == 1 || contains(read_file(dir + "/report.md"), "fastest measured choice is candidate"))
+        << res["candidates"].dump(1);
     const std::string report = read_file(dir + "/report.md");
     EXPECT_TRUE(contains(report, "## Per segment")) << report;
     EXPECT_TRUE(contains(report, "| `b0_c1` ... `b0_out` (5 nodes) | 3 |")) << report;

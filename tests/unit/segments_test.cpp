@@ -4,6 +4,7 @@
 // legal plans that compute what the reference computes, repeated blocks grouped alike.
 #include "explore/segments.h"
 #include "explore/plan_space.h"
+#include "explore/segment_findings.h"
 #include "hfuse/model_io.h"
 #include "hfuse/passes.h"
 #include "hfuse/planner.h"
@@ -149,6 +150,48 @@ TEST(ExploreSegments, PlanSpaceComposesLegalPlansThatMatchTheReferenceBlocksAlik
         if (i < 3) test::expect_plan_matches_reference(plan, 1e-4, &g);
     }
     EXPECT_GT(group_counts.size(), 1u) << "the choices differ in their grouping";
+}
+
+TEST(ExploreSegments, TheFastestMeasuredChoicePerSegmentByItsGroupsProfiledTimes) {
+    // Two candidates: the x86 plan (two groups per block) and the unfused plan (five), every group
+    // profiled at `per_group` ms: the block's own time decides, whatever the whole runs took.
+    // (No rewrite changes this model: the unfused plan, over the graph as written, counts.)
+    const Graph g = residual_net(3);
+    const FusedGraph fused = plan_fusion(g, {load_rules("x86")}), unfused = check_plan(singleton_groups(g));
+    auto row = [](const FusedGraph &plan, double per_group, double whole_ms) {
+        explore::Evaluation e;
+        e.candidate.plan = plan_to_json(plan);
+        e.status = "ok";
+        e.median_ms = whole_ms;
+        for (const FusedGroup &grp : plan.groups) e.group_ms[grp.name] = per_group;
+        return e;
+    };
+    const Halide::Target target = Halide::get_host_target();
+    auto block_groups = [&](const TuningRecords &r) {
+        std::set<std::vector<int>> out;
+        for (const TuningEntry &e : r.entries) {
+            if (e.nodes.front() != "b0_c1") continue;
+            for (const TunedGroup &tg : e.groups) out.insert(tg.nodes);
+        }
+        return out;
+    };
+    // Unfused groups at 0.1 ms: 0.5 ms a block against the fused plan's 2 x 1 ms.
+    TuningRecords r = explore::fastest_segment_choices(g, false, {row(fused, 1.0, 1), row(unfused, 0.1, 9)}, target);
+    ASSERT_EQ(r.entries.size(), 2u);
+    EXPECT_EQ(block_groups(r), (std::set<std::vector<int>>{{0}, {1}, {2}, {3}, {4}}));
+    // At 0.5 ms each, the fused plan's block (1 ms) beats the unfused one's (2.5 ms).
+    r = explore::fastest_segment_choices(g, false, {row(fused, 0.5, 9), row(unfused, 0.5, 1)}, target);
+    EXPECT_EQ(block_groups(r), (std::set<std::vector<int>>{{0, 1}, {2, 3, 4}}));
+    // A candidate without profiles measures nothing.
+    explore::Evaluation silent = row(fused, 0, 1);
+    silent.group_ms.clear();
+    EXPECT_TRUE(explore::fastest_segment_choices(g, false, {silent}, target).entries.empty());
+    // Composed onto the default plan: a legal plan computing what the reference computes.
+    r = explore::fastest_segment_choices(g, false, {row(fused, 1.0, 1), row(unfused, 0.1, 9)}, target);
+    const TunedPlan composed = apply_tuning(fused, r, target);
+    EXPECT_EQ(composed.applied, 4);
+    EXPECT_EQ(composed.plan.groups.size(), g.nodes.size());
+    test::expect_plan_matches_reference(composed.plan, 1e-4, &g);
 }
 
 }  // namespace
