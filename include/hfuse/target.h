@@ -9,11 +9,16 @@
 
 #include <Halide.h>
 
+#include <string>
+
 namespace hfuse {
 
 Halide::Target host_target();
 
 // `target` without the features the running CPU lacks (as host_target() drops them).
 Halide::Target runnable_here(Halide::Target target);
+
+// The CPU's model name ("AMD EPYC 9R14 96-Core Processor", from /proc/cpuinfo), or "unknown".
+std::string cpu_name();
 
 }  // namespace hfuse

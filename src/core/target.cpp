@@ -4,6 +4,8 @@
 #include <cpuid.h>
 #endif
 
+#include <fstream>
+
 namespace hfuse {
 namespace {
 
@@ -25,6 +27,17 @@ Halide::Target runnable_here(Halide::Target target) {
         !cpu_has_avx_vnni())
         target = target.without_feature(Halide::Target::AVX512_SapphireRapids);
     return target;
+}
+
+std::string cpu_name() {
+    std::ifstream in("/proc/cpuinfo");
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("model name", 0) == 0) {
+            auto colon = line.find(':');
+            return colon == std::string::npos ? line : line.substr(colon + 2);
+        }
+    }
+    return "unknown";
 }
 
 Halide::Target host_target() {

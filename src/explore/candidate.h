@@ -40,6 +40,7 @@ struct Evaluation {
     double median_ms = NAN;      // from bench --json
     double min_ms = NAN;
     double wall_s = NAN;                       // the child's whole life: load, compile, runs
+    double peak_rss_mb = NAN;                  // the child's peak resident memory
     std::vector<std::string> fallback_groups;  // groups an autoscheduler could not schedule
     std::vector<double> confirm_ms;            // medians of the confirmation rounds
     // Each group's median in its own profiled runs (`bench --profile`, candidates scheduled by the

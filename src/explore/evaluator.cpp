@@ -123,7 +123,8 @@ bool run_children(const std::vector<ChildJob> &jobs, int parallel, double timeou
         for (size_t i = 0; i < running.size();) {
             Running &r = running[i];
             int status = 0;
-            pid_t w = waitpid(r.pid, &status, WNOHANG);
+            struct rusage usage {};
+            pid_t w = wait4(r.pid, &status, WNOHANG, &usage);
             const double elapsed = std::chrono::duration<double>(Clock::now() - r.start).count();
             if (w == 0 && elapsed > timeout_s && !r.killed) {
                 kill(-r.pid, SIGKILL);
@@ -137,6 +138,7 @@ bool run_children(const std::vector<ChildJob> &jobs, int parallel, double timeou
             res.ran = true;
             res.timed_out = r.killed;
             res.wall_s = elapsed;
+            if (w > 0) res.peak_rss_mb = usage.ru_maxrss / 1024.0;  // the child and what it waited for
             if (w > 0 && WIFEXITED(status)) res.exit_code = WEXITSTATUS(status);
             if (w > 0 && WIFSIGNALED(status)) res.signal = WTERMSIG(status);
             const ChildJob &job = jobs[r.index];

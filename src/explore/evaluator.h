@@ -24,7 +24,8 @@ struct ChildResult {
     int exit_code = -1;      // when it exited
     int signal = 0;          // when a signal ended it
     double wall_s = 0;
-    std::string out, err;  // what it wrote (read back from the files)
+    double peak_rss_mb = 0;  // its peak resident memory (wait4's rusage)
+    std::string out, err;    // what it wrote (read back from the files)
 };
 
 // Whether a child that failed ran out of the `max_memory_bytes` its job allowed (its error output

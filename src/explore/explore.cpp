@@ -33,6 +33,7 @@
 #include "hfuse/planner.h"
 #include "hfuse/tuning_record.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -50,6 +51,8 @@ using namespace explore;
 using nlohmann::json;
 
 constexpr int kConfirmTop = 4;  // fastest candidates re-timed (besides the best templated ones and the baselines)
+// best_plan.json is another plan than the default only if that plan was faster by this much.
+constexpr double kMinGain = 0.02;
 
 bool exists(const std::string &path) {
     struct stat st;
@@ -68,17 +71,6 @@ void make_dir(const std::string &path) {
     }
     struct stat st;
     if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) throw Error("not a directory").in_file(path);
-}
-
-std::string cpu_name() {
-    std::ifstream in("/proc/cpuinfo");
-    for (std::string line; std::getline(in, line);) {
-        if (line.rfind("model name", 0) == 0) {
-            auto colon = line.find(':');
-            return colon == std::string::npos ? line : line.substr(colon + 2);
-        }
-    }
-    return "unknown";
 }
 
 // Whether simplify() changes the model (else a plan over the graph as written and one over the
@@ -198,6 +190,7 @@ struct Session {
         Evaluation e;
         e.candidate = c;
         e.wall_s = r.wall_s;
+        e.peak_rss_mb = r.peak_rss_mb;
         json j = last_json_line(r.out);
         if (r.timed_out) {
             e.status = "timeout";
@@ -261,9 +254,14 @@ struct Session {
                 std::string line = e.status == "ok"
                                        ? fmt("ok %.4g ms", e.median_ms) + fmt(" (compile %.2f s)", e.compile_s)
                                        : e.status + ": " + e.error;
-                line += "  " + e.candidate.schedule + (e.candidate.whole ? " --whole" : "") + "  " +
-                        plan_summary(e.candidate.plan) +
-                        (e.candidate.variant.empty() ? "" : "  {" + e.candidate.variant + "}");
+                // A network's plan is too long for a line: its group count, where it came from and
+                // what it varies (the segment, the parameter).
+                const Candidate &c = e.candidate;
+                std::string from = c.origin;
+                for (const std::string &b : c.baselines) from += (from == c.origin ? ": " : ", ") + b;
+                line += "  " + c.schedule + (c.whole ? " --whole" : "") + "  " +
+                        (c.groups <= 6 ? plan_summary(c.plan) : std::to_string(c.groups) + " groups") + "  [" + from +
+                        "]" + (c.variant.empty() ? "" : "  {" + c.variant + "}");
                 progress->done(line, best_ms());
             },
             [&] { progress->tick(); }, [&] { return out_of_time(); });
@@ -301,6 +299,17 @@ const Evaluation *fastest(const std::vector<Evaluation> &rows, bool confirmed_on
         if (!best || e.ranked_ms() < best->ranked_ms()) best = &e;
     }
     return best;
+}
+
+// Whether `e` beat `def` (the default plan) by more than noise: faster in most confirmation rounds
+// (each times both, alternately) and by kMinGain in their medians; without rounds, by the medians.
+bool beats(const Evaluation &e, const Evaluation &def) {
+    if (e.ranked_ms() >= def.ranked_ms() * (1 - kMinGain)) return false;
+    const size_t n = std::min(e.confirm_ms.size(), def.confirm_ms.size());
+    if (n == 0) return true;
+    size_t wins = 0;
+    for (size_t i = 0; i < n; i++) wins += e.confirm_ms[i] < def.confirm_ms[i];
+    return 2 * wins > n;
 }
 
 ExploreSummary summarize(const std::vector<Evaluation> &rows) {
@@ -469,6 +478,7 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
     std::vector<Candidate> plan_list, auto_list;
     for (const RankedPlan &r : space.plans) {
         Candidate c = s.candidate(r.plan, "templates", false, "plans", &r.cost);
+        c.variant = r.segment_choice;
         if (templates && queued.insert(c.key).second) plan_list.push_back(c);
     }
     {
@@ -640,10 +650,29 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
     // The best, checked against the reference; best_plan.json is the fastest templated candidate.
     ExploreSummary sum;
     const Evaluation *best = nullptr, *best_plan = nullptr;
+    bool kept_default = false;
+    std::string default_note;
     for (int attempt = 0; attempt < 4 && !s.interrupted; attempt++) {
         const bool confirmed = o.confirm_rounds > 0 && fastest(s.rows, true, false);
         best = fastest(s.rows, confirmed, false);
         best_plan = fastest(s.rows, confirmed && fastest(s.rows, true, true), true);
+        // A plan file other than the default's must have paid for itself (kMinGain).
+        const Evaluation *def = nullptr;
+        for (const Evaluation &e : s.rows) {
+            const auto &b = e.candidate.baselines;
+            if (e.status == "ok" && std::find(b.begin(), b.end(), "default") != b.end()) def = &e;
+        }
+        kept_default = false;
+        if (best && def && best != def && !beats(*best, *def)) best = def;
+        if (best_plan && def && best_plan != def && !beats(*best_plan, *def)) {
+            kept_default = true;
+            default_note = "No plan scheduled by the templates beat the default plan by " +
+                           fmt("%.0f%%", 100 * kMinGain) +
+                           " or more in most confirmation rounds (the fastest, candidate " + best_plan->candidate.key +
+                           ", ran " + fmt("%.3g", best_plan->ranked_ms()) + " ms against the default's " +
+                           fmt("%.3g", def->ranked_ms()) + " ms): best_plan.json is the default plan.";
+            best_plan = def;
+        }
         std::vector<std::string> to_check;
         for (const Evaluation *e : {best_plan, best}) {
             if (e && std::find(to_check.begin(), to_check.end(), e->candidate.key) == to_check.end())
@@ -706,7 +735,8 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
                         std::to_string(s.rows.size()) + " of " + std::to_string(s.total) +
                         " candidates, without confirmation rounds: `--resume` continues from results.json.");
     }
-    if (best && best != best_plan) {
+    if (kept_default) notes.push_back(default_note);
+    if (best && best != best_plan && best->candidate.schedule != "templates") {
         notes.push_back("The fastest candidate is scheduled by an autoscheduler (" + best->candidate.schedule +
                         "): the plan format has no field for that, so best_plan.json is the fastest candidate "
                         "scheduled by the templates.");
@@ -733,6 +763,21 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
                                                                    best_plan ? best_plan->candidate.key : "", s.target);
     s.header["segments"] = json::array();
     for (const SegmentFindings &f : findings) s.header["segments"].push_back(to_json(f));
+    {
+        // Peak resident memory: this process (the plan space, the results) and its largest candidate.
+        struct rusage self {
+        }, children{};
+        getrusage(RUSAGE_SELF, &self);
+        getrusage(RUSAGE_CHILDREN, &children);
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
+        s.header["resources"] = {{"wall_s", wall},
+                                 {"explore_peak_rss_mb", self.ru_maxrss / 1024.0},
+                                 {"largest_child_peak_rss_mb", children.ru_maxrss / 1024.0}};
+        notes.push_back("This run took " + fmt("%.0f s", wall) + "; peak resident memory " +
+                        fmt("%.0f MB", self.ru_maxrss / 1024.0) + " in explore itself and " +
+                        fmt("%.0f MB", children.ru_maxrss / 1024.0) +
+                        " in its largest child process (a candidate, each bounded by --max-memory).");
+    }
     s.header["best"] =
         best ? json{{"key", best->candidate.key}, {"ms", best->ranked_ms()}, {"schedule", best->candidate.schedule}}
              : json(nullptr);

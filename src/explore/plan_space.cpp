@@ -169,16 +169,28 @@ std::vector<RankedPlan> segment_search(const Graph &g, const std::vector<Segment
         }
         return planner::canonical(std::move(whole));
     };
+    std::map<std::string, std::pair<std::string, int>> first_and_count;  // by signature: first node, occurrences
+    for (const Segment &seg : segments) {
+        auto &fc = first_and_count[seg.signature];
+        if (fc.second++ == 0) fc.first = g.nodes[seg.begin].name;
+    }
     std::vector<RankedPlan> plans;
     std::set<IndexPartition> seen;
-    auto add = [&](IndexPartition q) {
+    auto add = [&](IndexPartition q, const std::string &label) {
         if (!seen.insert(q).second) return;
         FusedGraph plan;
-        if (planner::partition_to_plan(g, q, plan)) plans.push_back(rank(std::move(plan), target));
+        if (!planner::partition_to_plan(g, q, plan)) return;
+        plans.push_back(rank(std::move(plan), target));
+        plans.back().segment_choice = label;
     };
-    add(compose("", 0));
+    add(compose("", 0), "");
     for (const auto &[signature, c] : choices) {
-        for (size_t k = 1; k < c.size(); k++) add(compose(signature, k));
+        const auto &[first, count] = first_and_count.at(signature);
+        for (size_t k = 1; k < c.size(); k++) {
+            add(compose(signature, k), "segment '" + first + "'" +
+                                           (count > 1 ? " (x" + std::to_string(count) + ")" : "") + ": its choice " +
+                                           std::to_string(k + 1) + " of " + std::to_string(c.size()));
+        }
     }
     return plans;
 }

@@ -12,6 +12,7 @@
 #include <Halide.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace hfuse::explore {
@@ -19,6 +20,9 @@ namespace hfuse::explore {
 struct RankedPlan {
     FusedGraph plan;
     PlanCost cost;
+    // Composed from segments: which segment's choice this plan varies ("" for the plan of every
+    // segment's best estimate, and outside segment search).
+    std::string segment_choice;
 };
 
 struct PlanSpace {
