@@ -7,6 +7,7 @@
 #pragma once
 
 #include "hfuse/fusion_cost.h"
+#include "hfuse/graph.h"
 #include "hfuse/op_registry.h"
 
 #include <nlohmann/json.hpp>
@@ -73,5 +74,10 @@ RuleSet load_rules(const std::string &name_or_path);
 RuleSet parse_rules(const nlohmann::json &j, const std::string &source);
 nlohmann::json to_json(const RuleSet &rules);
 std::vector<std::string> builtin_rule_names();
+
+// Notes for the node names `rules` lists (opaque_nodes, stop_after) that `model` (as loaded) has no
+// node of, each naming the rule set's file, the field and the name: a typo there would otherwise
+// fuse what it meant to keep apart, silently.
+std::vector<std::string> unknown_rule_nodes(const RuleSet &rules, const Graph &model);
 
 }  // namespace hfuse

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,5 +55,11 @@ struct Graph {
     // Throws an Error if shapes have not been inferred for this value.
     const TensorType &type_of(const std::string &value) const;
 };
+
+// The nodes of `graph` named in `nodes` (shapes inferred) as a graph of their own, in graph order: the
+// values they read from other nodes or the graph's inputs as its inputs, the weights they read, the
+// values read by the other nodes (or returned by the graph) as its outputs; names, types and the
+// nodes' absorbed lists as in `graph`.
+Graph subgraph(const Graph &graph, const std::set<std::string> &nodes);
 
 }  // namespace hfuse

@@ -75,7 +75,11 @@ public:
     // with a comment listing each argument's shape, and DIR/hfuse_runtime.h, which NAME.h includes and
     // installs at start-up (include/hfuse/hfuse_runtime.h: a block cache as Halide's allocator, and
     // with resolved_parallel_runtime() OpenMP, OpenMP's loops). `name` must be a C identifier.
-    void compile_to_static_library(const std::string &dir, const std::string &name) const;
+    // `emit` adds Halide's own views of the same compilation beside them, as a generator's -e does:
+    // "stmt" (DIR/NAME.stmt, the lowered statement), "html" (DIR/NAME.stmt.html), "assembly"
+    // (DIR/NAME.s) and "llvm" (DIR/NAME.ll, LLVM IR).
+    void compile_to_static_library(const std::string &dir, const std::string &name,
+                                   const std::vector<std::string> &emit = {}) const;
     // The values handed from group to group other than dense NCHW, as Executor::value_layouts() names
     // them: {"relu_3", "blocked 8, halo 0x0"}. Those the executor stores channel-blocked, but with no
     // halo: a padded reader copies them block for block.

@@ -101,6 +101,20 @@ std::string c_parameters(const std::vector<ModelArgument> &arguments) {
 // PIPELINE after making errors return codes (NAME_return_errors). An output PIPELINE takes as the row
 // its group computes (ModelArgument::stored_shape) is the caller's dense buffer viewed so: a
 // halide_buffer_t of the same memory with the first two dimensions (W, H) made (W * H, 1).
+// `text` as the body of a C string literal.
+std::string c_string_body(const std::string &text) {
+    std::string s;
+    for (char c : text) {
+        if (c == '"' || c == '\\') s += '\\';
+        if (c == '\n') {
+            s += "\\n";
+            continue;
+        }
+        s += c;
+    }
+    return s;
+}
+
 std::string entry_points(const std::string &name, const std::string &pipeline,
                          const std::vector<ModelArgument> &arguments) {
     std::ostringstream s;
@@ -113,9 +127,42 @@ std::string entry_points(const std::string &name, const std::string &pipeline,
         args += std::string(i ? ", " : "") + (row ? "hfuse_pass[" + std::to_string(i) + "]" : a.c_name);
         argv += std::string(i ? ", " : "") + "(struct halide_buffer_t *)args[" + std::to_string(i) + "]";
     }
+    // Every argument's dimensions checked before the pipeline runs: an error names the argument, the
+    // model's value and the extents it needs (Halide's own message names its internal Funcs).
+    s << "#include <stdio.h>\n#include <string.h>\n\n"
+      << "// hfuse: 0 if `b` has the `dimensions` extents the model needs from 0 (or is a bounds query);\n"
+      << "// else an error naming the argument, printed and returned.\n"
+      << "static inline int " << name << "_check_extents(const struct halide_buffer_t *b, const char *kind,\n"
+      << "        const char *argument, const char *value, int dimensions, const int *extents) {\n"
+      << "    char msg[512], have[160] = \"\", need[160] = \"\";\n"
+      << "    int k, ok;\n"
+      << "    if (b == NULL) {\n"
+      << "        snprintf(msg, sizeof msg, \"" << name
+      << ": the %s buffer %s ['%s'] is NULL\", kind, argument, value);\n"
+      << "        halide_error(NULL, msg);\n"
+      << "        return halide_error_code_buffer_argument_is_null;\n"
+      << "    }\n"
+      << "    if (b->host == NULL && b->device == 0) return 0; /* a bounds query */\n"
+      << "    ok = b->dimensions == dimensions;\n"
+      << "    for (k = 0; k < b->dimensions; k++) {\n"
+      << "        if (k >= dimensions || b->dim[k].min != 0 || b->dim[k].extent != extents[k]) ok = 0;\n"
+      << "        snprintf(have + strlen(have), sizeof have - strlen(have), \"%s%d\", k ? \", \" : \"\",\n"
+      << "                 b->dim[k].extent);\n"
+      << "        if (b->dim[k].min != 0)\n"
+      << "            snprintf(have + strlen(have), sizeof have - strlen(have), \" from %d\", b->dim[k].min);\n"
+      << "    }\n"
+      << "    if (ok) return 0;\n"
+      << "    for (k = 0; k < dimensions; k++)\n"
+      << "        snprintf(need + strlen(need), sizeof need - strlen(need), \"%s%d\", k ? \", \" : \"\", extents[k]);\n"
+      << "    snprintf(msg, sizeof msg,\n"
+      << "             \"" << name << ": the %s buffer %s ['%s'] has extents (%s), but the model needs (%s) from 0 \"\n"
+      << "             \"(its shape reversed: Halide's dimension 0 is the innermost)\",\n"
+      << "             kind, argument, value, have, need);\n"
+      << "    halide_error(NULL, msg);\n"
+      << "    return halide_error_code_bad_dimensions;\n"
+      << "}\n\n";
     if (rows) {
-        s << "#include <stdio.h>\n\n"
-          << "// hfuse: " << pipeline << " takes an output computed as a row of positions, (W, H, C, N) as\n"
+        s << "// hfuse: " << pipeline << " takes an output computed as a row of positions, (W, H, C, N) as\n"
           << "// (W * H, 1, C, N): the caller's buffer, which must be dense in W and H, is handed over viewed\n"
           << "// so (no copy). 0, or an error (printed) for a buffer of other extents or strides there.\n"
           << "static inline int " << name << "_view_as_row(struct halide_buffer_t *b, const char *buffer_name,\n"
@@ -157,16 +204,25 @@ std::string entry_points(const std::string &name, const std::string &pipeline,
           << "    for (k = 2; k < b->dimensions; k++) b->dim[k] = pass->dim[k];\n"
           << "}\n\n";
     }
-    s << "HALIDE_MUST_USE_RESULT static inline int " << name << "(" << c_parameters(arguments) << ") {\n";
+    s << "HALIDE_MUST_USE_RESULT static inline int " << name << "(" << c_parameters(arguments) << ") {\n"
+      << "    int rc;\n"
+      << "    " << name << "_return_errors();\n";
+    for (const ModelArgument &a : arguments) {
+        s << "    {\n        static const int hfuse_extents[] = {";
+        for (size_t k = a.shape.size(); k-- > 0;) s << a.shape[k] << (k ? ", " : "");
+        s << "};\n"
+          << "        rc = " << name << "_check_extents(" << a.c_name << ", \"" << (a.is_output ? "output" : "input")
+          << "\", \"" << a.c_name << "\", \"" << c_string_body(a.value) << "\", " << a.shape.size()
+          << ", hfuse_extents);\n"
+          << "        if (rc != 0) return rc;\n    }\n";
+    }
     if (rows) {
         // Locals named apart from every parameter (ModelPipeline reserves them in c_argument_names).
         size_t max_rank = 0;
         for (const ModelArgument &a : arguments) max_rank = std::max(max_rank, a.shape.size());
-        s << "    int rc;\n"
-          << "    struct halide_buffer_t hfuse_rows[" << arguments.size() << "], *hfuse_pass[" << arguments.size()
+        s << "    struct halide_buffer_t hfuse_rows[" << arguments.size() << "], *hfuse_pass[" << arguments.size()
           << "];\n"
-          << "    struct halide_dimension_t hfuse_dims[" << arguments.size() << "][" << max_rank << "];\n"
-          << "    " << name << "_return_errors();\n";
+          << "    struct halide_dimension_t hfuse_dims[" << arguments.size() << "][" << max_rank << "];\n";
         for (size_t i = 0; i < arguments.size(); i++) {
             const ModelArgument &a = arguments[i];
             if (a.stored_shape == a.shape) continue;
@@ -185,8 +241,7 @@ std::string entry_points(const std::string &name, const std::string &pipeline,
         }
         s << "    return rc;\n";
     } else {
-        s << "    " << name << "_return_errors();\n"
-          << "    return " << pipeline << "(" << args << ");\n";
+        s << "    return " << pipeline << "(" << args << ");\n";
     }
     s << "}\n\n"
       << "HALIDE_MUST_USE_RESULT static inline int " << name << "_argv(void **args) {\n"
@@ -235,7 +290,8 @@ struct ModelPipeline::Impl {
 void ModelPipeline::Impl::build(const FusedGraph &plan) {
     const Graph &g = graph;
     // Not the names of entry_points()'s locals.
-    const std::vector<std::string> names = c_argument_names(g, {"rc", "hfuse_rows", "hfuse_dims", "hfuse_pass"});
+    const std::vector<std::string> names =
+        c_argument_names(g, {"rc", "hfuse_rows", "hfuse_dims", "hfuse_pass", "hfuse_extents"});
     size_t k = 0;
     for (const GraphInput &in : g.inputs) {
         arguments.push_back({in.name, names[k++], in.shape, false, in.shape});
@@ -313,15 +369,32 @@ ParallelRuntime ModelPipeline::resolved_parallel_runtime() const {
     return exec::resolve_parallel_runtime(impl_->options.parallel_runtime, graph_flops(impl_->graph));
 }
 
-void ModelPipeline::compile_to_static_library(const std::string &dir, const std::string &name) const {
+void ModelPipeline::compile_to_static_library(const std::string &dir, const std::string &name,
+                                              const std::vector<std::string> &emit) const {
     const Graph &g = impl_->graph;
     if (!is_c_identifier(name)) {
         throw Error("--name '" + name + "' must be a C identifier (letters, digits, '_'; not a keyword)");
     }
     // Halide's function is NAME_pipeline; NAME itself is an inline wrapper in the header (below).
     const std::string prefix = dir + "/" + name, pipeline_fn = name + "_pipeline";
+    // One compilation writes the library, its header and the views asked for.
+    std::map<Halide::OutputFileType, std::string> outputs = {{Halide::OutputFileType::static_library, prefix + ".a"},
+                                                             {Halide::OutputFileType::c_header, prefix + ".h"}};
+    for (const std::string &e : emit) {
+        if (e == "stmt") {
+            outputs[Halide::OutputFileType::stmt] = prefix + ".stmt";
+        } else if (e == "html") {
+            outputs[Halide::OutputFileType::stmt_html] = prefix + ".stmt.html";
+        } else if (e == "assembly") {
+            outputs[Halide::OutputFileType::assembly] = prefix + ".s";
+        } else if (e == "llvm") {
+            outputs[Halide::OutputFileType::llvm_assembly] = prefix + ".ll";
+        } else {
+            throw Error("'" + e + "' is not one of stmt, html, assembly, llvm").at_field("emit");
+        }
+    }
     try {
-        impl_->pipeline.compile_to_static_library(prefix, halide_arguments(), pipeline_fn, impl_->options.target);
+        impl_->pipeline.compile_to(outputs, halide_arguments(), pipeline_fn, impl_->options.target);
     } catch (const Halide::Error &e) {
         throw Error(std::string("Halide failed to compile the model: ") + e.what()).in_file(g.source);
     }

@@ -133,36 +133,9 @@ std::vector<Segment> cut_segments(const Graph &g, int max_nodes) {
 }
 
 Graph segment_graph(const Graph &g, const Segment &s) {
-    Graph sub;
-    sub.name = g.name;
-    sub.source = g.source;
-    std::set<std::string> made;
-    for (int i = s.begin; i < s.end; i++) {
-        const Node &n = g.nodes[i];
-        for (const std::string &v : n.inputs) {
-            if (v.empty() || made.count(v) || sub.types.count(v)) continue;
-            sub.types[v] = g.type_of(v);
-            if (g.is_weight(v)) {
-                sub.weights[v] = g.weights.at(v);
-            } else {
-                sub.inputs.push_back({v, g.type_of(v).shape});
-            }
-        }
-        for (const std::string &v : n.outputs) {
-            made.insert(v);
-            sub.types[v] = g.type_of(v);
-        }
-        sub.nodes.push_back(n);
-    }
-    std::set<std::string> read_after(g.outputs.begin(), g.outputs.end());
-    for (size_t i = s.end; i < g.nodes.size(); i++)
-        read_after.insert(g.nodes[i].inputs.begin(), g.nodes[i].inputs.end());
-    for (int i = s.begin; i < s.end; i++) {
-        for (const std::string &v : g.nodes[i].outputs) {
-            if (read_after.count(v)) sub.outputs.push_back(v);
-        }
-    }
-    return sub;
+    std::set<std::string> nodes;
+    for (int i = s.begin; i < s.end; i++) nodes.insert(g.nodes[i].name);
+    return subgraph(g, nodes);
 }
 
 }  // namespace hfuse::explore

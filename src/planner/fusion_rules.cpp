@@ -215,6 +215,21 @@ json to_json(const RuleSet &r) {
     return j;
 }
 
+std::vector<std::string> unknown_rule_nodes(const RuleSet &rules, const Graph &model) {
+    std::vector<std::string> notes;
+    for (const auto &[field, names] :
+         {std::pair<const char *, const std::set<std::string> *>{"opaque_nodes", &rules.opaque_nodes},
+          {"stop_after", &rules.stop_after}}) {
+        for (const std::string &n : *names) {
+            if (!model.find_node(n)) {
+                notes.push_back("rules " + rules.source + ": " + field + " names '" + n + "', which model '" +
+                                model.name + "' has no node of");
+            }
+        }
+    }
+    return notes;
+}
+
 std::vector<std::string> builtin_rule_names() {
     std::vector<std::string> names;
     for (const auto &kv : builtin_rule_files()) names.push_back(kv.first);

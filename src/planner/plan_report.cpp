@@ -38,7 +38,16 @@ std::string plan_table(const FusedGraph &f) {
     for (const auto &r : f.rules) rules += (rules.empty() ? "" : ", ") + r;
     os << "plan for '" << f.graph.name << "' (rules: " << (rules.empty() ? "none given" : rules)
        << "): " << f.groups.size() << (f.groups.size() == 1 ? " group, " : " groups, ") << f.graph.nodes.size()
-       << " ops\n\n";
+       << " ops";
+    // The rewrites change the count (`info` counts the model's nodes; max_group_ops counts these).
+    size_t folded = 0;
+    for (const Node &n : f.graph.nodes) folded += n.absorbed.size();
+    const size_t removed = f.graph.removed.size();
+    if (folded + removed > 0) {
+        os << " (the model's " << f.graph.nodes.size() + folded + removed << " nodes after rewrites: " << folded
+           << " folded into others, " << removed << " removed; max_group_ops counts ops)";
+    }
+    os << "\n\n";
     // Columns as wide as their longest entry (group and node names are the user's).
     int name_w = 6, master_w = 14;
     for (const FusedGroup &grp : f.groups) {

@@ -58,6 +58,26 @@ TEST(CliPlan, PrintsTheTable) {
     r = hfuse_cli("plan " + kModels + "conv_bn_relu.json");
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_TRUE(contains(r.out, "bn folded")) << r.out;
+    // The count of ops is after the rewrites, and says so where they changed it.
+    EXPECT_TRUE(contains(r.out,
+                         "2 ops (the model's 3 nodes after rewrites: 1 folded into others, 0 removed; "
+                         "max_group_ops counts ops)"))
+        << r.out;
+}
+
+TEST(CliPlan, RuleNodeNamesTheModelLacksAreNoted) {
+    const std::string rules = tmp("typo.rules.json");
+    std::ofstream(rules) << R"({"format": "hfuse-rules", "version": 1, "name": "typo",
+        "fuse": [{"producer": "elementwise", "consumers": ["elementwise"], "placement": "inline"}],
+        "opaque_nodes": ["conv", "cnov"], "stop_after": ["rleu"]})";
+    Result r = hfuse_cli_stderr("plan " + kCbrm + " --rules " + rules);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "hfuse: note: rules " + rules +
+                                    ": opaque_nodes names 'cnov', which model "
+                                    "'conv_bias_relu_maxpool' has no node of"))
+        << r.out;
+    EXPECT_TRUE(contains(r.out, "stop_after names 'rleu'")) << r.out;
+    EXPECT_FALSE(contains(r.out, "names 'conv'")) << r.out;
 }
 
 TEST(CliPlan, WrittenPlanRunsToTheSameBytes) {
@@ -106,6 +126,7 @@ TEST(CliPlan, DotDrawingHasClusters) {
     const std::string dot = tmp("resnet.dot"), svg = tmp("resnet.svg");
     Result r = hfuse_cli("plan " + kModels + "resnet_block.json --dot " + dot);
     ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "(render: dot -Tsvg " + dot + " -o " + svg + ")")) << r.out;
     const std::string text = read_file(dot);
     EXPECT_TRUE(contains(text, "digraph")) << text;
     EXPECT_TRUE(contains(text, "subgraph \"cluster_g0\"")) << text;

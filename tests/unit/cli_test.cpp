@@ -2,6 +2,7 @@
 #include "hfuse/model_io.h"
 #include "hfuse/random.h"
 
+#include "hfuse/target.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@ namespace hfuse {
 namespace {
 
 using Result = test::CommandResult;
+using test::contains;
 
 Result hfuse_cli(const std::string &args) {
     return test::run_cli(args);
@@ -95,6 +97,9 @@ TEST(Cli, BenchAgainstAnotherPlan) {
     EXPECT_NEAR(j["speedup"].get<double>(), j["against_ms"].get<double>() / j["plan_ms"].get<double>(), 1e-9);
     EXPECT_EQ(j["plan_groups"], 1);
     EXPECT_GT(j["against_groups"].get<int>(), 1);
+    // The spread of the interleaved chunks' speedups, and whether a side's runs varied past 2x.
+    EXPECT_LE(j["speedup_min"].get<double>(), j["speedup_max"].get<double>());
+    EXPECT_TRUE(j["noisy"].is_boolean());
     ASSERT_EQ(j["group_profile"].size(), 1u);
     EXPECT_TRUE(j["group_profile"][0]["against"].is_null());  // no group of the other plan has its nodes
     // A plan against itself: every group matched by its nodes.
@@ -113,6 +118,25 @@ TEST(Cli, BenchAgainstAnotherPlan) {
     r = hfuse_cli("bench " + kCbrm + " --against " + tmp("missing.json"));
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_NE(r.out.find("missing.json"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BenchSaysTheSpreadAndCountsGroupsInEnglish) {
+    Result r = hfuse_cli("bench " + kCbrm + " --runs 10 --compare");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "fused (x86, 1 group, schedule templates)")) << r.out;
+    EXPECT_TRUE(contains(r.out, "speedup per chunk of runs timed together: min ")) << r.out;
+    r = hfuse_cli("bench " + kCbrm + " --runs 2");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "plan x86 (1 group)")) << r.out;
+}
+
+TEST(Cli, VersionNamesHfuseHalideAndTheTarget) {
+    Result r = hfuse_cli("--version");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "hfuse 0.1 (sources ")) << r.out;
+    EXPECT_TRUE(contains(r.out, "Halide 14.")) << r.out;
+    EXPECT_TRUE(contains(r.out, "default target: " + host_target().to_string())) << r.out;
+    EXPECT_TRUE(contains(r.out, "CPU: ")) << r.out;
 }
 
 TEST(Cli, Demo) {

@@ -109,6 +109,21 @@ bool check_against_reference(const Graph &g, const std::map<std::string, TensorB
     return ok;
 }
 
+Halide::Target parse_target_flag(const std::string &text) {
+    if (!Halide::Target::validate_target_string(text)) {
+        throw UsageError("--target '" + text +
+                         "' is not a Halide target string (e.g. host, x86-64-linux-avx2, "
+                         "x86-64-linux-avx512_skylake, arm-64-linux)");
+    }
+    Halide::Target target(text);
+    if (text.rfind("host", 0) == 0) target = runnable_here(target);  // this CPU's target: what it can run
+    return target;
+}
+
+std::string counted(long n, const std::string &noun) {
+    return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 void PlanChoice::add_flags(CLI::App *cmd) {
     auto *p = cmd->add_option("--plan", plan_file, "run this plan file (from `hfuse plan -o`, or hand-written)");
     auto *r = cmd->add_option("--rules", rules, "plan with these rule sets, one round each: tvm, x86, none or a FILE")
@@ -204,6 +219,8 @@ FusedGraph PlanChoice::make(const Graph &g, const Halide::Target &target) const 
         std::vector<RuleSet> rounds;
         for (const std::string &r : rules.empty() ? std::vector<std::string>{"x86"} : rules) {
             rounds.push_back(load_rules(r));
+            for (const std::string &n : unknown_rule_nodes(rounds.back(), g))
+                std::fprintf(stderr, "hfuse: note: %s\n", n.c_str());
         }
         set_target_lanes(rounds, target.natural_vector_size<float>());
         f = plan_fusion(g, rounds);

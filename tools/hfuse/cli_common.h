@@ -30,6 +30,7 @@ struct Command {
 Command add_cache(CLI::App &app);
 Command add_info(CLI::App &app);
 Command add_plan(CLI::App &app);
+Command add_explain(CLI::App &app);
 Command add_run(CLI::App &app);
 Command add_bench(CLI::App &app);
 Command add_demo(CLI::App &app);
@@ -60,6 +61,13 @@ std::map<std::string, TensorBuffer> unpack_outputs(const Executor &ex,
                                                    const std::map<std::string, TensorBuffer> &stored);
 
 void print_summary(const std::string &name, const TensorBuffer &b);
+
+// The target a --target flag names (a Halide target string; "host..." without the features this CPU
+// lacks, as host_target()); a UsageError naming the flag for anything else.
+Halide::Target parse_target_flag(const std::string &text);
+
+// "1 group", "3 groups": `n` and `noun`, plural unless n is 1.
+std::string counted(long n, const std::string &noun);
 
 // Compares executor outputs with the independent reference evaluator; true when all are within 1e-4.
 bool check_against_reference(const Graph &g, const std::map<std::string, TensorBuffer> &inputs,

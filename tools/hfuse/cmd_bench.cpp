@@ -84,6 +84,50 @@ void add_profile_json(nlohmann::json &j, const GroupProfiling &gp) {
     j["group_profile"] = groups;
 }
 
+// How far an interleaved comparison can be trusted: the speedup (base / plan) of each chunk of runs
+// timed together, and how widely each side's runs spread. On a busy machine a single median misleads.
+struct Spread {
+    double speedup_min = 0, speedup_max = 0;
+    double plan_min = 0, plan_max = 0, base_min = 0, base_max = 0;
+    bool noisy() const { return plan_max > 2 * plan_min || base_max > 2 * base_min; }
+};
+
+Spread spread_of(const std::vector<double> &plan, const std::vector<double> &base, int chunk) {
+    Spread s;
+    s.plan_min = *std::min_element(plan.begin(), plan.end());
+    s.plan_max = *std::max_element(plan.begin(), plan.end());
+    s.base_min = *std::min_element(base.begin(), base.end());
+    s.base_max = *std::max_element(base.begin(), base.end());
+    std::vector<double> speedups;
+    for (size_t at = 0; at < plan.size() && at < base.size(); at += chunk) {
+        const size_t end = std::min(at + chunk, std::min(plan.size(), base.size()));
+        speedups.push_back(median({base.begin() + at, base.begin() + end}) /
+                           median({plan.begin() + at, plan.begin() + end}));
+    }
+    s.speedup_min = *std::min_element(speedups.begin(), speedups.end());
+    s.speedup_max = *std::max_element(speedups.begin(), speedups.end());
+    return s;
+}
+
+void add_spread_json(nlohmann::json &j, const Spread &s) {
+    j["speedup_min"] = s.speedup_min;
+    j["speedup_max"] = s.speedup_max;
+    j["noisy"] = s.noisy();
+}
+
+// " (chunks 0.94x-1.31x)" after the speedup, and on a noisy run a warning line.
+void print_spread(const Spread &s, const std::string &plan, const std::string &base) {
+    std::printf(
+        "  speedup per chunk of runs timed together: min %.2fx, max %.2fx; runs: %s %.4f-%.4f ms, %s "
+        "%.4f-%.4f ms\n",
+        s.speedup_min, s.speedup_max, plan.c_str(), s.plan_min, s.plan_max, base.c_str(), s.base_min, s.base_max);
+    if (s.noisy()) {
+        std::printf(
+            "  warning: one side's run times varied more than 2x: the machine was busy and the speedup is "
+            "uncertain; time again when it is idle\n");
+    }
+}
+
 Timed build(const FusedGraph &plan, const ExecutorOptions &options) {
     auto t0 = std::chrono::steady_clock::now();
     Executor ex(plan, options);
@@ -99,6 +143,7 @@ int report_against(const BenchOptions &o, const Graph &g, Timed &plan, Timed &ag
                    const std::map<std::string, TensorBuffer> &plan_inputs,
                    const std::map<std::string, TensorBuffer> &against_inputs) {
     const double p = median(plan.ms), a = median(against.ms);
+    const Spread spread = spread_of(plan.ms, against.ms, std::max(1, o.runs / 5));
     struct Row {
         std::string name, master, against_name;
         std::vector<double> ms, against_ms;
@@ -145,6 +190,7 @@ int report_against(const BenchOptions &o, const Graph &g, Timed &plan, Timed &ag
                             {"runs", o.runs},
                             {"plan_compile_ms", plan.compile_ms},
                             {"against_compile_ms", against.compile_ms}};
+        add_spread_json(j, spread);
         if (o.profile) {
             nlohmann::json groups = nlohmann::json::array();
             for (const Row &r : rows) {
@@ -161,9 +207,10 @@ int report_against(const BenchOptions &o, const Graph &g, Timed &plan, Timed &ag
         std::printf("%s\n", j.dump().c_str());
         return 0;
     }
-    std::printf("%s: %s (%d groups) %.4f ms, %s (%d groups) %.4f ms: speedup %.2fx (medians of %d runs, interleaved)\n",
-                g.name.c_str(), o.plan.describe().c_str(), plan.executor.num_groups(), p, o.against.c_str(),
-                against.executor.num_groups(), a, a / p, o.runs);
+    std::printf("%s: %s (%s) %.4f ms, %s (%s) %.4f ms: speedup %.2fx (medians of %d runs, interleaved)\n",
+                g.name.c_str(), o.plan.describe().c_str(), counted(plan.executor.num_groups(), "group").c_str(), p,
+                o.against.c_str(), counted(against.executor.num_groups(), "group").c_str(), a, a / p, o.runs);
+    print_spread(spread, "plan", "against");
     if (o.profile) {
         std::printf("  %-6s %-48s %10s %10s %7s\n", "group", "master", "ms", "against", "speedup");
         double same = 0, same_against = 0, other = 0;
@@ -227,10 +274,9 @@ int bench(const BenchOptions &o) {
             if (profiled) add_profile_json(j, *profiled);
             std::printf("%s\n", j.dump().c_str());
         } else {
-            std::printf(
-                "%s, plan %s (%d groups), schedule %s: median %.4f ms, min %.4f ms over %d runs; compile %.0f ms",
-                g.name.c_str(), o.plan.describe().c_str(), t.executor.num_groups(), o.plan.schedule().c_str(), med,
-                best, o.runs, t.compile_ms);
+            std::printf("%s, plan %s (%s), schedule %s: median %.4f ms, min %.4f ms over %d runs; compile %.0f ms",
+                        g.name.c_str(), o.plan.describe().c_str(), counted(t.executor.num_groups(), "group").c_str(),
+                        o.plan.schedule().c_str(), med, best, o.runs, t.compile_ms);
             const double runtime_ms = t.executor.runtime_compile_ms();
             if (runtime_ms > 0 || slowest) {
                 std::printf(" (");
@@ -268,6 +314,7 @@ int bench(const BenchOptions &o) {
         }
     }
     double f = median(fused.ms), u = median(base.ms);
+    const Spread spread = spread_of(fused.ms, base.ms, chunk);
     if (!o.against.empty())
         return report_against(o, g, fused, base, fused_plan.groups, base_plan.groups, fused_inputs, base_inputs);
     std::optional<GroupProfiling> profiled;
@@ -289,14 +336,16 @@ int bench(const BenchOptions &o) {
                             {"kernel_cache", kernel_cache_json(fused.executor)}};
         // Halide's shared runtime, within fused_compile_ms (built first).
         j["runtime_compile_ms"] = fused.executor.runtime_compile_ms();
+        add_spread_json(j, spread);
         if (profiled) add_profile_json(j, *profiled);
         std::printf("%s\n", j.dump().c_str());
     } else {
         std::printf(
-            "%s: fused (%s, %d groups, schedule %s) %.4f ms, unfused (%d groups) %.4f ms: speedup %.2fx (medians of "
+            "%s: fused (%s, %s, schedule %s) %.4f ms, unfused (%s) %.4f ms: speedup %.2fx (medians of "
             "%d runs)\n",
-            g.name.c_str(), o.plan.describe().c_str(), fused.executor.num_groups(), o.plan.schedule().c_str(), f,
-            base.executor.num_groups(), u, u / f, o.runs);
+            g.name.c_str(), o.plan.describe().c_str(), counted(fused.executor.num_groups(), "group").c_str(),
+            o.plan.schedule().c_str(), f, counted(base.executor.num_groups(), "group").c_str(), u, u / f, o.runs);
+        print_spread(spread, "fused", "unfused");
         if (profiled) print_profile(profiled->profile, profiled->groups, profiled->peak);
     }
     return 0;

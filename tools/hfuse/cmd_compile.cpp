@@ -2,7 +2,7 @@
 // of time into DIR/NAME.a (Halide runtime included), DIR/NAME.h and DIR/hfuse_runtime.h (what NAME.h
 // installs at start-up: a block cache as Halide's allocator, OpenMP for the parallel loops of a model
 // of at least 1 MFLOP), plus Halide's HalideBuffer.h and HalideRuntime.h so that DIR alone is enough to
-// build a caller:
+// build a caller (--emit adds Halide's lowered statement, HTML, assembly or LLVM IR beside them):
 //
 //   g++ -fopenmp -I DIR caller.cpp DIR/NAME.a -ldl -lpthread
 #include "cli_common.h"
@@ -22,6 +22,7 @@ namespace {
 struct CompileOptions {
     ModelArg model;
     std::string dir, name, target = "host", depfile;
+    std::vector<std::string> emit;
     PlanChoice plan;
 };
 
@@ -58,16 +59,10 @@ void write_depfile(const CompileOptions &o, const std::string &library) {
 }
 
 int compile(const CompileOptions &o) {
-    if (!Halide::Target::validate_target_string(o.target)) {
-        throw UsageError("--target '" + o.target +
-                         "' is not a Halide target string (e.g. host, x86-64-linux-avx2, "
-                         "x86-64-linux-avx512_skylake, arm-64-linux)");
-    }
+    const Halide::Target target = parse_target_flag(o.target);
     if (!is_c_identifier(o.name)) {
         throw UsageError("--name '" + o.name + "' must be a C identifier (letters, digits, '_'; not a keyword)");
     }
-    Halide::Target target(o.target);
-    if (o.target.rfind("host", 0) == 0) target = runnable_here(target);  // this CPU's target: what it can run
     Graph g = o.model.load();
     FusedGraph plan = o.plan.make(g, target);
     std::error_code ec;
@@ -79,7 +74,7 @@ int compile(const CompileOptions &o) {
     mo.schedule = o.plan.options().schedule;
     mo.parallel_runtime = o.plan.options().parallel_runtime;
     ModelPipeline mp(plan, mo);
-    mp.compile_to_static_library(o.dir, o.name);
+    mp.compile_to_static_library(o.dir, o.name, o.emit);
     copy_runtime_headers(o.dir);
     const std::string library = o.dir + "/" + o.name + ".a";
     if (!o.depfile.empty()) write_depfile(o, library);
@@ -90,6 +85,10 @@ int compile(const CompileOptions &o) {
                 g.name.c_str(), o.plan.describe().c_str(), groups, groups == 1 ? "" : "s", o.plan.schedule().c_str(),
                 target.to_string().c_str(), library.c_str(), std::filesystem::file_size(library) / 1024.0,
                 o.dir.c_str(), o.name.c_str());
+    for (const std::string &e : o.emit) {
+        const char *ext = e == "stmt" ? ".stmt" : e == "html" ? ".stmt.html" : e == "assembly" ? ".s" : ".ll";
+        std::printf("  %s/%s%s (%s)\n", o.dir.c_str(), o.name.c_str(), ext, e.c_str());
+    }
     std::printf("  int %s(", o.name.c_str());
     const auto &args = mp.arguments();
     for (size_t i = 0; i < args.size(); i++) {
@@ -136,6 +135,13 @@ Command add_compile(CLI::App &app) {
                     "(Halide's thread pool) or auto (default: openmp for models of at least 1 MFLOP)")
         ->check(CLI::IsMember({"auto", "openmp", "halide"}));
     cmd->add_option("--depfile", o->depfile, "also write the files the library depends on (Makefile syntax)");
+    cmd->add_option("--emit", o->emit,
+                    "also write Halide's views of the compiled pipeline beside the library, comma-separated: "
+                    "stmt (NAME.stmt, the lowered statement), html (NAME.stmt.html), assembly (NAME.s), llvm "
+                    "(NAME.ll)")
+        ->delimiter(',')
+        ->allow_extra_args(false)
+        ->check(CLI::IsMember({"stmt", "html", "assembly", "llvm"}));
     return {cmd, [o] { return compile(*o); }};
 }
 

@@ -5,6 +5,7 @@
 #include "hfuse/plan_report.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 namespace hfuse::cli {
@@ -27,7 +28,8 @@ int plan(const PlanOptions &o) {
     if (!o.dot.empty()) {
         std::ofstream f(o.dot);
         if (!(f << plan_dot(plan))) throw Error("cannot write '" + o.dot + "'");
-        std::printf("graph written to %s (render: dot -Tsvg %s -o plan.svg)\n", o.dot.c_str(), o.dot.c_str());
+        const std::string svg = std::filesystem::path(o.dot).replace_extension(".svg").string();
+        std::printf("graph written to %s (render: dot -Tsvg %s -o %s)\n", o.dot.c_str(), o.dot.c_str(), svg.c_str());
     }
     return 0;
 }

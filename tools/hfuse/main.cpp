@@ -1,6 +1,7 @@
 // The hfuse command-line tool. Exit codes: 0 success, 1 bad model/plan/data or failed check, 2 bad usage.
 #include "cli_common.h"
 #include "hfuse/error.h"
+#include "hfuse/version.h"
 
 #include <cstdio>
 
@@ -8,10 +9,13 @@ int main(int argc, char **argv) {
     using namespace hfuse::cli;
     CLI::App app{"hfuse: operator fusion and schedule composition on Halide"};
     app.require_subcommand(1);
+    app.set_version_flag(
+        "--version", [] { return hfuse::version_report(); },
+        "print hfuse's version, Halide's, the default target and the CPU, and exit");
     int threads = 0;
     auto *threads_opt = app.add_option("--threads", threads, "Halide worker threads (default: one per core)")
                             ->check(CLI::NonNegativeNumber);
-    std::vector<Command> commands = {add_info(app),  add_plan(app), add_run(app),
+    std::vector<Command> commands = {add_info(app),  add_plan(app), add_explain(app), add_run(app),
                                      add_bench(app), add_demo(app), add_compile(app)};
     commands.push_back(add_explore(app));
     commands.push_back(add_import(app));
