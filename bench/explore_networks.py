@@ -30,7 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def explore(hfuse, model, out_dir, budget, extra):
     """Runs one exploration; returns its wall seconds and peak resident MB (largest process)."""
     cmd = [hfuse, "explore", model, "-o", out_dir, "--budget", str(budget)] + extra
-    log = open(out_dir + ".log", "w")
+    log = open(out_dir + ".log", "a")
     t0 = time.time()
     p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     _, status, usage = os.wait4(p.pid, 0)
@@ -62,6 +62,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=5, help="interleaved bench calls per comparison")
     ap.add_argument("--runs", type=int, default=20, help="timed runs per bench call")
     ap.add_argument("--explore-args", default="", help="more explore flags, e.g. '--schedules templates'")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue the explorations already in --out (explore --resume: the confirmation rounds, "
+                         "the choice of the best and the outputs run again with this hfuse); wall time and memory "
+                         "are then those of the resumed run")
     ap.add_argument("--tuned-pair", action="append", default=[],
                     help="SOURCE:TARGET_MODEL: SOURCE's tuning.json (a model above, by name) on TARGET_MODEL")
     a = ap.parse_args()
@@ -70,14 +74,17 @@ def main():
     for model in a.models:
         name = os.path.splitext(os.path.basename(model))[0]
         out_dir = os.path.join(a.out, name)
-        if os.path.exists(os.path.join(out_dir, "results.json")):
-            sys.exit("explore_networks: %s holds an earlier run: remove it or choose another --out" % out_dir)
-        wall, peak_mb = explore(a.hfuse, model, out_dir, a.budget, a.explore_args.split())
+        resuming = os.path.exists(os.path.join(out_dir, "results.json"))
+        if resuming and not a.resume:
+            sys.exit("explore_networks: %s holds an earlier run: --resume, remove it or choose another --out" % out_dir)
+        wall, peak_mb = explore(a.hfuse, model, out_dir, a.budget,
+                                a.explore_args.split() + (["--resume"] if resuming else []))
         with open(os.path.join(out_dir, "results.json")) as f:
             res = json.load(f)
         default_plan = os.path.join(out_dir, "default_plan.json")
         run([a.hfuse, "plan", model, "-o", default_plan])
-        row = {"model": name, "file": model, "budget": a.budget, "wall_s": wall, "peak_rss_mb": peak_mb,
+        row = {"model": name, "file": model, "budget": a.budget, "resumed": resuming, "wall_s": wall,
+               "peak_rss_mb": peak_mb,
                "candidates": len(res["candidates"]), "segments": res["plan_space"].get("segments", 0),
                "distinct_segments": res["plan_space"].get("distinct_segments", 0),
                "regrouped_segments": sum(1 for s in res.get("segments", [])
