@@ -26,6 +26,7 @@
 #include "explore/segment_findings.h"
 #include "explore/segments.h"
 #include "explore/svg_plot.h"
+#include "explore/text.h"
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
 #include "hfuse/model_io.h"
@@ -81,12 +82,6 @@ bool rewrites_matter(const Graph &model, const Graph &rewritten) {
         if (model.nodes[i].name != rewritten.nodes[i].name || !rewritten.nodes[i].absorbed.empty()) return true;
     }
     return false;
-}
-
-std::string fmt(const char *f, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, f, v);
-    return buf;
 }
 
 // The last line of `text` that parses as a JSON object, or null.

@@ -1,4 +1,5 @@
 #include "explore/report.h"
+#include "explore/text.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,24 +11,8 @@ namespace {
 
 using nlohmann::json;
 
-std::string fmt(const char *f, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, f, v);
-    return buf;
-}
-
 std::string mb(int64_t bytes) {
     return fmt("%.2f MB", bytes / 1e6);
-}
-
-// Markdown table cells cannot hold '|' or newlines.
-std::string cell(std::string s) {
-    for (char &c : s) {
-        if (c == '\n' || c == '\r') c = ' ';
-    }
-    std::string o;
-    for (char c : s) o += c == '|' ? std::string("\\|") : std::string(1, c);
-    return o;
 }
 
 const Evaluation *find_key(const std::vector<Evaluation> &rows, const std::string &key) {
@@ -203,8 +188,8 @@ void why_section(std::string &s, const ReportInput &in, const Evaluation &best, 
             sched.erase("why");
             std::string members;
             for (const json &n : groups[i].at("nodes")) members += (members.empty() ? "" : " ") + n.get<std::string>();
-            s += "| " + g.name + " | " + cell(members) + " | " +
-                 cell(best.candidate.schedule == "templates" ? sched.dump() : best.candidate.schedule) + " | " +
+            s += "| " + g.name + " | " + table_cell(members) + " | " +
+                 table_cell(best.candidate.schedule == "templates" ? sched.dump() : best.candidate.schedule) + " | " +
                  fmt("%.3g", g.flops / 1e9) + " | " + fmt("%.2f", g.bytes_in / 1e6) + " | " +
                  fmt("%.2f", g.bytes_weights / 1e6) + " | " + fmt("%.2f", g.bytes_out / 1e6) + " | " +
                  fmt("%.3g", g.ms) + " |\n";
@@ -317,7 +302,7 @@ std::string markdown_report(const ReportInput &in) {
     const Evaluation *def = find_baseline(in.rows, "default");
     if (best) {
         s += "## Best\n\n";
-        s += "**" + cell(plan_summary(best->candidate.plan)) + "**, scheduled by " + describe(*best) +
+        s += "**" + table_cell(plan_summary(best->candidate.plan)) + "**, scheduled by " + describe(*best) +
              (best->candidate.variant.empty() ? "" : " (" + best->candidate.variant + ")") + ": **" +
              fmt("%.4g", best->ranked_ms()) + " ms**" +
              (best->confirm_ms.empty() ? ""
@@ -327,7 +312,7 @@ std::string markdown_report(const ReportInput &in) {
         s += "| | plan | schedule | median ms | vs best | timed |\n| --- | --- | --- | --- | --- | --- |\n";
         auto row = [&](const std::string &what, const Evaluation *e) {
             if (!e) return;
-            s += "| " + what + " | " + cell(plan_summary(e->candidate.plan)) + " | " + describe(*e) + " | " +
+            s += "| " + what + " | " + table_cell(plan_summary(e->candidate.plan)) + " | " + describe(*e) + " | " +
                  (e->status == "ok"
                       ? fmt("%.4g", e->ranked_ms()) + " | " + fmt("%.2fx", e->ranked_ms() / best->ranked_ms())
                       : e->status + " | ") +
@@ -384,12 +369,12 @@ std::string markdown_report(const ReportInput &in) {
     for (const Evaluation *e : order) {
         const Candidate &c = e->candidate;
         std::string mark = c.key == in.best_key ? " **best**" : c.key == in.best_plan_key ? " (best_plan.json)" : "";
-        s += "| " + std::to_string(e->id) + " | " + cell(plan_summary(c.plan)) + " | " + describe(*e) + " | " +
-             cell(c.variant) + " | " + std::to_string(c.groups) + " | " +
+        s += "| " + std::to_string(e->id) + " | " + table_cell(plan_summary(c.plan)) + " | " + describe(*e) + " | " +
+             table_cell(c.variant) + " | " + std::to_string(c.groups) + " | " +
              (std::isnan(e->compile_s) ? "" : fmt("%.2f", e->compile_s)) + " | " +
              (e->status == "ok" ? fmt("%.4g", e->median_ms) : "") + " | " +
              (e->confirm_ms.empty() ? "" : fmt("%.4g", e->ranked_ms())) + mark + " | " + e->status + " | " +
-             cell(baseline_name(c)) + " |\n";
+             table_cell(baseline_name(c)) + " |\n";
     }
     std::string failures;
     for (const Evaluation &e : in.rows) {

@@ -1,7 +1,9 @@
 #include "explore/segment_findings.h"
 
+#include "exec/statistics.h"
 #include "explore/cost_model.h"
 #include "explore/segments.h"
+#include "explore/text.h"
 #include "hfuse/tuning_record.h"
 
 #include <algorithm>
@@ -14,12 +16,6 @@ namespace hfuse::explore {
 namespace {
 
 using nlohmann::json;
-
-std::string fmt(const char *f, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, f, v);
-    return buf;
-}
 
 // A plan file's groups by node index of `g`: for each node, the group that computes it (not a
 // "recompute" copy); names a rewrite folded away are skipped.
@@ -119,12 +115,6 @@ std::vector<std::string> schedule_changes(const Graph &g, const Segment &s, cons
     return out;
 }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n == 0 ? NAN : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // The profiled time of the groups computing `s`'s nodes under candidate `e` (their sum), or NaN when
 // a group reaches outside `s` or was not profiled; `groups` gets them.
 double segment_time(const Evaluation &e, const Graph &g, const Segment &s, std::vector<TunedGroup> *groups = nullptr) {
@@ -140,12 +130,6 @@ double segment_time(const Evaluation &e, const Graph &g, const Segment &s, std::
     }
     if (groups) *groups = std::move(within);
     return sum;
-}
-
-std::string cell(std::string s) {
-    std::string o;
-    for (char c : s) o += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
-    return o;
 }
 
 }  // namespace
@@ -229,7 +213,7 @@ std::vector<SegmentFindings> segment_findings(const Graph &g, bool rewrites_matt
         for (auto &[key, c] : choices[k]) {
             auto t = times[k].find(key);
             if (t != times[k].end()) {
-                c.segment_ms = median(t->second);
+                c.segment_ms = exec::median(t->second);
                 c.measured = static_cast<int>(t->second.size());
             }
             out[k].choices.push_back(c);
@@ -273,7 +257,7 @@ TuningRecords fastest_segment_choices(const Graph &g, bool rewrites_matter, cons
         const Choice *fastest = nullptr;
         double fastest_ms = 0;
         for (auto &[key, c] : choices) {
-            const double m = median(c.ms);
+            const double m = exec::median(c.ms);
             if (!fastest || m < fastest_ms) {
                 fastest = &c;
                 fastest_ms = m;
@@ -343,9 +327,9 @@ std::string segment_section(const std::vector<SegmentFindings> &findings) {
         }
         for (const std::string &c : f.schedule_changes) changed += (changed.empty() ? "" : "; ") + c;
         if (changed.empty()) changed = "as the default";
-        s += "| " + cell(name) + " | " + std::to_string(f.occurrences) + " | " + cell(f.default_grouping) + " | " +
-             cell(f.best_grouping) + " | " + fmt("%.2f", f.default_bytes / 1e6) + " -> " +
-             fmt("%.2f MB", f.best_bytes / 1e6) + " | " + cell(timed) + " | " + cell(changed) + " |\n";
+        s += "| " + table_cell(name) + " | " + std::to_string(f.occurrences) + " | " + table_cell(f.default_grouping) +
+             " | " + table_cell(f.best_grouping) + " | " + fmt("%.2f", f.default_bytes / 1e6) + " -> " +
+             fmt("%.2f MB", f.best_bytes / 1e6) + " | " + table_cell(timed) + " | " + table_cell(changed) + " |\n";
     }
     return s + "\n";
 }

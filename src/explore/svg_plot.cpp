@@ -1,4 +1,5 @@
 #include "explore/svg_plot.h"
+#include "explore/text.h"
 
 #include <algorithm>
 #include <cmath>
@@ -23,12 +24,6 @@ std::string esc(const std::string &s) {
         }
     }
     return o;
-}
-
-std::string fmt(const char *f, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, f, v);
-    return buf;
 }
 
 const char *colour(const std::string &source) {
