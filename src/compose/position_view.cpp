@@ -94,43 +94,12 @@ Graph position_view(const Graph &g, const FusedGroup &grp) {
     if (std::string why = position_view_blocker(g, grp); !why.empty()) {
         throw Error("internal: group " + grp.name + " has no position view: " + why);
     }
+    // The group's nodes as a graph of their own, every value seen as a row of its positions.
     const Shape plane = group_plane(g, grp);
-    Graph view;
-    view.name = g.name;
-    view.source = g.source;
-    std::set<std::string> members(grp.nodes.begin(), grp.nodes.end()), produced;
-    for (const Node &n : g.nodes) {  // model order: topological
-        if (!members.count(n.name)) continue;
-        view.nodes.push_back(n);
-        produced.insert(n.outputs.begin(), n.outputs.end());
-    }
-    auto add = [&](const std::string &value) {
-        if (value.empty() || view.types.count(value)) return;
-        TensorType t = g.type_of(value);
-        t.shape = as_position_row(t.shape, plane);
-        view.types[value] = t;
-        if (g.is_weight(value)) {
-            Constant c = g.weights.at(value);
-            c.type = t;
-            view.weights[value] = std::move(c);
-        } else if (!produced.count(value)) {
-            view.inputs.push_back({value, t.shape});
-        }
-    };
-    for (const Node &n : view.nodes) {
-        for (const std::string &v : n.inputs) add(v);
-        for (const std::string &v : n.outputs) add(v);
-    }
-    // What the group hands out: model outputs and values read by nodes outside it.
-    std::set<std::string> read_outside(g.outputs.begin(), g.outputs.end());
-    for (const Node &n : g.nodes) {
-        if (!members.count(n.name)) read_outside.insert(n.inputs.begin(), n.inputs.end());
-    }
-    for (const Node &n : view.nodes) {
-        for (const std::string &v : n.outputs) {
-            if (read_outside.count(v)) view.outputs.push_back(v);
-        }
-    }
+    Graph view = subgraph(g, std::set<std::string>(grp.nodes.begin(), grp.nodes.end()));
+    for (auto &[value, t] : view.types) t.shape = as_position_row(t.shape, plane);
+    for (auto &[value, c] : view.weights) c.type = view.types.at(value);
+    for (GraphInput &in : view.inputs) in.shape = view.types.at(in.name).shape;
     return view;
 }
 
