@@ -800,8 +800,8 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
     for (const SegmentFindings &f : findings) s.header["segments"].push_back(to_json(f));
     {
         // Peak resident memory: this process (the plan space, the results) and its largest candidate.
-        struct rusage self {
-        }, children{};
+        rusage self{};
+        rusage children{};
         getrusage(RUSAGE_SELF, &self);
         getrusage(RUSAGE_CHILDREN, &children);
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
