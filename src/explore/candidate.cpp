@@ -68,6 +68,34 @@ void assign_key(Candidate &c, bool rewrites_matter) {
     c.key = hash_hex(id.dump());
 }
 
+std::vector<ParameterChange> parameter_changes(const json &plan, const json &against) {
+    std::vector<ParameterChange> out;
+    for (const json &ga : plan.at("groups")) {
+        const json *match = nullptr;
+        for (const json &gb : against.at("groups")) {
+            if (ga.at("nodes") == gb.at("nodes")) match = &gb;
+        }
+        for (const json &gb : against.at("groups")) {
+            if (!match && ga.contains("master") && ga["master"] == gb.value("master", json())) match = &gb;
+        }
+        if (!match) continue;
+        const json sa = ga.value("schedule", json::object()), sb = match->value("schedule", json::object());
+        if (sa.value("template", "") != sb.value("template", "")) {
+            out.push_back({&ga, "template " + sb.value("template", std::string("-")) + " -> " +
+                                    sa.value("template", std::string("-"))});
+            continue;
+        }
+        for (const auto &kv : sa.items()) {
+            if (kv.key() == "why") continue;
+            const json other = sb.contains(kv.key()) ? sb[kv.key()] : json();
+            if (other != kv.value())
+                out.push_back(
+                    {&ga, kv.key() + " " + (other.is_null() ? "-" : other.dump()) + " -> " + kv.value().dump()});
+        }
+    }
+    return out;
+}
+
 std::string plan_summary(const json &plan) {
     std::string s;
     for (const json &g : plan.at("groups")) {

@@ -62,6 +62,15 @@ std::string hash_hex(const std::string &text);
 // Sets candidate.key from its plan, schedule and whole flag.
 void assign_key(Candidate &c, bool rewrites_matter);
 
+// A schedule parameter a group of plan file `plan` sets otherwise than the matching group of `against`
+// (the group with the same nodes or, the fusion being other, the same master: the conv's register
+// tile in a group with or without its pool). Another template is one change: "template".
+struct ParameterChange {
+    const nlohmann::json *group;  // the group of `plan`
+    std::string text;             // "template conv_xv -> conv_cv", "block_rows 7 -> 3"
+};
+std::vector<ParameterChange> parameter_changes(const nlohmann::json &plan, const nlohmann::json &against);
+
 // "[conv1 bn1 relu1] [conv2 bn2 add relu2]": the groups' nodes as in the plan file.
 std::string plan_summary(const nlohmann::json &plan);
 // The groups as sets of nodes only (placements and schedule aside), for counting partitions.

@@ -72,34 +72,11 @@ std::string group_text(const json &nodes) {
     return "[" + s + "]";
 }
 
-// Template parameters of `a` that differ from `b`'s, for groups with the same nodes or, when the
-// fusion differs, the same master (the conv's register tile in a group with or without its pool).
+// Template parameters of `a` that differ from `b`'s (parameter_changes), each with its group's nodes.
 std::vector<std::string> param_differences(const json &a, const json &b) {
     std::vector<std::string> out;
-    for (const json &ga : a.at("groups")) {
-        const json *match = nullptr;
-        for (const json &gb : b.at("groups")) {
-            if (ga.at("nodes") == gb.at("nodes")) match = &gb;
-        }
-        for (const json &gb : b.at("groups")) {
-            if (!match && ga.contains("master") && ga["master"] == gb.value("master", json())) match = &gb;
-        }
-        if (!match) continue;
-        json sa = ga.value("schedule", json::object()), sb = match->value("schedule", json::object());
-        if (sa.value("template", "") != sb.value("template", "")) {
-            out.push_back(group_text(ga["nodes"]) + " template " + sb.value("template", std::string("-")) + " -> " +
-                          sa.value("template", std::string("-")));
-            continue;
-        }
-        for (const auto &kv : sa.items()) {
-            if (kv.key() == "why") continue;
-            json other = sb.contains(kv.key()) ? sb[kv.key()] : json();
-            if (other != kv.value()) {
-                out.push_back(group_text(ga["nodes"]) + " " + kv.key() + " " + (other.is_null() ? "-" : other.dump()) +
-                              " -> " + kv.value().dump());
-            }
-        }
-    }
+    for (const ParameterChange &c : parameter_changes(a, b))
+        out.push_back(group_text((*c.group)["nodes"]) + " " + c.text);
     return out;
 }
 

@@ -81,36 +81,16 @@ int64_t bytes_out(const PlanCost &cost, const FusedGraph &plan, const Segment &s
     return bytes;
 }
 
-// The schedule parameters of best's groups in `s` that differ from the default's group with the
-// same nodes (or, the fusion being other, the same master).
-std::vector<std::string> schedule_changes(const Graph &g, const Segment &s, const FusedGraph &best,
-                                          const FusedGraph &def, const std::map<std::string, int> &index) {
+// The schedule parameters of best's groups led in `s` that differ from the default's
+// (parameter_changes), each named by its master's op and index in the segment.
+std::vector<std::string> schedule_changes(const Graph &g, const Segment &s, const json &best, const json &def,
+                                          const std::map<std::string, int> &index) {
     std::vector<std::string> out;
-    for (const FusedGroup &b : best.groups) {
-        if (index.at(b.master) < s.begin || index.at(b.master) >= s.end) continue;
-        const FusedGroup *match = nullptr;
-        for (const FusedGroup &d : def.groups) {
-            if (d.nodes == b.nodes) match = &d;
-        }
-        for (const FusedGroup &d : def.groups) {
-            if (!match && d.master == b.master) match = &d;
-        }
-        if (!match) continue;
-        const std::string what =
-            g.find_node(b.master)->op + " (node " + std::to_string(index.at(b.master) - s.begin) + ")";
-        const json &x = b.schedule, &y = match->schedule;
-        if (x.value("template", "") != y.value("template", "")) {
-            out.push_back(what + ": template " + y.value("template", std::string("-")) + " -> " +
-                          x.value("template", std::string("-")));
-            continue;
-        }
-        for (const auto &kv : x.items()) {
-            if (kv.key() == "why") continue;
-            const json other = y.contains(kv.key()) ? y[kv.key()] : json();
-            if (other != kv.value())
-                out.push_back(what + ": " + kv.key() + " " + (other.is_null() ? "-" : other.dump()) + " -> " +
-                              kv.value().dump());
-        }
+    for (const ParameterChange &c : parameter_changes(best, def)) {
+        const auto master = index.find(c.group->value("master", std::string()));
+        if (master == index.end() || master->second < s.begin || master->second >= s.end) continue;
+        out.push_back(g.nodes[master->second].op + " (node " + std::to_string(master->second - s.begin) +
+                      "): " + c.text);
     }
     return out;
 }
@@ -171,21 +151,21 @@ std::vector<SegmentFindings> segment_findings(const Graph &g, bool rewrites_matt
     std::map<std::string, size_t> seen;
     for (const Segment &s : segments) {
         auto [it, first] = seen.emplace(s.signature, out.size());
+        const Grouping d = def ? grouping_of(g, s, def_owner) : Grouping{};
+        const Grouping b = best ? grouping_of(g, s, best_owner) : Grouping{};
         if (first) {
             SegmentFindings f;
             for (int i = s.begin; i < s.end; i++) f.nodes.push_back(g.nodes[i].name);
             if (def) {
-                Grouping d = grouping_of(g, s, def_owner);
                 f.default_grouping = d.text;
                 f.default_groups = d.groups;
                 f.default_bytes = bytes_out(def_cost, def_plan, s, index);
             }
             if (best) {
-                Grouping b = grouping_of(g, s, best_owner);
                 f.best_grouping = b.text;
                 f.best_groups = b.groups;
                 f.best_bytes = bytes_out(best_cost, best_plan, s, index);
-                if (def) f.schedule_changes = schedule_changes(g, s, best_plan, def_plan, index);
+                if (def) f.schedule_changes = schedule_changes(g, s, best->candidate.plan, def->candidate.plan, index);
             }
             out.push_back(std::move(f));
             choices.emplace_back();
@@ -193,8 +173,7 @@ std::vector<SegmentFindings> segment_findings(const Graph &g, bool rewrites_matt
         }
         SegmentFindings &f = out[it->second];
         f.occurrences++;
-        const std::string def_key = def ? grouping_of(g, s, def_owner).key : "";
-        const std::string best_key = best ? grouping_of(g, s, best_owner).key : "";
+        const std::string &def_key = d.key, &best_key = b.key;
         for (const auto &[e, owner] : timed) {
             const Grouping gr = grouping_of(g, s, owner);
             SegmentChoice &c = choices[it->second][gr.key];

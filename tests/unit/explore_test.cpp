@@ -107,6 +107,29 @@ TEST(ExploreCandidate, KeyIgnoresNamesOrderAndRules) {
     EXPECT_NE(c1.key, c4.key);
 }
 
+TEST(ExploreCandidate, ParameterChangesMatchGroupsByNodesThenByMaster) {
+    // g0: the same nodes, block_rows changed ("why" is not a parameter); g1: conv2 now with its pool,
+    // matched by its master, another template; g2: nothing in the other plan to compare with.
+    const json before = {{"groups",
+                          {{{"nodes", {"conv", "relu"}},
+                            {"master", "conv"},
+                            {"schedule", {{"template", "conv_cv"}, {"block_rows", 7}, {"why", "a"}}}},
+                           {{"nodes", {"conv2"}}, {"master", "conv2"}, {"schedule", {{"template", "conv_xv"}}}}}}};
+    const json after = {{"groups",
+                         {{{"nodes", {"conv", "relu"}},
+                           {"master", "conv"},
+                           {"schedule", {{"template", "conv_cv"}, {"block_rows", 3}, {"tile_c", 2}, {"why", "b"}}}},
+                          {{"nodes", {"conv2", "pool"}}, {"master", "conv2"}, {"schedule", {{"template", "conv_cv"}}}},
+                          {{"nodes", {"fc"}}, {"master", "fc"}, {"schedule", {{"template", "gemm_nv"}}}}}}};
+    const std::vector<explore::ParameterChange> c = explore::parameter_changes(after, before);
+    ASSERT_EQ(c.size(), 3u);
+    EXPECT_EQ(c[0].text, "block_rows 7 -> 3");
+    EXPECT_EQ(c[1].text, "tile_c - -> 2");
+    EXPECT_EQ(c[0].group, &after["groups"][0]);
+    EXPECT_EQ(c[2].text, "template conv_xv -> conv_cv");
+    EXPECT_EQ(c[2].group, &after["groups"][1]);
+}
+
 TEST(ExplorePlanSpace, ExhaustiveIsEveryLegalPlanOnceBestPerGroupCountFirst) {
     // conv -> relu -> pool, and a second branch relu -> sigmoid joining with an add.
     json m = tiny_model();
