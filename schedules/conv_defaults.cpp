@@ -167,14 +167,16 @@ namespace {
 // group's output channels whole vectors, so that a vector's channels reduce over their one group's
 // input channels (a vector spanning groups reduces over all their inputs, the others' weighted zero:
 // 8 channels a group, two to a vector of 16, ran at half conv_xv's speed, 256 channels at 28x28,
-// AVX-512, one thread, 0.45 against 0.24 ms; 4 a group at a quarter); and with 32 vector registers,
-// where the broadcasts are FMA operands. With AVX2's 16 (an AVX2 target on the AVX-512 machine, one
-// thread) conv_xv was as fast or faster: RegNet-like 3x3s, 16 channels a group, 320 at 14x14 0.27
-// against 0.29-0.43 ms, 144 at 28x28 0.51 against 0.46-0.77.
+// AVX-512, one thread, 0.45 against 0.24 ms; 4 a group at a quarter). With AVX2's 16 registers too:
+// an AVX2 target on an AVX-512 machine, one thread, had conv_xv as fast (RegNet-like 3x3s, 16 channels
+// a group, 320 at 14x14 0.27 against 0.29-0.43 ms), but on Zen 3 (AVX2), 2 threads, in the networks
+// (bench --against --profile, the changed groups summed) conv_xv ran them at a third to a half of
+// conv_cv's speed: RegNet-Y 3.2GF's 3x3s with 24 channels a group 1.5-3.6x faster by conv_cv (the
+// network 1.16x), RegNet-Y 800MF's groups 1.30x (1.07x), ResNeXt-50's 1.47x (1.02x).
 bool grouped_takes_cv(const ConvGroupShape &s, const TargetTraits &tt) {
     const int64_t cout = s.output[1];
     return s.group > 1 && !(s.group == s.input[1] && s.group == cout) && (cout / s.group) % tt.vector_width == 0 &&
-           tt.vector_registers >= 32 && s.constant_weights && !s.pooled;
+           s.constant_weights && !s.pooled;
 }
 
 // The most positions a register tile of nc channel vectors holds: the accumulators, a broadcast per

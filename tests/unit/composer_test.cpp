@@ -533,8 +533,17 @@ TEST(Composer, GroupedConvTakesChannelVectorsWhereGroupsAreWholeVectors) {
         EXPECT_EQ(p["tile_positions"], expect_np) << p.dump();
         EXPECT_EQ(p["ci_block"], 16) << p.dump();
     }
-    // AVX2 (16 registers, broadcasts apart from the FMAs) keeps conv_xv.
-    EXPECT_EQ(fused_plan(conv_model(64, 28, 28, 64, 3, 1, 1, 4)).groups[0].schedule["template"], "conv_xv");
+    // AVX2 (16 registers) too, 2 vectors of a group's channels by 4 positions dividing the row (5 at 7x7,
+    // whose row has no such divisor of at least 4); 8 a group is a whole AVX2 vector.
+    const Halide::Target avx2("x86-64-linux-avx-avx2-f16c-fma-sse41");
+    for (auto [size, groups, expect_nc, expect_np] :
+         {std::tuple{28, 4, 2, 4}, std::tuple{7, 4, 2, 5}, std::tuple{28, 8, 1, 7}}) {
+        const Graph g = conv_model(64, size, size, 64, 3, 1, 1, groups);
+        const nlohmann::json p = with_default_schedules(plan_fusion(g, {load_rules("x86")}), avx2).groups[0].schedule;
+        EXPECT_EQ(p["template"], "conv_cv") << p.dump();
+        EXPECT_EQ(p["tile_c_vectors"], expect_nc) << p.dump();
+        EXPECT_EQ(p["tile_positions"], expect_np) << p.dump();
+    }
     const Graph eight = conv_model(64, 28, 28, 64, 3, 1, 1, 8);
     EXPECT_NE(with_default_schedules(plan_fusion(eight, {load_rules("x86")}), avx512).groups[0].schedule["template"],
               "conv_cv");
