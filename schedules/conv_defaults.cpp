@@ -140,21 +140,22 @@ void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetT
 // inwards at the last task and recomputes the overlap: 160 channels by tiles of 64 compute 192), times
 // the loads a tile pays per FMA (np broadcasts and nc weight vectors for np * nc FMAs), weighted as
 // measured: AVX-512, 2 threads, 1x7 160->160 at 17x17 (10 vectors), 5 x 4 (computing 12) 0.624 ms,
-// 4 x 5 0.539, 5 x 2 0.649 (so a load costs ~1.8 FMAs' time in this loop). Candidates: 4, 3 and 2
-// vectors at the target's positions (5 with 32 registers, else 3), and 5 vectors at 4 positions with
-// 32 registers; 4 on a tie (the tile measured most). Only where the channels are whole vectors: the
-// tail of a partial vector is computed anyway.
-ChannelTile conv_cv_channel_tile(int64_t cout, const TargetTraits &tt) {
-    const int vw = tt.vector_width, np = tt.vector_registers >= 32 ? 5 : 3;
+// 4 x 5 0.539, 5 x 2 0.649 (so a load costs ~1.8 FMAs' time in this loop), and where the tile does
+// not fit the registers the addresses of each input channel (register_tile_cost: AVX2's 3 x 4 tile
+// needs 19 of 16). Candidates: 4, 3 and 2 vectors at the target's positions (5 with 32 registers,
+// else 3), and 5 vectors at 4 positions with 32 registers; 4 on a tie (the tile measured most).
+// Only where the channels are whole vectors: the tail of a partial vector is computed anyway.
+ChannelTile conv_cv_channel_tile(int64_t cout, const TileContext &context) {
+    const int vw = context.vector_width, np = context.registers >= 32 ? 5 : 3;
     const int64_t blocks = (cout + vw - 1) / vw;
     ChannelTile best{np, static_cast<int>(std::min<int64_t>(4, blocks))};
-    if (cout % vw != 0 || blocks <= 4) return best;
+    if (cout % vw != 0 || blocks <= 3) return best;
     auto cost = [&](ChannelTile t) {
         const double computed = static_cast<double>((blocks + t.vectors - 1) / t.vectors * t.vectors) / blocks;
-        return computed * register_tile_cost(t);
+        return computed * register_tile_cost(t, context);
     };
     std::vector<ChannelTile> candidates = {{np, 3}, {np, 2}};
-    if (tt.vector_registers >= 32) candidates.push_back({4, 5});
+    if (context.registers >= 32) candidates.push_back({4, 5});
     for (const ChannelTile &t : candidates) {
         if (cost(t) < cost(best) - 1e-9) best = t;
     }
@@ -392,7 +393,8 @@ bool input_copy_per_task(const ConvGroupShape &s, int64_t rows, int64_t channel_
 }
 
 // conv_cv's defaults: register tiles of positions x 4 vectors of channels: AVX2, 3 positions (12
-// accumulators, 3 broadcasts and a weight vector fill the 16 registers); AVX-512, 5 (20 + 5 + 4 of
+// accumulators, 3 broadcasts and a weight vector fill the 16 registers; reading a blocked input with
+// few taps, 3 x 3, which fits with all its weight vectors: conv_cv_channel_tile); AVX-512, 5 (20 + 5 + 4 of
 // the 32; Zen 5, 2 threads, relu epilogue, blocked I/O: 128->128 at 28x28 3 x 8 0.87 ms, 4 x 4 0.62,
 // 5 x 4 0.59 (87% of peak), 6 x 4 0.76, 2 x 8 1.28, 3 x 6 1.13; 512->512 at 7x7 3 x 8 0.94, 5 x 4
 // 0.71; 256->256 at 14x14 0.82, 4 x 4 0.69, 5 x 4 0.70; 64->64 at 128x128 3 x 4 4.11, 5 x 4 3.06;
@@ -413,7 +415,6 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     const ops::BlockedGroups groups = ops::blocked_groups(s.input[1], cout, s.group, vw);
     const int64_t cin = groups.span;
     const bool grouped = s.group > 1;  // grouped_takes_cv: a task's channels read their groups' inputs alone
-    ChannelTile ct = grouped ? grouped_channel_tile(s, tt) : conv_cv_channel_tile(cout, tt);
     // Whether the positions read the input in its own order (a 1x1 stride-1 conv): a tile's input
     // addresses are then the first position's plus constants wherever the tile lies.
     const bool input_order = s.weight[2] == 1 && s.weight[3] == 1 && s.stride_x == 1 && s.stride_y == 1;
@@ -421,6 +422,11 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
         2.0 * static_cast<double>(cout * s.weight[2] * s.weight[3]) / static_cast<double>(s.stride_x * s.stride_y);
     bool rows_padded = false;
     const bool winograd = winograd_wins(s, tt);
+    const int input_block =
+        conv_cv_input_copy_block(s, cin, groups.group_inputs, input_order, winograd, flops_per_input, tt);
+    const TileContext tiles{vw, tt.vector_registers, s.weight[2] * s.weight[3],
+                            input_block > 0 || s.input_stored_block > 0};
+    ChannelTile ct = grouped ? grouped_channel_tile(s, tt) : conv_cv_channel_tile(cout, tiles);
     if (!grouped && !input_order && !winograd && cin < 8)
         ct = short_reduction_tile(s, ct, flops_per_input, tt, &rows_padded);
     int64_t channel_block = std::min<int64_t>(int64_t{ct.vectors} * vw, cout);
@@ -447,22 +453,20 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     if (!grouped && !winograd && cin >= 8 && !s.pooled && s.tile_stride_x == 1 && s.tile_stride_y == 1 &&
         conv_flops >= 1'000'000) {
         const CvPartition rules{ct, rows, channel_block};
-        const CvPartition chosen = cheapest_cv_partition(s, rules, priced_cv_tiles(s, ct, input_order, tt), vw);
+        const CvPartition chosen = cheapest_cv_partition(s, rules, priced_cv_tiles(s, ct, input_order, tt), tiles);
         if (chosen.tile.positions != ct.positions || chosen.tile.vectors != ct.vectors || chosen.rows != rows ||
             chosen.channel_block != channel_block) {
             char why[160];
             std::snprintf(why, sizeof why,
                           "tiles, rows and channel block priced %.1f MFLOP against the rules' %.1f "
                           "(schedules/conv_partition.h)",
-                          cv_partition_cost(s, chosen, vw) / 1e6, cv_partition_cost(s, rules, vw) / 1e6);
+                          cv_partition_cost(s, chosen, tiles) / 1e6, cv_partition_cost(s, rules, tiles) / 1e6);
             partition_why = why;
         }
         ct = chosen.tile;
         rows = chosen.rows;
         channel_block = chosen.channel_block;
     }
-    const int input_block =
-        conv_cv_input_copy_block(s, cin, groups.group_inputs, input_order, winograd, flops_per_input, tt);
     nlohmann::json p = {{"template", "conv_cv"},
                         {"vector_width", vw},
                         {"tile_positions", std::min<int64_t>(ct.positions, rows * s.tile_output[3])},  // 2 positions: 2

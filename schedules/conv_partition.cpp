@@ -6,6 +6,7 @@ namespace hfuse::schedules {
 namespace {
 
 constexpr double kLoadCost = 1.8;                // a tile's load, in FMAs' time (conv_cv_channel_tile)
+constexpr double kChannelStepCost = 12;          // an input channel's addresses, where a tile does not fit
 constexpr int64_t kCoreCacheBytes = 1 << 20;     // an operand read again from the core's L2 up to this
 constexpr double kCoreCacheFlopsPerByte = 0.25;  // FLOPs at peak per byte read again from L2
 constexpr double kSharedCacheFlopsPerByte = 4;   // ... and from the shared cache
@@ -24,11 +25,20 @@ double reread_flops(int64_t bytes, int64_t times) {
 
 }  // namespace
 
-double register_tile_cost(const ChannelTile &tile) {
-    return 1 + kLoadCost * (tile.positions + tile.vectors) / (tile.positions * tile.vectors);
+bool register_tile_fits(const ChannelTile &tile, int registers) {
+    return tile.positions * tile.vectors + tile.positions + tile.vectors <= registers;
 }
 
-double cv_partition_cost(const ConvGroupShape &s, const CvPartition &partition, int vector_width) {
+double register_tile_cost(const ChannelTile &tile, const TileContext &context) {
+    const double fmas = tile.positions * tile.vectors;
+    const double loads = kLoadCost * (tile.positions + tile.vectors) / fmas;
+    const bool per_channel = context.reads_blocked && !register_tile_fits(tile, context.registers);
+    const double addresses = per_channel ? kChannelStepCost / static_cast<double>(context.taps) / fmas : 0.0;
+    return 1 + loads + addresses;
+}
+
+double cv_partition_cost(const ConvGroupShape &s, const CvPartition &partition, const TileContext &context) {
+    const int vector_width = context.vector_width;
     const int64_t images = s.output[0], cout = s.output[1], hout = s.output[2], wout = s.output[3];
     const int64_t cin_per_group = s.weight[1], taps = s.weight[2] * s.weight[3];
     const double flops = 2.0 * static_cast<double>(images * cout * hout * wout * cin_per_group * taps);
@@ -49,7 +59,7 @@ double cv_partition_cost(const ConvGroupShape &s, const CvPartition &partition, 
         static_cast<double>(cout);
     const int64_t tasks = row_blocks * channel_blocks * images;
     const double idle = (idle_factor(tasks, 2) + idle_factor(tasks, 4)) / 2;
-    const double compute = flops * positions * channels * register_tile_cost(tile) * idle;
+    const double compute = flops * positions * channels * register_tile_cost(tile, context) * idle;
 
     const int64_t input_bytes = s.input[1] * s.input[2] * s.input[3] * 4;
     const int64_t weight_bytes = cout * cin_per_group * taps * 4;
@@ -59,7 +69,8 @@ double cv_partition_cost(const ConvGroupShape &s, const CvPartition &partition, 
 }
 
 CvPartition cheapest_cv_partition(const ConvGroupShape &s, const CvPartition &current,
-                                  const std::vector<ChannelTile> &tiles, int vector_width) {
+                                  const std::vector<ChannelTile> &tiles, const TileContext &context) {
+    const int vector_width = context.vector_width;
     const int64_t cout = s.output[1], hout = s.output[2];
     // Every channel in one block where the current one is (conv_cv_defaults: where the weights are
     // the smaller operand): this model prices the input each block reads again as a few FLOPs a
@@ -67,7 +78,7 @@ CvPartition cheapest_cv_partition(const ConvGroupShape &s, const CvPartition &cu
     // 14x14: 2 x 2 tasks of 7 rows x 64 channels 0.73x as fast as 14 tasks of a row).
     const bool blocks_fixed = current.channel_block >= cout;
     CvPartition best = current;
-    double best_cost = kCheaperBy * cv_partition_cost(s, current, vector_width);
+    double best_cost = kCheaperBy * cv_partition_cost(s, current, context);
     for (const ChannelTile &tile : tiles) {
         const int64_t tile_channels = int64_t{tile.vectors} * vector_width;
         for (int64_t rows = 1; rows <= hout; rows++) {
@@ -75,7 +86,7 @@ CvPartition cheapest_cv_partition(const ConvGroupShape &s, const CvPartition &cu
                  block += tile_channels) {
                 const CvPartition candidate{tile, rows, std::min(block, cout)};
                 if (tile_channels >= candidate.channel_block + vector_width) continue;  // a tile past the block
-                const double cost = cv_partition_cost(s, candidate, vector_width);
+                const double cost = cv_partition_cost(s, candidate, context);
                 if (cost < best_cost) {
                     best_cost = cost;
                     best = candidate;

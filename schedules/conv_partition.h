@@ -6,8 +6,9 @@
 //   - the FLOPs computed: the conv's own, times the positions and channels computed over those wanted
 //     (a register tile or a block that does not divide its extent shifts inwards and recomputes the
 //     overlap), times the tile's loads per FMA (np broadcasts and nc weight vectors for np x nc FMAs,
-//     a load ~1.8 FMAs' time in this loop), times the threads' idle share while the last tasks run
-//     (averaged over 2 and 4 threads: plans do not fix the thread count);
+//     a load ~1.8 FMAs' time in this loop) and, for a tile that does not fit the registers, the
+//     addresses it computes per input channel (register_tile_cost), times the threads' idle share while the last tasks
+//     run (averaged over 2 and 4 threads: plans do not fix the thread count);
 //   - the bytes each task reads again: every block of channels reads its rows' input, every block of
 //     rows its channels' weights; a quarter of a FLOP a byte from a core's L2 (an operand within 1 MB:
 //     streamed in beside the FMAs), 4 from the shared cache beyond it.
@@ -30,17 +31,43 @@ struct CvPartition {
     int64_t channel_block = 1;  // output channels a task ("channel_block")
 };
 
-// The loads a register tile pays per FMA, as a factor on its FMAs' time: 1 + 1.8 x (np + nc) / (np x nc).
-double register_tile_cost(const ChannelTile &tile);
+// Whether a register tile's accumulators, a broadcast per position and a weight vector per channel
+// vector all fit in `registers` vector registers (of the tile's width). Only then does conv_cv read a
+// channel-blocked input a whole block at a time, each broadcast at the position's address plus a
+// constant; otherwise channel by channel, each broadcast's block and lane computed again
+// (conv_cv_template.cpp: unrolled, such a tile spilled).
+bool register_tile_fits(const ChannelTile &tile, int registers);
+
+// What a register tile's price depends on besides its size.
+struct TileContext {
+    int vector_width = 16;       // lanes a vector
+    int registers = 32;          // vector registers of that width
+    int64_t taps = 1;            // the kernel's taps, which share an input channel's addresses
+    bool reads_blocked = false;  // the conv reads its input channel-blocked (a copy, or as stored)
+};
+
+// A register tile's time per FMA, as a factor on the FMA's: 1 + 1.8 x (np + nc) / (np x nc) for its
+// loads, plus, where it reads a blocked input but does not fit the registers (register_tile_fits),
+// 12 FMAs' time per input channel, (12 / taps) / (np x nc): each broadcast's block and lane computed
+// again, shared by the kernel's taps (a planar input is read channel by channel either way). Zen 3,
+// AVX2 (16 registers), 2 threads, 1x1 576->576 at 14x14 read channel-blocked, in one process: 3 x 4
+// tiles (19 registers) 1.49-1.56 ms, 3 x 3 1.05-1.14, 2 x 4 1.02-1.13 (priced 3.05, 2.20 and 2.35);
+// read planar, 1x1 1512->1512 at 7x7, 3 x 4 and 3 x 3 alike (1.91 and 1.99 ms). The 3x3 convs' 3 x 4
+// tiles, measured at 83-88% of the peak, are priced 2.16.
+double register_tile_cost(const ChannelTile &tile, const TileContext &context);
+
+// conv_cv's register tile for `output_channels` (conv_defaults.cpp): the cheapest of a few by
+// register_tile_cost and the channels each computes past the last.
+ChannelTile conv_cv_channel_tile(int64_t output_channels, const TileContext &context);
 
 // The price of `partition` for the direct conv `s` (not Winograd, no pool after it), in FLOPs at the
-// FMA peak, with vectors of `vector_width` lanes.
-double cv_partition_cost(const ConvGroupShape &s, const CvPartition &partition, int vector_width);
+// FMA peak.
+double cv_partition_cost(const ConvGroupShape &s, const CvPartition &partition, const TileContext &context);
 
-// The cheapest partition of the direct conv `s` over register tiles `tiles` (each fitting the
-// target's registers), every number of rows and every channel block of whole tiles; `current` where
-// none is priced at least 10% below it (the model's error: within it, the measured defaults stay).
+// The cheapest partition of the direct conv `s` over register tiles `tiles`, every number of rows and
+// every channel block of whole tiles; `current` where none is priced at least 10% below it (the
+// model's error: within it, the measured defaults stay).
 CvPartition cheapest_cv_partition(const ConvGroupShape &s, const CvPartition &current,
-                                  const std::vector<ChannelTile> &tiles, int vector_width);
+                                  const std::vector<ChannelTile> &tiles, const TileContext &context);
 
 }  // namespace hfuse::schedules

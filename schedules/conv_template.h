@@ -75,13 +75,12 @@ struct ConvGroupShape {
 // pool): what a template sees in root mode ("compute": "root").
 ConvGroupShape conv_at_root(ConvGroupShape shape);
 
-// conv_cv's register tile across output channels (tile_positions x tile_c_vectors), chosen for
-// `output_channels` on the target (see conv_defaults.cpp).
+// conv_cv's register tile across output channels (tile_positions x tile_c_vectors); chosen by
+// conv_cv_channel_tile (conv_partition.h).
 struct ChannelTile {
     int positions;  // output positions a tile holds
     int vectors;    // channel vectors a tile holds
 };
-ChannelTile conv_cv_channel_tile(int64_t output_channels, const TargetTraits &traits);
 
 // The parameters the composer records in the plan ("schedule"), chosen from the shapes and target;
 // {"template": "simple"} when no conv template fits (e.g. an output narrower than one vector).

@@ -1772,20 +1772,28 @@ TEST(Composer, ConvCvChannelTilesCoverTheChannelsWhole) {
     // channels at 16 lanes) or 5 at 4 positions with 32 registers (160) where a tile of 4 would
     // recompute a shifted block; 4 where nothing divides (112), or the channels are no whole vectors
     // (72: the partial vector is computed anyway); AVX2 (16 registers) keeps 3 positions, and its 5
-    // vectors of 40 channels go by 3 (48 computed) rather than by 4 (64).
-    const schedules::TargetTraits avx512{16, 32, true}, avx2{8, 16, false};
+    // vectors of 40 channels go by 3 (48 computed) rather than by 4 (64). Reading a blocked input, a
+    // tile must fit the registers to read it by whole blocks: AVX2's 3 x 4 (19 registers) gives way to
+    // 3 x 3 or 3 x 2 for a 1x1 conv, not for a 3x3 (its 9 taps share a channel's addresses); AVX-512's
+    // tiles all fit.
+    using schedules::TileContext;
+    const TileContext avx512{16, 32, 1, false}, avx2{8, 16, 1, false}, avx512_blocked{16, 32, 1, true},
+        avx2_blocked{8, 16, 1, true}, avx2_blocked_3x3{8, 16, 9, true};
     struct Case {
         int channels;
-        schedules::TargetTraits traits;
+        TileContext context;
         int positions, vectors;
     };
     for (const Case &k :
          {Case{64, avx512, 5, 4}, Case{48, avx512, 5, 3}, Case{96, avx512, 5, 3}, Case{160, avx512, 4, 5},
           Case{80, avx512, 4, 5}, Case{112, avx512, 5, 4}, Case{72, avx512, 5, 4}, Case{256, avx512, 5, 4},
-          Case{96, avx2, 3, 4}, Case{80, avx2, 3, 4}, Case{40, avx2, 3, 3}}) {
-        const schedules::ChannelTile t = schedules::conv_cv_channel_tile(k.channels, k.traits);
-        EXPECT_EQ(t.positions, k.positions) << k.channels << " channels, " << k.traits.vector_width << " lanes";
-        EXPECT_EQ(t.vectors, k.vectors) << k.channels << " channels, " << k.traits.vector_width << " lanes";
+          Case{256, avx512_blocked, 5, 4}, Case{96, avx2, 3, 4}, Case{80, avx2, 3, 4}, Case{40, avx2, 3, 3},
+          Case{96, avx2_blocked, 3, 3}, Case{80, avx2_blocked, 3, 2}, Case{96, avx2_blocked_3x3, 3, 4}}) {
+        const schedules::ChannelTile t = schedules::conv_cv_channel_tile(k.channels, k.context);
+        const std::string what = std::to_string(k.channels) + " channels, " + std::to_string(k.context.vector_width) +
+                                 " lanes, " + (k.context.reads_blocked ? "blocked" : "planar");
+        EXPECT_EQ(t.positions, k.positions) << what;
+        EXPECT_EQ(t.vectors, k.vectors) << what;
     }
     // The defaults on AVX-512: each task a whole number of tiles (Winograd's at least 64 channels).
     const Halide::Target avx512_target("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
@@ -1855,12 +1863,17 @@ TEST(Composer, ConvCvDividesSmallPlanesIntoEvenWholeTasks) {
     s.input = {1, 576, 7, 7};
     s.weight = {192, 576, 1, 1};
     s.output = s.tile_output = {1, 192, 7, 7};
+    const schedules::TileContext avx512{16, 32, 1, false}, avx2{8, 16, 1, false}, avx2_blocked{8, 16, 1, true};
     const schedules::ChannelTile t73{7, 3};
-    const double whole = schedules::cv_partition_cost(s, {t73, 7, 48}, 16);
-    EXPECT_GT(schedules::cv_partition_cost(s, {t73, 4, 48}, 16), whole);   // rows 3-6 again, 8 tasks
-    EXPECT_GT(schedules::cv_partition_cost(s, {t73, 7, 64}, 16), whole);   // 3 blocks of 2 tiles: 64 lanes idle
-    EXPECT_GT(schedules::cv_partition_cost(s, {t73, 7, 192}, 16), whole);  // one task
-    EXPECT_EQ(schedules::cheapest_cv_partition(s, {t73, 7, 48}, {{5, 4}, {7, 3}}, 16).channel_block, 48);
+    const double whole = schedules::cv_partition_cost(s, {t73, 7, 48}, avx512);
+    EXPECT_GT(schedules::cv_partition_cost(s, {t73, 4, 48}, avx512), whole);   // rows 3-6 again, 8 tasks
+    EXPECT_GT(schedules::cv_partition_cost(s, {t73, 7, 64}, avx512), whole);   // 3 blocks of 2 tiles: 64 lanes idle
+    EXPECT_GT(schedules::cv_partition_cost(s, {t73, 7, 192}, avx512), whole);  // one task
+    EXPECT_EQ(schedules::cheapest_cv_partition(s, {t73, 7, 48}, {{5, 4}, {7, 3}}, avx512).channel_block, 48);
+    // A tile that does not fit the registers, reading a blocked input, pays for each channel's addresses.
+    const schedules::ChannelTile t34{3, 4}, t33{3, 3};
+    EXPECT_GT(schedules::register_tile_cost(t34, avx2_blocked), schedules::register_tile_cost(t33, avx2_blocked));
+    EXPECT_LT(schedules::register_tile_cost(t34, avx2), schedules::register_tile_cost(t33, avx2));
 
     // And those tiles compute the conv where 7 positions divide neither a row nor a block, with
     // partial vectors of channels (40), in lanes of 8 and 16.
