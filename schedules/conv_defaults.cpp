@@ -393,8 +393,8 @@ bool input_copy_per_task(const ConvGroupShape &s, int64_t rows, int64_t channel_
 }
 
 // conv_cv's defaults: register tiles of positions x 4 vectors of channels: AVX2, 3 positions (12
-// accumulators, 3 broadcasts and a weight vector fill the 16 registers; reading a blocked input with
-// few taps, 3 x 3, which fits with all its weight vectors: conv_cv_channel_tile); AVX-512, 5 (20 + 5 + 4 of
+// accumulators, 3 broadcasts and a weight vector fill the 16 registers; reading a blocked input,
+// 3 x 3, which fits with all its weight vectors: conv_cv_channel_tile); AVX-512, 5 (20 + 5 + 4 of
 // the 32; Zen 5, 2 threads, relu epilogue, blocked I/O: 128->128 at 28x28 3 x 8 0.87 ms, 4 x 4 0.62,
 // 5 x 4 0.59 (87% of peak), 6 x 4 0.76, 2 x 8 1.28, 3 x 6 1.13; 512->512 at 7x7 3 x 8 0.94, 5 x 4
 // 0.71; 256->256 at 14x14 0.82, 4 x 4 0.69, 5 x 4 0.70; 64->64 at 128x128 3 x 4 4.11, 5 x 4 3.06;
@@ -424,8 +424,8 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     const bool winograd = winograd_wins(s, tt);
     const int input_block =
         conv_cv_input_copy_block(s, cin, groups.group_inputs, input_order, winograd, flops_per_input, tt);
-    const TileContext tiles{vw, tt.vector_registers, s.weight[2] * s.weight[3],
-                            input_block > 0 || s.input_stored_block > 0};
+    // (Winograd's tiles read the transformed input, not the blocks: schedule_winograd_stages.)
+    const TileContext tiles{vw, tt.vector_registers, !winograd && (input_block > 0 || s.input_stored_block > 0)};
     ChannelTile ct = grouped ? grouped_channel_tile(s, tt) : conv_cv_channel_tile(cout, tiles);
     if (!grouped && !input_order && !winograd && cin < 8)
         ct = short_reduction_tile(s, ct, flops_per_input, tt, &rows_padded);

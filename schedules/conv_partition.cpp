@@ -6,7 +6,7 @@ namespace hfuse::schedules {
 namespace {
 
 constexpr double kLoadCost = 1.8;                // a tile's load, in FMAs' time (conv_cv_channel_tile)
-constexpr double kChannelStepCost = 12;          // an input channel's addresses, where a tile does not fit
+constexpr double kChannelStepCost = 12;          // an input channel and tap, where a tile does not fit
 constexpr int64_t kCoreCacheBytes = 1 << 20;     // an operand read again from the core's L2 up to this
 constexpr double kCoreCacheFlopsPerByte = 0.25;  // FLOPs at peak per byte read again from L2
 constexpr double kSharedCacheFlopsPerByte = 4;   // ... and from the shared cache
@@ -33,7 +33,7 @@ double register_tile_cost(const ChannelTile &tile, const TileContext &context) {
     const double fmas = tile.positions * tile.vectors;
     const double loads = kLoadCost * (tile.positions + tile.vectors) / fmas;
     const bool per_channel = context.reads_blocked && !register_tile_fits(tile, context.registers);
-    const double addresses = per_channel ? kChannelStepCost / static_cast<double>(context.taps) / fmas : 0.0;
+    const double addresses = per_channel ? kChannelStepCost / fmas : 0.0;
     return 1 + loads + addresses;
 }
 

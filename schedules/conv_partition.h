@@ -42,18 +42,18 @@ bool register_tile_fits(const ChannelTile &tile, int registers);
 struct TileContext {
     int vector_width = 16;       // lanes a vector
     int registers = 32;          // vector registers of that width
-    int64_t taps = 1;            // the kernel's taps, which share an input channel's addresses
     bool reads_blocked = false;  // the conv reads its input channel-blocked (a copy, or as stored)
 };
 
 // A register tile's time per FMA, as a factor on the FMA's: 1 + 1.8 x (np + nc) / (np x nc) for its
 // loads, plus, where it reads a blocked input but does not fit the registers (register_tile_fits),
-// 12 FMAs' time per input channel, (12 / taps) / (np x nc): each broadcast's block and lane computed
-// again, shared by the kernel's taps (a planar input is read channel by channel either way). Zen 3,
-// AVX2 (16 registers), 2 threads, 1x1 576->576 at 14x14 read channel-blocked, in one process: 3 x 4
+// 12 FMAs' time per input channel and tap, 12 / (np x nc): each broadcast's block and lane computed
+// again and the tile's values spilled (a planar input is read channel by channel either way). Zen 3,
+// AVX2 (16 registers), 2 threads, in one process: 1x1 576->576 at 14x14 read channel-blocked, 3 x 4
 // tiles (19 registers) 1.49-1.56 ms, 3 x 3 1.05-1.14, 2 x 4 1.02-1.13 (priced 3.05, 2.20 and 2.35);
-// read planar, 1x1 1512->1512 at 7x7, 3 x 4 and 3 x 3 alike (1.91 and 1.99 ms). The 3x3 convs' 3 x 4
-// tiles, measured at 83-88% of the peak, are priced 2.16.
+// Wide ResNet-50's 3x3s in the network (stride 2 at 28x28 and 7x7, stride 1 at 7x7), 3 x 3 1.20-1.41x
+// as fast as 3 x 4, 2 x 4 1.03-1.12x; read planar, 1x1 1512->1512 at 7x7, 3 x 4 and 3 x 3 alike (1.91
+// and 1.99 ms).
 double register_tile_cost(const ChannelTile &tile, const TileContext &context);
 
 // conv_cv's register tile for `output_channels` (conv_defaults.cpp): the cheapest of a few by

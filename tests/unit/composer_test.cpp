@@ -1529,17 +1529,23 @@ TEST(Composer, DiamondActivationsAroundTheDepthwiseConvAreComputedPerTask) {
 TEST(Composer, ChannelVectorConvUnrollsInputBlocksWhereTheTileFitsTheRegisters) {
     // Channel-blocked input: the reduction goes by whole blocks of 8 channels, each unrolled (the loop
     // over the blocks stays, the one inside them does not), where the tile's accumulators, broadcasts
-    // and weight vectors fit the registers: AVX-512's 5 x 4 (29 of 32 zmm); AVX2's 3 x 4 needs 19 of
-    // 16 ymm (LLVM spilled an accumulator, 2x slower), so its channels stay one loop.
+    // and weight vectors fit the registers: AVX-512's 5 x 4 (29 of 32 zmm), AVX2's default 3 x 2 (11 of
+    // 16 ymm); a 3 x 4 tile needs 19 of AVX2's 16 (LLVM spilled an accumulator, 2x slower), so its
+    // channels stay one loop (and the defaults, which price that, do not choose it there).
     const Halide::Target avx512("x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41");
     const Graph g = conv_model(16, 13, 13, 64, 3, 1, 1, 1);  // below 14x14: direct, not Winograd
-    for (const Halide::Target &target : {avx512, kTarget}) {
+    for (auto [target, pin_3x4] : {std::pair{avx512, false}, std::pair{kTarget, false}, std::pair{kTarget, true}}) {
         FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("x86")}), target);
-        const nlohmann::json &p = plan.groups[0].schedule;
+        nlohmann::json &p = plan.groups[0].schedule;
         ASSERT_EQ(p["template"], "conv_cv");
         ASSERT_EQ(p["input_block"], 8);
+        if (pin_3x4) {
+            p["tile_positions"] = 3;
+            p["tile_c_vectors"] = 4;
+            p["channel_block"] = 32;
+        }
         const std::string stmt = compiled_group_text(plan, target, false);
-        const bool unrolled = target == avx512;
+        const bool unrolled = !pin_3x4;
         EXPECT_EQ(stmt.find(".rcb") != std::string::npos, unrolled) << p.dump();
         EXPECT_EQ(stmt.find(".rcl"), std::string::npos) << p.dump();
         expect_matches_reference(plan);  // on the host's ISA
@@ -1774,11 +1780,10 @@ TEST(Composer, ConvCvChannelTilesCoverTheChannelsWhole) {
     // (72: the partial vector is computed anyway); AVX2 (16 registers) keeps 3 positions, and its 5
     // vectors of 40 channels go by 3 (48 computed) rather than by 4 (64). Reading a blocked input, a
     // tile must fit the registers to read it by whole blocks: AVX2's 3 x 4 (19 registers) gives way to
-    // 3 x 3 or 3 x 2 for a 1x1 conv, not for a 3x3 (its 9 taps share a channel's addresses); AVX-512's
-    // tiles all fit.
+    // 3 x 3 or 3 x 2; AVX-512's tiles all fit.
     using schedules::TileContext;
-    const TileContext avx512{16, 32, 1, false}, avx2{8, 16, 1, false}, avx512_blocked{16, 32, 1, true},
-        avx2_blocked{8, 16, 1, true}, avx2_blocked_3x3{8, 16, 9, true};
+    const TileContext avx512{16, 32, false}, avx2{8, 16, false}, avx512_blocked{16, 32, true},
+        avx2_blocked{8, 16, true};
     struct Case {
         int channels;
         TileContext context;
@@ -1788,7 +1793,7 @@ TEST(Composer, ConvCvChannelTilesCoverTheChannelsWhole) {
          {Case{64, avx512, 5, 4}, Case{48, avx512, 5, 3}, Case{96, avx512, 5, 3}, Case{160, avx512, 4, 5},
           Case{80, avx512, 4, 5}, Case{112, avx512, 5, 4}, Case{72, avx512, 5, 4}, Case{256, avx512, 5, 4},
           Case{256, avx512_blocked, 5, 4}, Case{96, avx2, 3, 4}, Case{80, avx2, 3, 4}, Case{40, avx2, 3, 3},
-          Case{96, avx2_blocked, 3, 3}, Case{80, avx2_blocked, 3, 2}, Case{96, avx2_blocked_3x3, 3, 4}}) {
+          Case{96, avx2_blocked, 3, 3}, Case{80, avx2_blocked, 3, 2}}) {
         const schedules::ChannelTile t = schedules::conv_cv_channel_tile(k.channels, k.context);
         const std::string what = std::to_string(k.channels) + " channels, " + std::to_string(k.context.vector_width) +
                                  " lanes, " + (k.context.reads_blocked ? "blocked" : "planar");
@@ -1863,7 +1868,7 @@ TEST(Composer, ConvCvDividesSmallPlanesIntoEvenWholeTasks) {
     s.input = {1, 576, 7, 7};
     s.weight = {192, 576, 1, 1};
     s.output = s.tile_output = {1, 192, 7, 7};
-    const schedules::TileContext avx512{16, 32, 1, false}, avx2{8, 16, 1, false}, avx2_blocked{8, 16, 1, true};
+    const schedules::TileContext avx512{16, 32, false}, avx2{8, 16, false}, avx2_blocked{8, 16, true};
     const schedules::ChannelTile t73{7, 3};
     const double whole = schedules::cv_partition_cost(s, {t73, 7, 48}, avx512);
     EXPECT_GT(schedules::cv_partition_cost(s, {t73, 4, 48}, avx512), whole);   // rows 3-6 again, 8 tasks
