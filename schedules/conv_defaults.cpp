@@ -140,11 +140,12 @@ void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetT
 // inwards at the last task and recomputes the overlap: 160 channels by tiles of 64 compute 192), times
 // the loads a tile pays per FMA (np broadcasts and nc weight vectors for np * nc FMAs), weighted as
 // measured: AVX-512, 2 threads, 1x7 160->160 at 17x17 (10 vectors), 5 x 4 (computing 12) 0.624 ms,
-// 4 x 5 0.539, 5 x 2 0.649 (so a load costs ~1.8 FMAs' time in this loop), and where the tile does
-// not fit the registers the addresses of each input channel (register_tile_cost: AVX2's 3 x 4 tile
-// needs 19 of 16). Candidates: 4, 3 and 2 vectors at the target's positions (5 with 32 registers,
-// else 3), and 5 vectors at 4 positions with 32 registers; 4 on a tie (the tile measured most).
-// Only where the channels are whole vectors: the tail of a partial vector is computed anyway.
+// 4 x 5 0.539, 5 x 2 0.649 (so a load costs ~1.8 FMAs' time in this loop), and, reading a blocked
+// input, the addresses of each input channel where the tile does not fit the registers
+// (register_tile_cost: AVX2's 3 x 4 tile needs 19 of 16). Candidates: 4, 3 and 2 vectors at the
+// target's positions (5 with 32 registers, else 3), and 5 vectors at 4 positions with 32 registers;
+// 4 on a tie (the tile measured most). Only where the channels are whole vectors: the tail of a
+// partial vector is computed anyway.
 ChannelTile conv_cv_channel_tile(int64_t cout, const TileContext &context) {
     const int vw = context.vector_width, np = context.registers >= 32 ? 5 : 3;
     const int64_t blocks = (cout + vw - 1) / vw;
