@@ -241,7 +241,8 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
     EXPECT_EQ(
         deep.groups[0].schedule.value("why", "").rfind("output channels in vector lanes: 256 input channels; ", 0), 0u);
     expect_matches_reference(deep);
-    EXPECT_EQ(fused_plan(conv_model(16, 7, 7, 256, 3, 1, 1, 1)).groups[0].schedule["channel_block"], 4 * vw);
+    const nlohmann::json wide_3x3 = fused_plan(conv_model(16, 7, 7, 256, 3, 1, 1, 1)).groups[0].schedule;
+    EXPECT_EQ(wide_3x3["channel_block"], wide_3x3["tile_c_vectors"].get<int>() * vw) << wide_3x3.dump();
     // A pointwise conv on conv_flat whose weights are the smaller operand (32 channels against 784
     // positions): at batch 1 every channel in one block and the tasks at least 8 blocks of rows; at
     // batch 8 the images are the tasks, and channel blocks stay.
@@ -2674,7 +2675,7 @@ TEST(Composer, Avx512DefaultsDifferAndCompile) {
     EXPECT_EQ(defaults(dot_cell, avx512)["tile_x"], 16);
     EXPECT_EQ(defaults(rows, avx2)["tile_y"], 6);          // 6 rows x 2 vectors: 12 of 16 ymm
     EXPECT_EQ(defaults(rows, avx512)["tile_y"], 12);       // all 12 rows x 2 vectors (14 fit 32 zmm)
-    EXPECT_EQ(defaults(conv, avx2)["tile_c_vectors"], 4);  // 3 positions x 4: 12 of 16 ymm
+    EXPECT_EQ(defaults(conv, avx2)["tile_c_vectors"], 3);  // 3 x 3 reading its blocked copy: 9 + 3 + 3 of 16 ymm
     EXPECT_EQ(defaults(conv, avx2)["tile_positions"], 3);
     EXPECT_EQ(defaults(conv, avx512)["tile_c_vectors"], 4);  // 5 positions x 4: 20 of 32 zmm
     EXPECT_EQ(defaults(conv, avx512)["tile_positions"], 5);
