@@ -113,9 +113,9 @@ std::string c_string_body(const std::string &text) {
 
 // The model's entry points: NAME(inputs..., outputs...) and NAME_argv(args), which check every
 // buffer's extents (NAME_check_extents) and call Halide's PIPELINE after making errors return codes
-// (NAME_return_errors). An output PIPELINE takes as the row
-// its group computes (ModelArgument::stored_shape) is the caller's dense buffer viewed so: a
-// halide_buffer_t of the same memory with the first two dimensions (W, H) made (W * H, 1).
+// (NAME_return_errors). An output PIPELINE takes as the row its group computes
+// (ModelArgument::stored_shape) is the caller's dense buffer viewed so: a halide_buffer_t of the
+// same memory with the first two dimensions (W, H) made (W * H, 1).
 std::string entry_points(const std::string &name, const std::string &pipeline,
                          const std::vector<ModelArgument> &arguments) {
     std::ostringstream s;
