@@ -140,8 +140,8 @@ void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetT
 // inwards at the last task and recomputes the overlap: 160 channels by tiles of 64 compute 192), times
 // the loads a tile pays per FMA (np broadcasts and nc weight vectors for np * nc FMAs), weighted as
 // measured: AVX-512, 2 threads, 1x7 160->160 at 17x17 (10 vectors), 5 x 4 (computing 12) 0.624 ms,
-// 4 x 5 0.539, 5 x 2 0.649 (so a load costs ~1.8 FMAs' time in this loop), and, reading a blocked
-// input, the addresses of each input channel where the tile does not fit the registers
+// 4 x 5 0.539, 5 x 2 0.649 (so a load costs ~1.8 FMAs' time in this loop), and, for the direct
+// conv, the spills and addresses of each input channel where the tile does not fit the registers
 // (register_tile_cost: AVX2's 3 x 4 tile needs 19 of 16). Candidates: 4, 3 and 2 vectors at the
 // target's positions (5 with 32 registers, else 3), and 5 vectors at 4 positions with 32 registers;
 // 4 on a tie (the tile measured most). Only where the channels are whole vectors: the tail of a
@@ -181,10 +181,13 @@ bool grouped_takes_cv(const ConvGroupShape &s, const TargetTraits &tt) {
            s.constant_weights && !s.pooled;
 }
 
-// The most positions a register tile of nc channel vectors holds: the accumulators, a broadcast per
-// position and a weight vector in the registers, at most 16.
+// The most positions, at most 16, of a register tile of nc channel vectors that fits the registers
+// (register_tile_fits). RegNet-Y 800MF's grouped 3x3s (16 channels a group), Zen 3, AVX2, 2 threads,
+// in the network: 5 x 2 tiles (17 registers of 16) 0.30-0.45 ms, 4 x 2 0.16-0.29, 1.2-1.8x faster.
 int most_tile_positions(int nc, const TargetTraits &tt) {
-    return std::min(16, (tt.vector_registers - 1) / (nc + 1));
+    int np = 16;
+    while (np > 1 && !register_tile_fits({np, nc}, tt.vector_registers)) np--;
+    return np;
 }
 
 // The most positions a register tile of nc channel vectors holds that divide a row of `width`
@@ -198,13 +201,11 @@ int row_tile_positions(int64_t width, int nc, const TargetTraits &tt) {
 
 // conv_cv's register tile for a grouped conv: up to 4 vectors of one group's channels (tiles across
 // groups share no broadcasts), and positions that divide the output's row where it has such a
-// divisor of at least 4 within the register budget (the accumulators, a broadcast per position and
-// a weight vector), else as many as the budget holds. A tile within a row has its positions'
-// addresses the tile's plus constants (see lower_blocked_conv); across rows each is computed per
-// tap, in vector registers on the FMA ports. RegNet's 3x3s with 16 channels a group, AVX-512, one
-// thread, the conv alone: 144 channels at 28x28 in 14-position tiles (2 a row) 0.193 ms, 8
-// positions 0.367 (conv_xv 0.218); 320 at 14x14, 14 positions 0.11, 8 positions 0.175 (conv_xv
-// 0.22); 784 at 7x7, 7 positions 0.086, 15 0.160.
+// divisor of at least 4 that fits the registers (most_tile_positions), else as many as fit. A tile within a row has its
+// positions' addresses the tile's plus constants (see lower_blocked_conv); across rows each is computed per tap, in
+// vector registers on the FMA ports. RegNet's 3x3s with 16 channels a group, AVX-512, one thread, the conv alone: 144
+// channels at 28x28 in 14-position tiles (2 a row) 0.193 ms, 8 positions 0.367 (conv_xv 0.218); 320 at 14x14, 14
+// positions 0.11, 8 positions 0.175 (conv_xv 0.22); 784 at 7x7, 7 positions 0.086, 15 0.160.
 ChannelTile grouped_channel_tile(const ConvGroupShape &s, const TargetTraits &tt) {
     const int nc = static_cast<int>(largest_divisor_at_most(s.output[1] / s.group / tt.vector_width, 4));
     const int in_row = row_tile_positions(s.output[3], nc, tt);
@@ -425,8 +426,16 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
     const bool winograd = winograd_wins(s, tt);
     const int input_block =
         conv_cv_input_copy_block(s, cin, groups.group_inputs, input_order, winograd, flops_per_input, tt);
-    // (Winograd's tiles read the transformed input, not the blocks: schedule_winograd_stages.)
-    const TileContext tiles{vw, tt.vector_registers, !winograd && (input_block > 0 || s.input_stored_block > 0)};
+    // Tiles that do not fit the registers are priced for their spills (register_tile_cost) where they
+    // read a blocked input, or a planar one out of its order (strided, or a window's taps). Not for a
+    // pointwise stride-1 conv reading planar (3 x 4 as fast as 3 x 3 or faster, and no channels
+    // recomputed: Zen 3, AVX2, 2 threads, in the networks, 3 x 4 -> 3 x 3, the groups summed:
+    // Inception-V3's 1x1 2048->192 at 8x8 0.75-0.77x, ShuffleNet's 96->96 at 7x7 0.81-0.83x, ResNeXt-50's
+    // 2048->512 at 7x7 0.87x), nor for stems (fewer than 8 input channels, unrolled: ResNet-18's 7x7
+    // 3->64 0.83x, SqueezeNet's 3->96 0.88x), nor Winograd's tiles (they read the transformed input:
+    // schedule_winograd_stages).
+    const bool blocked_read = input_block > 0 || s.input_stored_block > 0;
+    const TileContext tiles{vw, tt.vector_registers, !winograd && cin >= 8 && (blocked_read || !input_order)};
     ChannelTile ct = grouped ? grouped_channel_tile(s, tt) : conv_cv_channel_tile(cout, tiles);
     if (!grouped && !input_order && !winograd && cin < 8)
         ct = short_reduction_tile(s, ct, flops_per_input, tt, &rows_padded);

@@ -32,7 +32,7 @@ bool register_tile_fits(const ChannelTile &tile, int registers) {
 double register_tile_cost(const ChannelTile &tile, const TileContext &context) {
     const double fmas = tile.positions * tile.vectors;
     const double loads = kLoadCost * (tile.positions + tile.vectors) / fmas;
-    const bool per_channel = context.reads_blocked && !register_tile_fits(tile, context.registers);
+    const bool per_channel = context.prices_spills && !register_tile_fits(tile, context.registers);
     const double addresses = per_channel ? kChannelStepCost / fmas : 0.0;
     return 1 + loads + addresses;
 }

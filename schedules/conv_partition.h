@@ -6,8 +6,8 @@
 //   - the FLOPs computed: the conv's own, times the positions and channels computed over those wanted
 //     (a register tile or a block that does not divide its extent shifts inwards and recomputes the
 //     overlap), times the tile's loads per FMA (np broadcasts and nc weight vectors for np x nc FMAs,
-//     a load ~1.8 FMAs' time in this loop) and, where a tile reading a blocked input does not fit the
-//     registers, the addresses it computes per input channel (register_tile_cost), times the
+//     a load ~1.8 FMAs' time in this loop) and, where a tile does not fit the registers, its spills
+//     and the addresses it computes per input channel (register_tile_cost), times the
 //     threads' idle share while the last tasks run (averaged over 2 and 4 threads: plans do not fix
 //     the thread count);
 //   - the bytes each task reads again: every block of channels reads its rows' input, every block of
@@ -43,18 +43,19 @@ bool register_tile_fits(const ChannelTile &tile, int registers);
 struct TileContext {
     int vector_width = 16;       // lanes a vector
     int registers = 32;          // vector registers of that width
-    bool reads_blocked = false;  // the conv reads its input channel-blocked (a copy, or as stored)
+    bool prices_spills = false;  // a tile that does not fit the registers pays for its spills
 };
 
 // A register tile's time per FMA, as a factor on the FMA's: 1 + 1.8 x (np + nc) / (np x nc) for its
-// loads, plus, where it reads a blocked input but does not fit the registers (register_tile_fits),
-// 12 FMAs' time per input channel and tap, 12 / (np x nc): each broadcast's block and lane computed
-// again and the tile's values spilled (a planar input is read channel by channel either way). Zen 3,
-// AVX2 (16 registers), 2 threads, in one process: 1x1 576->576 at 14x14 read channel-blocked, 3 x 4
-// tiles (19 registers) 1.49-1.56 ms, 3 x 3 1.05-1.14, 2 x 4 1.02-1.13 (priced 3.05, 2.20 and 2.35);
-// Wide ResNet-50's 3x3s in the network (stride 2 at 28x28 and 7x7, stride 1 at 7x7), 3 x 3 1.20-1.41x
-// as fast as 3 x 4, 2 x 4 1.03-1.12x; read planar, 1x1 1512->1512 at 7x7, 3 x 4 and 3 x 3 alike (1.91
-// and 1.99 ms).
+// loads, plus, where the context prices spills (conv_cv_defaults says where) and the tile does not
+// fit the registers (register_tile_fits), 12 FMAs' time per input channel and tap, 12 / (np x nc):
+// its values spilled and, reading a blocked input, each broadcast's block and lane computed again.
+// Zen 3, AVX2 (16 registers), 2 threads, in one process: 1x1 576->576 at 14x14 read channel-blocked,
+// 3 x 4 tiles (19 registers) 1.49-1.56 ms, 3 x 3 1.05-1.14, 2 x 4 1.02-1.13 (priced 3.05, 2.20 and
+// 2.35); Wide ResNet-50's 3x3s in the network (stride 2 at 28x28 and 7x7, stride 1 at 7x7), 3 x 3
+// 1.20-1.41x as fast as 3 x 4, 2 x 4 1.03-1.12x. Read planar, what LLVM spills varies with the loop:
+// RegNet-Y 800MF's 1x1 320->784 stride 2 to 7x7, 3 x 4 0.40-0.48 ms, 4 x 3 and 5 x 2 0.49-0.53,
+// 3 x 3 0.26-0.29, 2 x 4 0.29; its 144->320 stride 2 to 14x14, 3 x 4 0.20-0.21, 2 x 4 0.21.
 double register_tile_cost(const ChannelTile &tile, const TileContext &context);
 
 // conv_cv's register tile for `output_channels` (conv_defaults.cpp): the cheapest of a few by

@@ -534,11 +534,12 @@ TEST(Composer, GroupedConvTakesChannelVectorsWhereGroupsAreWholeVectors) {
         EXPECT_EQ(p["tile_positions"], expect_np) << p.dump();
         EXPECT_EQ(p["ci_block"], 16) << p.dump();
     }
-    // AVX2 (16 registers) too, 2 vectors of a group's channels by 4 positions dividing the row (5 at 7x7,
-    // whose row has no such divisor of at least 4); 8 a group is a whole AVX2 vector.
+    // AVX2 (16 registers) too, 2 vectors of a group's channels by 4 positions dividing the row; at 7x7,
+    // whose row has no such divisor of at least 4, by the most that fit the registers: 4 (5 x 2 needs
+    // 17 of them); 8 a group is a whole AVX2 vector.
     const Halide::Target avx2("x86-64-linux-avx-avx2-f16c-fma-sse41");
     for (auto [size, groups, expect_nc, expect_np] :
-         {std::tuple{28, 4, 2, 4}, std::tuple{7, 4, 2, 5}, std::tuple{28, 8, 1, 7}}) {
+         {std::tuple{28, 4, 2, 4}, std::tuple{7, 4, 2, 4}, std::tuple{28, 8, 1, 7}}) {
         const Graph g = conv_model(64, size, size, 64, 3, 1, 1, groups);
         const nlohmann::json p = with_default_schedules(plan_fusion(g, {load_rules("x86")}), avx2).groups[0].schedule;
         EXPECT_EQ(p["template"], "conv_cv") << p.dump();
@@ -1781,7 +1782,8 @@ TEST(Composer, ConvCvChannelTilesCoverTheChannelsWhole) {
     // (72: the partial vector is computed anyway); AVX2 (16 registers) keeps 3 positions, and its 5
     // vectors of 40 channels go by 3 (48 computed) rather than by 4 (64). Reading a blocked input, a
     // tile must fit the registers to read it by whole blocks: AVX2's 3 x 4 (19 registers) gives way to
-    // 3 x 3 or 3 x 2; AVX-512's tiles all fit.
+    // 3 x 3 or 3 x 2; AVX-512's tiles all fit. (The defaults price the spills except for stems,
+    // Winograd and pointwise stride-1 convs reading planar: below.)
     using schedules::TileContext;
     const TileContext avx512{16, 32, false}, avx2{8, 16, false}, avx512_blocked{16, 32, true},
         avx2_blocked{8, 16, true};
@@ -1797,9 +1799,27 @@ TEST(Composer, ConvCvChannelTilesCoverTheChannelsWhole) {
           Case{96, avx2_blocked, 3, 3}, Case{80, avx2_blocked, 3, 2}}) {
         const schedules::ChannelTile t = schedules::conv_cv_channel_tile(k.channels, k.context);
         const std::string what = std::to_string(k.channels) + " channels, " + std::to_string(k.context.vector_width) +
-                                 " lanes, " + (k.context.reads_blocked ? "blocked" : "planar");
+                                 " lanes, " + (k.context.prices_spills ? "spills priced" : "spills not priced");
         EXPECT_EQ(t.positions, k.positions) << what;
         EXPECT_EQ(t.vectors, k.vectors) << what;
+    }
+    // The AVX2 defaults: a strided 1x1 reading planar (96 -> 96) and a 3x3 whose Winograd does not pay
+    // (96 -> 96 at 7x7) take a tile that fits (3 x 3); a stride-1 1x1 reading planar (512 -> 128 at
+    // 7x7) keeps 3 x 4.
+    const Halide::Target avx2_target("x86-64-linux-avx-avx2-f16c-fma-sse41");
+    for (auto [cin, k, stride, hw, expect_nc] :
+         {std::tuple{96, 1, 2, 14, 3}, std::tuple{96, 3, 1, 7, 3}, std::tuple{512, 1, 1, 7, 4}}) {
+        const json p =
+            with_default_schedules(
+                plan_fusion(conv_model(cin, hw, hw, cin == 512 ? 128 : 96, k, stride, k / 2, 1), {load_rules("x86")}),
+                avx2_target)
+                .groups[0]
+                .schedule;
+        ASSERT_EQ(p.value("template", ""), "conv_cv") << p.dump();
+        ASSERT_FALSE(p.contains("algorithm")) << p.dump();
+        if (k == 1) EXPECT_EQ(p.value("input_block", -1), 0) << p.dump();
+        EXPECT_EQ(p["tile_positions"], 3) << p.dump();
+        EXPECT_EQ(p["tile_c_vectors"], expect_nc) << p.dump();
     }
     // The defaults on AVX-512: each task a whole number of tiles (Winograd's at least 64 channels).
     const Halide::Target avx512_target("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
