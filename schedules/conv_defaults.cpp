@@ -140,12 +140,16 @@ void winograd_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetT
 // inwards at the last task and recomputes the overlap: 160 channels by tiles of 64 compute 192), times
 // the loads a tile pays per FMA (np broadcasts and nc weight vectors for np * nc FMAs), weighted as
 // measured: AVX-512, 2 threads, 1x7 160->160 at 17x17 (10 vectors), 5 x 4 (computing 12) 0.624 ms,
-// 4 x 5 0.539, 5 x 2 0.649 (so a load costs ~1.8 FMAs' time in this loop), and, for the direct
-// conv, the spills and addresses of each input channel where the tile does not fit the registers
-// (register_tile_cost: AVX2's 3 x 4 tile needs 19 of 16). Candidates: 4, 3 and 2 vectors at the
-// target's positions (5 with 32 registers, else 3), and 5 vectors at 4 positions with 32 registers;
-// 4 on a tie (the tile measured most). Only where the channels are whole vectors: the tail of a
-// partial vector is computed anyway.
+// 4 x 5 0.539, 5 x 2 0.649 (so a load costs ~1.8 FMAs' time in this loop), and, where the context
+// prices spills, those of a tile that does not fit the registers (register_tile_cost: AVX2's 3 x 4
+// tile needs 19 of 16). Candidates: 4, 3 and 2 vectors at the target's positions (5 with 32
+// registers, else 3), 5 vectors at 4 positions with 32 registers, and 4 vectors at the most
+// positions that fit where the target's do not (AVX2's 2 x 4: 64 or 128 channels, 8 or 16 vectors,
+// no longer computed by 3 x 3 tiles as 9 or 18; Zen 3, 2 threads, in the networks, the changed
+// groups summed: MobileNet-V2's 1x1s to 64 channels 1.21x, batch 8 1.26x, ResNeXt-50's and Wide
+// ResNet-50's 1.14-1.17x, ResNet-18's and -34's 1.09-1.15x, Inception-V3's 17 groups 1.02x). 4 on
+// a tie (the tile measured most). Only where the channels are whole vectors: the tail of a partial
+// vector is computed anyway.
 ChannelTile conv_cv_channel_tile(int64_t cout, const TileContext &context) {
     const int vw = context.vector_width, np = context.registers >= 32 ? 5 : 3;
     const int64_t blocks = (cout + vw - 1) / vw;
@@ -157,6 +161,7 @@ ChannelTile conv_cv_channel_tile(int64_t cout, const TileContext &context) {
     };
     std::vector<ChannelTile> candidates = {{np, 3}, {np, 2}};
     if (context.registers >= 32) candidates.push_back({4, 5});
+    if (const ChannelTile four = fitting_tile(4, context.registers); four.positions < np) candidates.push_back(four);
     for (const ChannelTile &t : candidates) {
         if (cost(t) < cost(best) - 1e-9) best = t;
     }
@@ -185,9 +190,7 @@ bool grouped_takes_cv(const ConvGroupShape &s, const TargetTraits &tt) {
 // (register_tile_fits). RegNet-Y 800MF's grouped 3x3s (16 channels a group), Zen 3, AVX2, 2 threads,
 // in the network: 5 x 2 tiles (17 registers of 16) 0.30-0.45 ms, 4 x 2 0.16-0.29, 1.2-1.8x faster.
 int most_tile_positions(int nc, const TargetTraits &tt) {
-    int np = 16;
-    while (np > 1 && !register_tile_fits({np, nc}, tt.vector_registers)) np--;
-    return np;
+    return fitting_tile(nc, tt.vector_registers).positions;
 }
 
 // The most positions a register tile of nc channel vectors holds that divide a row of `width`
@@ -201,11 +204,12 @@ int row_tile_positions(int64_t width, int nc, const TargetTraits &tt) {
 
 // conv_cv's register tile for a grouped conv: up to 4 vectors of one group's channels (tiles across
 // groups share no broadcasts), and positions that divide the output's row where it has such a
-// divisor of at least 4 that fits the registers (most_tile_positions), else as many as fit. A tile within a row has its
-// positions' addresses the tile's plus constants (see lower_blocked_conv); across rows each is computed per tap, in
-// vector registers on the FMA ports. RegNet's 3x3s with 16 channels a group, AVX-512, one thread, the conv alone: 144
-// channels at 28x28 in 14-position tiles (2 a row) 0.193 ms, 8 positions 0.367 (conv_xv 0.218); 320 at 14x14, 14
-// positions 0.11, 8 positions 0.175 (conv_xv 0.22); 784 at 7x7, 7 positions 0.086, 15 0.160.
+// divisor of at least 4 that fits the registers (most_tile_positions), else as many as fit. A tile
+// within a row has its positions' addresses the tile's plus constants (see lower_blocked_conv);
+// across rows each is computed per tap, in vector registers on the FMA ports. RegNet's 3x3s with 16
+// channels a group, AVX-512, one thread, the conv alone: 144 channels at 28x28 in 14-position tiles
+// (2 a row) 0.193 ms, 8 positions 0.367 (conv_xv 0.218); 320 at 14x14, 14 positions 0.11, 8
+// positions 0.175 (conv_xv 0.22); 784 at 7x7, 7 positions 0.086, 15 0.160.
 ChannelTile grouped_channel_tile(const ConvGroupShape &s, const TargetTraits &tt) {
     const int nc = static_cast<int>(largest_divisor_at_most(s.output[1] / s.group / tt.vector_width, 4));
     const int in_row = row_tile_positions(s.output[3], nc, tt);
@@ -275,9 +279,10 @@ int64_t winograd_channel_block(int64_t channel_block, int64_t cout) {
 }
 
 // The register tiles the cost model prices beside the rules' tile `rules`: at its positions 1 to 4
-// channel vectors, and with 32 registers 4 x 5 (at least 5 vectors of channels) and, where the
-// positions read the input in its order (`input_order`), 7 positions x 1 to 3 vectors (else each
-// position's address is a register of its own: see conv_cv_defaults).
+// channel vectors (4 also at the most positions that fit, where its positions do not), and with 32
+// registers 4 x 5 (at least 5 vectors of channels) and, where the positions read the input in its
+// order (`input_order`), 7 positions x 1 to 3 vectors (else each position's address is a register
+// of its own: see conv_cv_defaults).
 std::vector<ChannelTile> priced_cv_tiles(const ConvGroupShape &s, const ChannelTile &rules, bool input_order,
                                          const TargetTraits &tt) {
     const int positions = rules.positions;
@@ -286,6 +291,8 @@ std::vector<ChannelTile> priced_cv_tiles(const ConvGroupShape &s, const ChannelT
     const int64_t channel_vectors = (cout + vw - 1) / vw;
     const int most_vectors = static_cast<int>(std::min<int64_t>(channel_vectors, 4));
     for (int nc = 1; nc <= most_vectors; nc++) tiles.push_back({positions, nc});
+    if (const ChannelTile four = fitting_tile(4, tt.vector_registers); most_vectors == 4 && four.positions < positions)
+        tiles.push_back(four);
     if (tt.vector_registers >= 32 && cout >= 5 * vw) tiles.push_back({4, 5});
     if (tt.vector_registers >= 32 && input_order) {
         for (int nc = 1; nc <= std::min(most_vectors, 3); nc++) tiles.push_back({7, nc});

@@ -29,6 +29,12 @@ bool register_tile_fits(const ChannelTile &tile, int registers) {
     return tile.positions * tile.vectors + tile.positions + tile.vectors <= registers;
 }
 
+ChannelTile fitting_tile(int vectors, int registers) {
+    int positions = 16;
+    while (positions > 1 && !register_tile_fits({positions, vectors}, registers)) positions--;
+    return {positions, vectors};
+}
+
 double register_tile_cost(const ChannelTile &tile, const TileContext &context) {
     const double fmas = tile.positions * tile.vectors;
     const double loads = kLoadCost * (tile.positions + tile.vectors) / fmas;

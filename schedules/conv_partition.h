@@ -39,6 +39,9 @@ struct CvPartition {
 // (conv_cv_template.cpp: unrolled, such a tile spilled).
 bool register_tile_fits(const ChannelTile &tile, int registers);
 
+// The tile of `vectors` channel vectors with the most positions (at most 16) that fits `registers`.
+ChannelTile fitting_tile(int vectors, int registers);
+
 // What a register tile's price depends on besides its size.
 struct TileContext {
     int vector_width = 16;       // lanes a vector

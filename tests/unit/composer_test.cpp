@@ -1782,7 +1782,8 @@ TEST(Composer, ConvCvChannelTilesCoverTheChannelsWhole) {
     // (72: the partial vector is computed anyway); AVX2 (16 registers) keeps 3 positions, and its 5
     // vectors of 40 channels go by 3 (48 computed) rather than by 4 (64). Reading a blocked input, a
     // tile must fit the registers to read it by whole blocks: AVX2's 3 x 4 (19 registers) gives way to
-    // 3 x 3 or 3 x 2; AVX-512's tiles all fit. (The defaults price the spills except for stems,
+    // 3 x 3 or 3 x 2, or 2 x 4 where 3 vectors do not divide the channels (64, 128); AVX-512's tiles
+    // all fit. (The defaults price the spills except for stems,
     // Winograd and pointwise stride-1 convs reading planar: below.)
     using schedules::TileContext;
     const TileContext avx512{16, 32, false}, avx2{8, 16, false}, avx512_blocked{16, 32, true},
@@ -1796,7 +1797,8 @@ TEST(Composer, ConvCvChannelTilesCoverTheChannelsWhole) {
          {Case{64, avx512, 5, 4}, Case{48, avx512, 5, 3}, Case{96, avx512, 5, 3}, Case{160, avx512, 4, 5},
           Case{80, avx512, 4, 5}, Case{112, avx512, 5, 4}, Case{72, avx512, 5, 4}, Case{256, avx512, 5, 4},
           Case{256, avx512_blocked, 5, 4}, Case{96, avx2, 3, 4}, Case{80, avx2, 3, 4}, Case{40, avx2, 3, 3},
-          Case{96, avx2_blocked, 3, 3}, Case{80, avx2_blocked, 3, 2}}) {
+          Case{96, avx2_blocked, 3, 3}, Case{80, avx2_blocked, 3, 2}, Case{64, avx2_blocked, 2, 4},
+          Case{128, avx2_blocked, 2, 4}}) {
         const schedules::ChannelTile t = schedules::conv_cv_channel_tile(k.channels, k.context);
         const std::string what = std::to_string(k.channels) + " channels, " + std::to_string(k.context.vector_width) +
                                  " lanes, " + (k.context.prices_spills ? "spills priced" : "spills not priced");
@@ -2693,10 +2695,11 @@ TEST(Composer, Avx512DefaultsDifferAndCompile) {
     EXPECT_EQ(defaults(cell, avx512)["tile_x_vectors"], 8);
     EXPECT_EQ(defaults(dot_cell, avx2)["tile_x"], 8);
     EXPECT_EQ(defaults(dot_cell, avx512)["tile_x"], 16);
-    EXPECT_EQ(defaults(rows, avx2)["tile_y"], 6);          // 6 rows x 2 vectors: 12 of 16 ymm
-    EXPECT_EQ(defaults(rows, avx512)["tile_y"], 12);       // all 12 rows x 2 vectors (14 fit 32 zmm)
-    EXPECT_EQ(defaults(conv, avx2)["tile_c_vectors"], 3);  // 3 x 3 reading its blocked copy: 9 + 3 + 3 of 16 ymm
-    EXPECT_EQ(defaults(conv, avx2)["tile_positions"], 3);
+    EXPECT_EQ(defaults(rows, avx2)["tile_y"], 6);     // 6 rows x 2 vectors: 12 of 16 ymm
+    EXPECT_EQ(defaults(rows, avx512)["tile_y"], 12);  // all 12 rows x 2 vectors (14 fit 32 zmm)
+    // 2 x 4 reading its blocked copy: 8 + 2 + 4 of 16 ymm (3 x 3 would compute 18 vectors for 16).
+    EXPECT_EQ(defaults(conv, avx2)["tile_c_vectors"], 4);
+    EXPECT_EQ(defaults(conv, avx2)["tile_positions"], 2);
     EXPECT_EQ(defaults(conv, avx512)["tile_c_vectors"], 4);  // 5 positions x 4: 20 of 32 zmm
     EXPECT_EQ(defaults(conv, avx512)["tile_positions"], 5);
     EXPECT_EQ(defaults(conv, avx512)["vector_width"], 16);
