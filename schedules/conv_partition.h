@@ -6,10 +6,10 @@
 //   - the FLOPs computed: the conv's own, times the positions and channels computed over those wanted
 //     (a register tile or a block that does not divide its extent shifts inwards and recomputes the
 //     overlap), times the tile's loads per FMA (np broadcasts and nc weight vectors for np x nc FMAs,
-//     a load ~1.8 FMAs' time in this loop) and, where a tile does not fit the registers, its spills
-//     and the addresses it computes per input channel (register_tile_cost), times the
-//     threads' idle share while the last tasks run (averaged over 2 and 4 threads: plans do not fix
-//     the thread count);
+//     a load ~1.8 FMAs' time in this loop) and, where a tile does not fit the registers and the conv
+//     is one whose spills are priced, its spills and the addresses it computes per input channel
+//     (register_tile_cost), times the threads' idle share while the last tasks run (averaged over 2
+//     and 4 threads: plans do not fix the thread count);
 //   - the bytes each task reads again: every block of channels reads its rows' input, every block of
 //     rows its channels' weights; a quarter of a FLOP a byte from a core's L2 (an operand within 1 MB:
 //     streamed in beside the FMAs), 4 from the shared cache beyond it.
