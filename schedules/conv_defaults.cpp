@@ -435,11 +435,11 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt)
         conv_cv_input_copy_block(s, cin, groups.group_inputs, input_order, winograd, flops_per_input, tt);
     // Tiles that do not fit the registers are priced for their spills (register_tile_cost) where they
     // read a blocked input, or a planar one out of its order (strided, or a window's taps). Not for a
-    // pointwise stride-1 conv reading planar (3 x 4 as fast as 3 x 3 or faster, and no channels
-    // recomputed: Zen 3, AVX2, 2 threads, in the networks, 3 x 4 -> 3 x 3, the groups summed:
-    // Inception-V3's 1x1 2048->192 at 8x8 0.75-0.77x, ShuffleNet's 96->96 at 7x7 0.81-0.83x, ResNeXt-50's
-    // 2048->512 at 7x7 0.87x), nor for stems (fewer than 8 input channels, unrolled: ResNet-18's 7x7
-    // 3->64 0.83x, SqueezeNet's 3->96 0.88x), nor Winograd's tiles (they read the transformed input:
+    // pointwise stride-1 conv reading planar, where 3 x 4 ran as fast as fitting tiles or faster
+    // (Zen 3, AVX2, 2 threads, in the networks, 3 x 4 -> 3 x 3, the groups summed: Inception-V3's 1x1
+    // 2048->192 at 8x8 0.75-0.77x, ShuffleNet's 96->96 at 7x7 0.81-0.83x, ResNeXt-50's 2048->512 at
+    // 7x7 0.87x), nor for stems (fewer than 8 input channels, unrolled: ResNet-18's 7x7 3->64 0.83x,
+    // SqueezeNet's 3->96 0.88x), nor Winograd's tiles (they read the transformed input:
     // schedule_winograd_stages).
     const bool blocked_read = input_block > 0 || s.input_stored_block > 0;
     const TileContext tiles{vw, tt.vector_registers, !winograd && cin >= 8 && (blocked_read || !input_order)};
