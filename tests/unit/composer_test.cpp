@@ -1809,12 +1809,11 @@ TEST(Composer, ConvCvChannelTilesCoverTheChannelsWhole) {
     // (96 -> 96 at 7x7) take a tile that fits (3 x 3); a stride-1 1x1 reading planar (512 -> 128 at
     // 7x7) keeps 3 x 4.
     const Halide::Target avx2_target("x86-64-linux-avx-avx2-f16c-fma-sse41");
-    for (auto [cin, k, stride, hw, expect_nc] :
-         {std::tuple{96, 1, 2, 14, 3}, std::tuple{96, 3, 1, 7, 3}, std::tuple{512, 1, 1, 7, 4}}) {
+    for (auto [cin, cout, k, stride, hw, expect_nc] :
+         {std::tuple{96, 96, 1, 2, 14, 3}, std::tuple{96, 96, 3, 1, 7, 3}, std::tuple{512, 128, 1, 1, 7, 4}}) {
         const json p =
-            with_default_schedules(
-                plan_fusion(conv_model(cin, hw, hw, cin == 512 ? 128 : 96, k, stride, k / 2, 1), {load_rules("x86")}),
-                avx2_target)
+            with_default_schedules(plan_fusion(conv_model(cin, hw, hw, cout, k, stride, k / 2, 1), {load_rules("x86")}),
+                                   avx2_target)
                 .groups[0]
                 .schedule;
         ASSERT_EQ(p.value("template", ""), "conv_cv") << p.dump();
