@@ -18,11 +18,11 @@ using Halide::VarOrRVar;
 // probabilities for a tile of 14 queries take 14 KB each, within a first-level cache.
 constexpr int64_t kMaxKeyBlock = 256;
 // Register tiles above this many accumulators spill and take long to compile.
-constexpr int kMaxAccumulators = 64;
+constexpr int kMaxAttentionAccumulators = 64;
 // Heads (times batch) from which they alone are the parallel tasks.
 constexpr int64_t kHeadTasks = 4;
 
-struct Params {
+struct AttentionParams {
     int vw, tq, tv, key_block;
     bool heads;
 };
@@ -33,16 +33,16 @@ int64_t batch_of(const Shape &s) {
     return b;
 }
 
-Params read_params(const AttentionGroupShape &s, const nlohmann::json &p, const Halide::Target &target) {
+AttentionParams read_params(const AttentionGroupShape &s, const nlohmann::json &p, const Halide::Target &target) {
     check_param_keys(p, {"vector_width", "query_tile", "tile_vectors", "key_block", "parallel"});
     const int64_t sq = s.output[s.output.size() - 2], sk = s.scores.back();
-    Params r;
+    AttentionParams r;
     r.vw = vector_width_param(p, target, true);
     r.tq = param_int(p, "query_tile", 1, sq);
     r.tv = param_int(p, "tile_vectors", 1, 16);
-    if (r.tv * r.tq > kMaxAccumulators) {
+    if (r.tv * r.tq > kMaxAttentionAccumulators) {
         fail_field("schedule.query_tile", "a register tile of " + std::to_string(r.tv * r.tq) +
-                                              " accumulators exceeds " + std::to_string(kMaxAccumulators));
+                                              " accumulators exceeds " + std::to_string(kMaxAttentionAccumulators));
     }
     r.key_block = param_int(p, "key_block", r.vw, ceil_div(sk, r.vw) * r.vw);
     if (r.key_block % r.vw != 0) {
@@ -70,7 +70,7 @@ void schedule_block_reduction(Func f, const Halide::LoopLevel &at, int vw) {
 
 // A product per register tile of tv vectors x the tile's rows (arg 1): arg 0 vectorized, the rows
 // unrolled, its reduction inside the tile's loops.
-void schedule_product(Func f, const Halide::LoopLevel &at, const Params &p) {
+void schedule_product(Func f, const Halide::LoopLevel &at, const AttentionParams &p) {
     std::vector<Var> a = f.args();
     f.compute_at(at).vectorize(a[0], p.vw);
     Stage u = f.update();
@@ -106,7 +106,7 @@ int attention_key_block(const AttentionGroupShape &s, const nlohmann::json &para
 
 void schedule_attention(const AttentionFuncs &funcs, const AttentionGroupShape &s, const nlohmann::json &params,
                         const Halide::Target &target) {
-    const Params p = read_params(s, params, target);
+    const AttentionParams p = read_params(s, params, target);
     AttentionFuncs f = funcs;  // handles: scheduling changes the Funcs themselves
     const int64_t dv = s.output.back();
     Func out = f.output;

@@ -35,16 +35,16 @@ Rows rows_of(const ReductionGroupShape &s) {
     return {total / (x * axis), x * axis};
 }
 
-struct Params {
+struct ReductionParams {
     int vw, per_task;
 };
 
-Params read_params(const ReductionGroupShape &s, const nlohmann::json &p, const Halide::Target &target) {
+ReductionParams read_params(const ReductionGroupShape &s, const nlohmann::json &p, const Halide::Target &target) {
     if (p.value("template", "") != "reduction") {
         fail_field("schedule.template", "expected \"reduction\" for a reduction-led group");
     }
     check_param_keys(p, {"vector_width", "rows_per_task"});
-    Params r;
+    ReductionParams r;
     r.vw = vector_width_param(p, target, true);
     if (!p.contains("vector_width")) fail_field("schedule.vector_width", "missing (expected an integer)");
     r.per_task = param_int(p, "rows_per_task", 1, std::max<int64_t>(1, rows_of(s).rows));
@@ -123,7 +123,7 @@ nlohmann::json reduction_default_params(const ReductionGroupShape &s, const Hali
 
 void schedule_softmax(Func t, const std::vector<Func> &stages, const ReductionGroupShape &s,
                       const nlohmann::json &params, const Halide::Target &target) {
-    const Params p = read_params(s, params, target);
+    const ReductionParams p = read_params(s, params, target);
     const std::vector<Var> a = t.args();
     const int rank = static_cast<int>(a.size()), pos = s.axis_arg;
     auto extent = [&](int arg) { return s.output[rank - 1 - arg]; };
@@ -169,7 +169,7 @@ void schedule_softmax(Func t, const std::vector<Func> &stages, const ReductionGr
 
 void schedule_global_pool(Func t, Func pool, const ReductionGroupShape &s, const nlohmann::json &params,
                           const Halide::Target &target) {
-    const Params p = read_params(s, params, target);
+    const ReductionParams p = read_params(s, params, target);
     // T is 1 x 1 per channel: every dim fused into one loop over channels (and batch).
     const std::optional<Var> loop = row_loop(t, t.args(), rows_of(s).rows, p.per_task);
     compute_at_row(pool, t, loop);

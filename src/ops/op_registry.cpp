@@ -9,7 +9,7 @@
 namespace hfuse {
 namespace {
 
-const std::map<std::string, OpSchema> &registry() {
+const std::map<std::string, OpSchema> &op_schemas() {
     static const std::map<std::string, OpSchema> ops = [] {
         std::vector<OpSchema> list;
         ops::register_conv_ops(list);
@@ -76,13 +76,13 @@ double graph_flops(const Graph &graph) {
 }
 
 const OpSchema *find_op(const std::string &op) {
-    auto it = registry().find(op);
-    return it == registry().end() ? nullptr : &it->second;
+    auto it = op_schemas().find(op);
+    return it == op_schemas().end() ? nullptr : &it->second;
 }
 
 std::vector<const OpSchema *> all_ops() {
     std::vector<const OpSchema *> out;
-    for (const auto &kv : registry()) out.push_back(&kv.second);
+    for (const auto &kv : op_schemas()) out.push_back(&kv.second);
     return out;
 }
 

@@ -26,7 +26,7 @@ struct GeluMatch {
 };
 
 // The pattern around the Erf g.nodes[i], every intermediate read by the pattern alone.
-std::optional<GeluMatch> match(const Graph &g, size_t i) {
+std::optional<GeluMatch> match_gelu(const Graph &g, size_t i) {
     const Node &erf = g.nodes[i];
     if (erf.op != "Erf") return std::nullopt;
     const int scaled = passes::producer_index(g, erf.inputs[0]);
@@ -74,7 +74,7 @@ std::optional<GeluMatch> match(const Graph &g, size_t i) {
 
 Graph fuse_gelu(Graph g) {
     for (size_t i = 0; i < g.nodes.size();) {
-        std::optional<GeluMatch> m = match(g, i);
+        std::optional<GeluMatch> m = match_gelu(g, i);
         if (!m) {
             i++;
             continue;

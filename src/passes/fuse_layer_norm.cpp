@@ -51,7 +51,7 @@ struct LayerNormMatch {
 };
 
 // The pattern starting at the ReduceMean g.nodes[i], every intermediate read by the pattern alone.
-std::optional<LayerNormMatch> match(const Graph &g, size_t i) {
+std::optional<LayerNormMatch> match_layer_norm(const Graph &g, size_t i) {
     const Node &mean = g.nodes[i];
     const std::optional<int64_t> axis = trailing_mean_axis(g, mean);
     if (!axis) return std::nullopt;
@@ -117,7 +117,7 @@ std::optional<LayerNormMatch> match(const Graph &g, size_t i) {
 
 Graph fuse_layer_norm(Graph g) {
     for (size_t i = 0; i < g.nodes.size();) {
-        std::optional<LayerNormMatch> m = match(g, i);
+        std::optional<LayerNormMatch> m = match_layer_norm(g, i);
         if (!m) {
             i++;
             continue;

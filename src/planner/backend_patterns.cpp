@@ -11,7 +11,7 @@ namespace hfuse {
 namespace {
 
 // A deque: pointers handed out stay valid when later patterns are registered.
-std::deque<BackendPattern> &registry() {
+std::deque<BackendPattern> &pattern_registry() {
     static std::deque<BackendPattern> patterns;
     return patterns;
 }
@@ -23,18 +23,18 @@ const std::set<std::string> kActivations = {"Relu", "LeakyRelu", "Clip", "Sigmoi
 
 void register_backend_pattern(BackendPattern pattern) {
     std::lock_guard<std::mutex> lock(registry_mutex);
-    for (BackendPattern &p : registry()) {
+    for (BackendPattern &p : pattern_registry()) {
         if (p.id() == pattern.id()) {
             p = std::move(pattern);  // re-registering replaces
             return;
         }
     }
-    registry().push_back(std::move(pattern));
+    pattern_registry().push_back(std::move(pattern));
 }
 
 const BackendPattern *find_backend_pattern(const std::string &id) {
     std::lock_guard<std::mutex> lock(registry_mutex);
-    for (const BackendPattern &p : registry()) {
+    for (const BackendPattern &p : pattern_registry()) {
         if (p.id() == id) return &p;
     }
     return nullptr;
@@ -43,7 +43,7 @@ const BackendPattern *find_backend_pattern(const std::string &id) {
 std::vector<const BackendPattern *> backend_patterns() {
     std::lock_guard<std::mutex> lock(registry_mutex);
     std::vector<const BackendPattern *> out;
-    for (const BackendPattern &p : registry()) out.push_back(&p);
+    for (const BackendPattern &p : pattern_registry()) out.push_back(&p);
     return out;
 }
 
