@@ -25,7 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kModels = std::string(HFUSE_SOURCE_DIR) + "/models/";
+using test::kModels;
 const std::string kCaller = std::string(HFUSE_SOURCE_DIR) + "/tests/aot/caller.cpp";
 
 std::string work_dir(const std::string &name) {

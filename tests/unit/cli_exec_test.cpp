@@ -20,8 +20,7 @@ namespace hfuse {
 namespace {
 
 using Result = test::CommandResult;
-
-const std::string kModels = std::string(HFUSE_SOURCE_DIR) + "/models/";
+using test::kModels;
 
 // The last line of `out` that parses as a JSON object.
 nlohmann::json last_json(const std::string &out) {

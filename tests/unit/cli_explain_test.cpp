@@ -13,9 +13,8 @@ namespace hfuse {
 namespace {
 
 using test::contains;
-
-const std::string kModels = std::string(HFUSE_SOURCE_DIR) + "/models/";
-const std::string kCbrm = kModels + "conv_bias_relu_maxpool.json";
+using test::kCbrm;
+using test::kModels;
 
 // The lines of `text` from the one that starts with `from` (after its indentation) up to the next
 // line at that line's indentation or less.

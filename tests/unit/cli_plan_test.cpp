@@ -21,41 +21,30 @@ using test::contains;
 using test::read_file;
 
 using Result = test::CommandResult;
-
-Result hfuse_cli(const std::string &args) {
-    return test::run_cli(args);
-}
-Result hfuse_cli_stderr(const std::string &args) {
-    return test::run_cli(args, true);
-}
-
-const std::string kModels = std::string(HFUSE_SOURCE_DIR) + "/models/";
-const std::string kCbrm = kModels + "conv_bias_relu_maxpool.json";
-
-std::string tmp(const std::string &name) {
-    return testing::TempDir() + "/hfuse_cli_plan_test_" + std::to_string(getpid()) + "_" + name;
-}
+using test::kCbrm;
+using test::kModels;
+using test::tmp_path;
 
 TEST(CliPlan, PrintsTheTable) {
-    Result r = hfuse_cli("plan " + kCbrm);
+    Result r = test::run_cli("plan " + kCbrm);
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_TRUE(contains(r.out, "plan for 'conv_bias_relu_maxpool' (rules: x86): 1 group, 3 ops")) << r.out;
     EXPECT_TRUE(contains(r.out, "master")) << r.out;
     EXPECT_TRUE(contains(r.out, "conv compute_at, relu inline, pool output")) << r.out;
     EXPECT_TRUE(contains(r.out, "intermediates kept out of memory")) << r.out;
 
-    r = hfuse_cli("plan " + kCbrm + " --rules tvm");
+    r = test::run_cli("plan " + kCbrm + " --rules tvm");
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_TRUE(contains(r.out, "(rules: tvm): 2 groups")) << r.out;
-    r = hfuse_cli("plan " + kCbrm + " --rules tvm --rules x86");
+    r = test::run_cli("plan " + kCbrm + " --rules tvm --rules x86");
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_TRUE(contains(r.out, "(rules: tvm, x86): 1 group")) << r.out;
-    r = hfuse_cli("plan " + kCbrm + " --rules none");
+    r = test::run_cli("plan " + kCbrm + " --rules none");
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_TRUE(contains(r.out, "3 groups")) << r.out;
 
     // A folded BatchNormalization is shown with its conv.
-    r = hfuse_cli("plan " + kModels + "conv_bn_relu.json");
+    r = test::run_cli("plan " + kModels + "conv_bn_relu.json");
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_TRUE(contains(r.out, "bn folded")) << r.out;
     // The count of ops is after the rewrites, and says so where they changed it.
@@ -66,11 +55,11 @@ TEST(CliPlan, PrintsTheTable) {
 }
 
 TEST(CliPlan, RuleNodeNamesTheModelLacksAreNoted) {
-    const std::string rules = tmp("typo.rules.json");
+    const std::string rules = tmp_path("typo.rules.json");
     std::ofstream(rules) << R"({"format": "hfuse-rules", "version": 1, "name": "typo",
         "fuse": [{"producer": "elementwise", "consumers": ["elementwise"], "placement": "inline"}],
         "opaque_nodes": ["conv", "cnov"], "stop_after": ["rleu"]})";
-    Result r = hfuse_cli_stderr("plan " + kCbrm + " --rules " + rules);
+    Result r = test::run_cli("plan " + kCbrm + " --rules " + rules, true);
     EXPECT_EQ(r.code, 0) << r.out;
     EXPECT_TRUE(contains(r.out, "hfuse: note: rules " + rules +
                                     ": opaque_nodes names 'cnov', which model "
@@ -81,33 +70,33 @@ TEST(CliPlan, RuleNodeNamesTheModelLacksAreNoted) {
 }
 
 TEST(CliPlan, WrittenPlanRunsToTheSameBytes) {
-    const std::string plan = tmp("cbrm.plan.json"), o1 = tmp("o1.f32"), o2 = tmp("o2.f32");
-    Result r = hfuse_cli("plan " + kCbrm + " -o " + plan);
+    const std::string plan = tmp_path("cbrm.plan.json"), o1 = tmp_path("o1.f32"), o2 = tmp_path("o2.f32");
+    Result r = test::run_cli("plan " + kCbrm + " -o " + plan);
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_TRUE(contains(r.out, "plan written to " + plan)) << r.out;
     nlohmann::json j = nlohmann::json::parse(read_file(plan));
     EXPECT_EQ(j["format"], "hfuse-plan");
     EXPECT_EQ(j["groups"].size(), 1u);
 
-    r = hfuse_cli("run " + kCbrm + " --plan " + plan + " --output " + o1);
+    r = test::run_cli("run " + kCbrm + " --plan " + plan + " --output " + o1);
     ASSERT_EQ(r.code, 0) << r.out;
-    r = hfuse_cli("run " + kCbrm + " --output " + o2);
+    r = test::run_cli("run " + kCbrm + " --output " + o2);
     ASSERT_EQ(r.code, 0) << r.out;
     const std::string a = read_file(o1), b = read_file(o2);
     EXPECT_EQ(a.size(), 64u * 28 * 28 * 4);
     EXPECT_TRUE(a == b) << "outputs differ";
 
     // The plan also passes --check against the reference.
-    r = hfuse_cli("run " + kCbrm + " --plan " + plan + " --check");
+    r = test::run_cli("run " + kCbrm + " --plan " + plan + " --check");
     EXPECT_EQ(r.code, 0) << r.out;
     EXPECT_TRUE(contains(r.out, "ok")) << r.out;
 }
 
 TEST(CliPlan, PlanWithFoldedNodesRunsBack) {
-    const std::string plan = tmp("resnet.plan.json");
-    Result r = hfuse_cli("plan " + kModels + "resnet_block.json --rules tvm -o " + plan);
+    const std::string plan = tmp_path("resnet.plan.json");
+    Result r = test::run_cli("plan " + kModels + "resnet_block.json --rules tvm -o " + plan);
     ASSERT_EQ(r.code, 0) << r.out;
-    r = hfuse_cli("run " + kModels + "resnet_block.json --plan " + plan + " --check");
+    r = test::run_cli("run " + kModels + "resnet_block.json --plan " + plan + " --check");
     EXPECT_EQ(r.code, 0) << r.out;
 }
 
@@ -115,16 +104,16 @@ TEST(CliPlan, UnfusedPlanFileRunsBack) {
     // `plan --unfused -o` writes the graph as written (the BatchNormalization its own group); `run
     // --plan` maps plans onto the simplified graph, where bn was folded into conv. The written plan
     // must be accepted by `run --plan` (or `plan --unfused -o` must refuse to write one).
-    const std::string plan = tmp("unfused.plan.json");
-    Result r = hfuse_cli("plan " + kModels + "conv_bn_relu.json --unfused -o " + plan);
+    const std::string plan = tmp_path("unfused.plan.json");
+    Result r = test::run_cli("plan " + kModels + "conv_bn_relu.json --unfused -o " + plan);
     ASSERT_EQ(r.code, 0) << r.out;
-    r = hfuse_cli("run " + kModels + "conv_bn_relu.json --plan " + plan + " --check");
+    r = test::run_cli("run " + kModels + "conv_bn_relu.json --plan " + plan + " --check");
     EXPECT_EQ(r.code, 0) << r.out;
 }
 
 TEST(CliPlan, DotDrawingHasClusters) {
-    const std::string dot = tmp("resnet.dot"), svg = tmp("resnet.svg");
-    Result r = hfuse_cli("plan " + kModels + "resnet_block.json --dot " + dot);
+    const std::string dot = tmp_path("resnet.dot"), svg = tmp_path("resnet.svg");
+    Result r = test::run_cli("plan " + kModels + "resnet_block.json --dot " + dot);
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_TRUE(contains(r.out, "(render: dot -Tsvg " + dot + " -o " + svg + ")")) << r.out;
     const std::string text = read_file(dot);
@@ -142,8 +131,8 @@ TEST(CliPlan, DotDrawingHasClusters) {
     // Every bundled model and rule set draws.
     for (const char *m : {"lstm_cell", "mlp_softmax", "conv_bn_relu"}) {
         for (const char *rules : {"x86", "tvm"}) {
-            const std::string f = tmp(std::string(m) + "_" + rules + ".dot");
-            ASSERT_EQ(hfuse_cli("plan " + kModels + m + ".json --rules " + rules + " --dot " + f).code, 0);
+            const std::string f = tmp_path(std::string(m) + "_" + rules + ".dot");
+            ASSERT_EQ(test::run_cli("plan " + kModels + m + ".json --rules " + rules + " --dot " + f).code, 0);
             Result rd = test::run_command("dot -Tsvg " + f + " -o " + svg);
             EXPECT_EQ(rd.code, 0) << m << " " << rules << ": " << rd.out;
         }
@@ -153,14 +142,14 @@ TEST(CliPlan, DotDrawingHasClusters) {
 TEST(CliPlan, DotEscapesNames) {
     // Node names are free-form strings (ONNX exports use "/layer1/conv/Conv"); quotes and backslashes
     // in them must not break the drawing.
-    const std::string model = tmp("names.json"), dot = tmp("names.dot"), svg = tmp("names.svg");
+    const std::string model = tmp_path("names.json"), dot = tmp_path("names.dot"), svg = tmp_path("names.svg");
     std::ofstream(model) << R"({"format": "hfuse-model", "version": 1, "name": "we\"ird",
       "inputs": [{"name": "in:put", "shape": [1, 2, 4, 4]}],
       "weights": {"w": {"shape": [2, 2, 1, 1], "uniform": [-0.5, 0.5], "seed": 1}},
       "nodes": [{"name": "/layer1/conv \"a\"", "op": "Conv", "inputs": ["in:put", "w"], "attrs": {"kernel_shape": [1, 1]}},
                 {"name": "re\\lu", "op": "Relu", "inputs": ["/layer1/conv \"a\""]}],
       "outputs": ["re\\lu"]})";
-    Result r = hfuse_cli("plan " + model + " --dot " + dot);
+    Result r = test::run_cli("plan " + model + " --dot " + dot);
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_TRUE(contains(read_file(dot), "cluster_g0"));
     if (std::system("command -v dot >/dev/null 2>&1") != 0) GTEST_SKIP() << "graphviz `dot` is not installed";
@@ -169,23 +158,23 @@ TEST(CliPlan, DotEscapesNames) {
 }
 
 TEST(CliPlan, PlanWithRulesIsAUsageError) {
-    const std::string plan = tmp("usage.plan.json");
-    ASSERT_EQ(hfuse_cli("plan " + kCbrm + " -o " + plan).code, 0);
-    Result r = hfuse_cli("run " + kCbrm + " --plan " + plan + " --rules x86");
+    const std::string plan = tmp_path("usage.plan.json");
+    ASSERT_EQ(test::run_cli("plan " + kCbrm + " -o " + plan).code, 0);
+    Result r = test::run_cli("run " + kCbrm + " --plan " + plan + " --rules x86");
     EXPECT_EQ(r.code, 2) << r.out;
-    r = hfuse_cli("run " + kCbrm + " --plan " + plan + " --unfused");
+    r = test::run_cli("run " + kCbrm + " --plan " + plan + " --unfused");
     EXPECT_EQ(r.code, 2) << r.out;
-    r = hfuse_cli("plan " + kCbrm + " --plan " + plan + " --rules tvm");
+    r = test::run_cli("plan " + kCbrm + " --plan " + plan + " --rules tvm");
     EXPECT_EQ(r.code, 2) << r.out;
-    r = hfuse_cli("run " + kCbrm + " --rules x86 --unfused");
+    r = test::run_cli("run " + kCbrm + " --rules x86 --unfused");
     EXPECT_EQ(r.code, 2) << r.out;
 }
 
 TEST(CliPlan, BadPlanFileIsOneLineNamingIt) {
-    const std::string plan = tmp("bad.plan.json");
+    const std::string plan = tmp_path("bad.plan.json");
     std::ofstream(plan) << R"({"format": "hfuse-plan", "version": 1,
         "groups": [{"nodes": ["conv", "pool"]}, {"nodes": ["relu"]}]})";
-    Result r = hfuse_cli_stderr("run " + kCbrm + " --plan " + plan);
+    Result r = test::run_cli("run " + kCbrm + " --plan " + plan, true);
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
     EXPECT_EQ(r.out.rfind("hfuse: error: " + plan + ": ", 0), 0u) << r.out;
@@ -193,31 +182,31 @@ TEST(CliPlan, BadPlanFileIsOneLineNamingIt) {
 
     std::ofstream(plan)
         << R"({"format": "hfuse-plan", "version": 1, "groups": [{"nodes": ["conv", "relu", "pool", "nope"]}]})";
-    r = hfuse_cli_stderr("run " + kCbrm + " --plan " + plan);
+    r = test::run_cli("run " + kCbrm + " --plan " + plan, true);
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_EQ(r.out, "hfuse: error: " + plan + ": field 'groups[0].nodes': unknown node 'nope'\n");
 
     std::ofstream(plan) << "not json";
-    r = hfuse_cli_stderr("run " + kCbrm + " --plan " + plan);
+    r = test::run_cli("run " + kCbrm + " --plan " + plan, true);
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
     EXPECT_TRUE(contains(r.out, plan)) << r.out;
 
-    r = hfuse_cli_stderr("run " + kCbrm + " --plan " + tmp("nonexistent.plan.json"));
+    r = test::run_cli("run " + kCbrm + " --plan " + tmp_path("nonexistent.plan.json"), true);
     EXPECT_EQ(r.code, 1) << r.out;
-    EXPECT_TRUE(contains(r.out, tmp("nonexistent.plan.json"))) << r.out;
+    EXPECT_TRUE(contains(r.out, tmp_path("nonexistent.plan.json"))) << r.out;
 }
 
 TEST(CliPlan, BadRulesFileIsOneLineNamingIt) {
-    const std::string rules = tmp("bad.rules.json");
+    const std::string rules = tmp_path("bad.rules.json");
     std::ofstream(rules) << R"({"format": "hfuse-rules", "version": 1, "name": "bad",
         "fuse": [{"producer": "elementwise", "consumers": ["elementwise"], "placement": "sideways"}]})";
-    Result r = hfuse_cli_stderr("plan " + kCbrm + " --rules " + rules);
+    Result r = test::run_cli("plan " + kCbrm + " --rules " + rules, true);
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
     EXPECT_TRUE(contains(r.out, rules)) << r.out;
     EXPECT_TRUE(contains(r.out, "fuse[0].placement")) << r.out;
-    r = hfuse_cli_stderr("plan " + kCbrm + " --rules nosuchrules");
+    r = test::run_cli("plan " + kCbrm + " --rules nosuchrules", true);
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_TRUE(contains(r.out, "nosuchrules")) << r.out;
 }

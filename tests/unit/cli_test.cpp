@@ -17,21 +17,12 @@ namespace {
 
 using Result = test::CommandResult;
 using test::contains;
-
-Result hfuse_cli(const std::string &args) {
-    return test::run_cli(args);
-}
-
-const std::string kModels = std::string(HFUSE_SOURCE_DIR) + "/models/";
-const std::string kCbrm = kModels + "conv_bias_relu_maxpool.json";
-
-// A per-process temp path: ctest runs tests in parallel processes that must not share files.
-std::string tmp(const std::string &name) {
-    return testing::TempDir() + "/hfuse_cli_test_" + std::to_string(getpid()) + "_" + name;
-}
+using test::kCbrm;
+using test::kModels;
+using test::tmp_path;
 
 TEST(Cli, InfoShowsShapesKindsAndFlops) {
-    Result r = hfuse_cli("info " + kCbrm);
+    Result r = test::run_cli("info " + kCbrm);
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("1x64x56x56"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("1x64x28x28"), std::string::npos) << r.out;
@@ -43,20 +34,21 @@ TEST(Cli, InfoShowsShapesKindsAndFlops) {
 
 TEST(Cli, RunWritesOutputsThatMatchTheSummaryRun) {
     std::vector<float> x = uniform_values(64 * 56 * 56, -1, 1, 5);
-    write_f32_file(tmp("in.f32"), x.data(), x.size());
-    Result r = hfuse_cli("run " + kCbrm + " --unfused --input " + tmp("in.f32") + " --output " + tmp("out.f32") +
-                         " --threads 2 --check");
+    write_f32_file(tmp_path("in.f32"), x.data(), x.size());
+    Result r = test::run_cli("run " + kCbrm + " --unfused --input " + tmp_path("in.f32") + " --output " +
+                             tmp_path("out.f32") + " --threads 2 --check");
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("ok"), std::string::npos) << r.out;
-    std::vector<float> out = read_f32_file(tmp("out.f32"), 64 * 28 * 28, "output");
+    std::vector<float> out = read_f32_file(tmp_path("out.f32"), 64 * 28 * 28, "output");
     // NAME=FILE form gives the same bytes.
-    r = hfuse_cli("run " + kCbrm + " --unfused --input input=" + tmp("in.f32") + " --output pool=" + tmp("out2.f32"));
+    r = test::run_cli("run " + kCbrm + " --unfused --input input=" + tmp_path("in.f32") +
+                      " --output pool=" + tmp_path("out2.f32"));
     ASSERT_EQ(r.code, 0) << r.out;
-    EXPECT_EQ(read_f32_file(tmp("out2.f32"), 64 * 28 * 28, "output"), out);
+    EXPECT_EQ(read_f32_file(tmp_path("out2.f32"), 64 * 28 * 28, "output"), out);
 }
 
 TEST(Cli, RunWithoutFilesPrintsSummary) {
-    Result r = hfuse_cli("run " + kModels + "lstm_cell.json --unfused --check");
+    Result r = test::run_cli("run " + kModels + "lstm_cell.json --unfused --check");
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("output 'h_next' [1x128]"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("output 'c_next' [1x128]"), std::string::npos) << r.out;
@@ -64,7 +56,7 @@ TEST(Cli, RunWithoutFilesPrintsSummary) {
 }
 
 TEST(Cli, BenchJsonContract) {
-    Result r = hfuse_cli("bench " + kModels + "rnn_cell.json --runs 3 --json");
+    Result r = test::run_cli("bench " + kModels + "rnn_cell.json --runs 3 --json");
     ASSERT_EQ(r.code, 0) << r.out;
     auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["model"], "rnn_cell");
@@ -73,7 +65,7 @@ TEST(Cli, BenchJsonContract) {
     EXPECT_GT(j["median_ms"].get<double>(), 0.0);
     EXPECT_LE(j["min_ms"].get<double>(), j["median_ms"].get<double>());
 
-    r = hfuse_cli("bench " + kModels + "rnn_cell.json --runs 3 --json --compare");
+    r = test::run_cli("bench " + kModels + "rnn_cell.json --runs 3 --json --compare");
     ASSERT_EQ(r.code, 0) << r.out;
     j = nlohmann::json::parse(r.out);
     EXPECT_NEAR(j["speedup"].get<double>(), j["unfused_ms"].get<double>() / j["fused_ms"].get<double>(), 1e-9);
@@ -85,15 +77,15 @@ TEST(Cli, BenchJsonContract) {
 // plan's group computing the same nodes (the fused group has none: no group of the plan with every op
 // apart holds all its nodes).
 TEST(Cli, BenchAgainstAnotherPlan) {
-    Result r = hfuse_cli("plan " + kCbrm + " -o " + tmp("fused.json"));
+    Result r = test::run_cli("plan " + kCbrm + " -o " + tmp_path("fused.json"));
     ASSERT_EQ(r.code, 0) << r.out;
-    r = hfuse_cli("plan " + kCbrm + " --rules none -o " + tmp("apart.json"));
+    r = test::run_cli("plan " + kCbrm + " --rules none -o " + tmp_path("apart.json"));
     ASSERT_EQ(r.code, 0) << r.out;
-    r = hfuse_cli("bench " + kCbrm + " --plan " + tmp("fused.json") + " --against " + tmp("apart.json") +
-                  " --runs 5 --json --profile");
+    r = test::run_cli("bench " + kCbrm + " --plan " + tmp_path("fused.json") + " --against " + tmp_path("apart.json") +
+                      " --runs 5 --json --profile");
     ASSERT_EQ(r.code, 0) << r.out;
     auto j = nlohmann::json::parse(r.out);
-    EXPECT_EQ(j["against"], tmp("apart.json"));
+    EXPECT_EQ(j["against"], tmp_path("apart.json"));
     EXPECT_NEAR(j["speedup"].get<double>(), j["against_ms"].get<double>() / j["plan_ms"].get<double>(), 1e-9);
     EXPECT_EQ(j["plan_groups"], 1);
     EXPECT_GT(j["against_groups"].get<int>(), 1);
@@ -103,8 +95,8 @@ TEST(Cli, BenchAgainstAnotherPlan) {
     ASSERT_EQ(j["group_profile"].size(), 1u);
     EXPECT_TRUE(j["group_profile"][0]["against"].is_null());  // no group of the other plan has its nodes
     // A plan against itself: every group matched by its nodes.
-    r = hfuse_cli("bench " + kCbrm + " --plan " + tmp("apart.json") + " --against " + tmp("apart.json") +
-                  " --runs 5 --json --profile");
+    r = test::run_cli("bench " + kCbrm + " --plan " + tmp_path("apart.json") + " --against " + tmp_path("apart.json") +
+                      " --runs 5 --json --profile");
     ASSERT_EQ(r.code, 0) << r.out;
     j = nlohmann::json::parse(r.out);
     ASSERT_EQ(j["group_profile"].size(), j["plan_groups"].get<size_t>());
@@ -113,25 +105,25 @@ TEST(Cli, BenchAgainstAnotherPlan) {
         EXPECT_GT(g["against_ms"].get<double>(), 0.0) << g.dump();
     }
     // --against and --compare exclude each other; a missing plan file is an error naming it.
-    r = hfuse_cli("bench " + kCbrm + " --against " + tmp("apart.json") + " --compare");
+    r = test::run_cli("bench " + kCbrm + " --against " + tmp_path("apart.json") + " --compare");
     EXPECT_NE(r.code, 0) << r.out;
-    r = hfuse_cli("bench " + kCbrm + " --against " + tmp("missing.json"));
+    r = test::run_cli("bench " + kCbrm + " --against " + tmp_path("missing.json"));
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_NE(r.out.find("missing.json"), std::string::npos) << r.out;
 }
 
 TEST(Cli, BenchSaysTheSpreadAndCountsGroupsInEnglish) {
-    Result r = hfuse_cli("bench " + kCbrm + " --runs 10 --compare");
+    Result r = test::run_cli("bench " + kCbrm + " --runs 10 --compare");
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_TRUE(contains(r.out, "fused (x86, 1 group, schedule templates)")) << r.out;
     EXPECT_TRUE(contains(r.out, "speedup per chunk of runs timed together: min ")) << r.out;
-    r = hfuse_cli("bench " + kCbrm + " --runs 2");
+    r = test::run_cli("bench " + kCbrm + " --runs 2");
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_TRUE(contains(r.out, "plan x86 (1 group)")) << r.out;
 }
 
 TEST(Cli, VersionNamesHfuseHalideAndTheTarget) {
-    Result r = hfuse_cli("--version");
+    Result r = test::run_cli("--version");
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_TRUE(contains(r.out, "hfuse 0.1 (sources ")) << r.out;
     EXPECT_TRUE(contains(r.out, "Halide 14.")) << r.out;
@@ -140,47 +132,47 @@ TEST(Cli, VersionNamesHfuseHalideAndTheTarget) {
 }
 
 TEST(Cli, Demo) {
-    Result r = hfuse_cli("demo");
+    Result r = test::run_cli("demo");
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("demo: OK"), std::string::npos) << r.out;
 }
 
 TEST(CliErrors, WrongInputFileSize) {
     std::vector<float> x(100);
-    write_f32_file(tmp("small.f32"), x.data(), x.size());
-    Result r = hfuse_cli("run " + kCbrm + " --input " + tmp("small.f32"));
+    write_f32_file(tmp_path("small.f32"), x.data(), x.size());
+    Result r = test::run_cli("run " + kCbrm + " --input " + tmp_path("small.f32"));
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_NE(r.out.find("input 'input'"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("400 bytes"), std::string::npos) << r.out;
 }
 
 TEST(CliErrors, BadModelIsOneLineNonZero) {
-    std::ofstream(tmp("bad.json"))
+    std::ofstream(tmp_path("bad.json"))
         << R"({"format": "hfuse-model", "version": 1, "inputs": [{"name": "x", "shape": [1, 2]}],
         "nodes": [{"name": "n", "op": "Frobnicate", "inputs": ["x"]}], "outputs": ["n"]})";
     for (const char *cmd : {"info", "run"}) {
-        Result r = hfuse_cli(std::string(cmd) + " " + tmp("bad.json"));
+        Result r = test::run_cli(std::string(cmd) + " " + tmp_path("bad.json"));
         EXPECT_EQ(r.code, 1) << r.out;
-        EXPECT_EQ(r.out, "hfuse: error: " + tmp("bad.json") +
+        EXPECT_EQ(r.out, "hfuse: error: " + tmp_path("bad.json") +
                              ": node 'n' (Frobnicate): field 'op': unknown op 'Frobnicate'\n");
     }
 }
 
 TEST(CliErrors, UsageErrorsExitTwo) {
-    EXPECT_EQ(hfuse_cli("").code, 2);
-    EXPECT_EQ(hfuse_cli("frobnicate").code, 2);
-    EXPECT_EQ(hfuse_cli("run").code, 2);
-    EXPECT_EQ(hfuse_cli("run " + kCbrm + " --threads -3").code, 2);
-    Result r = hfuse_cli("run " + kModels + "lstm_cell.json --input " + tmp("in.f32"));
+    EXPECT_EQ(test::run_cli("").code, 2);
+    EXPECT_EQ(test::run_cli("frobnicate").code, 2);
+    EXPECT_EQ(test::run_cli("run").code, 2);
+    EXPECT_EQ(test::run_cli("run " + kCbrm + " --threads -3").code, 2);
+    Result r = test::run_cli("run " + kModels + "lstm_cell.json --input " + tmp_path("in.f32"));
     EXPECT_EQ(r.code, 2) << r.out;
     EXPECT_NE(r.out.find("NAME=FILE"), std::string::npos) << r.out;
-    r = hfuse_cli("run " + kCbrm + " --input nosuch=" + tmp("in.f32"));
+    r = test::run_cli("run " + kCbrm + " --input nosuch=" + tmp_path("in.f32"));
     EXPECT_EQ(r.code, 2) << r.out;
     EXPECT_NE(r.out.find("no tensor named 'nosuch'"), std::string::npos) << r.out;
 }
 
 TEST(CliErrors, MissingModelFile) {
-    Result r = hfuse_cli("run /nonexistent.json");
+    Result r = test::run_cli("run /nonexistent.json");
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_NE(r.out.find("/nonexistent.json"), std::string::npos) << r.out;
 }

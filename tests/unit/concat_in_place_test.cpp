@@ -21,9 +21,8 @@ namespace hfuse {
 namespace {
 
 using nlohmann::json;
+using test::kJitTarget;
 using test::model_node;
-
-const Halide::Target kTarget = Halide::get_jit_target_from_environment();
 
 json conv(const std::string &name, const std::string &in, const std::string &w, int k) {
     json attrs = {{"kernel_shape", {k, k}}};
@@ -56,7 +55,7 @@ Graph dense_block(int batch) {
 }
 
 FusedGraph default_plan(const Graph &g) {
-    return with_default_schedules(plan_fusion(simplify(g), {load_rules("x86")}), kTarget);
+    return with_default_schedules(plan_fusion(simplify(g), {load_rules("x86")}), kJitTarget);
 }
 
 std::map<std::string, std::string> templates_by_master(const Executor &ex) {

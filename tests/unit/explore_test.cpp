@@ -39,7 +39,7 @@ using test::read_file;
 
 // A path of this process's, cleared first: an earlier process with the same pid may have left it (a
 // run directory that `explore -o` would then refuse).
-std::string tmp(const std::string &name) {
+std::string fresh_tmp(const std::string &name) {
     const std::string path = testing::TempDir() + "/hfuse_explore_test_" + std::to_string(getpid()) + "_" + name;
     std::filesystem::remove_all(path);
     return path;
@@ -63,7 +63,7 @@ json tiny_model(int in_channels = 4, int out_channels = 8, int size = 16) {
 }
 
 std::string write_tiny_model() {
-    std::string path = tmp("tiny.json");
+    std::string path = fresh_tmp("tiny.json");
     std::ofstream(path) << tiny_model().dump(1);
     return path;
 }
@@ -426,10 +426,10 @@ TEST(ExploreCli, TinyRunResumeAndBestPlan) {
     Graph g = load_model(model);
     FusedGraph bad = with_default_schedules(plan_fusion(g, {load_rules("x86")}), Halide::get_host_target());
     bad.groups[0].schedule["tile_c"] = 99;
-    const std::string bad_path = tmp("bad_plan.json");
+    const std::string bad_path = fresh_tmp("bad_plan.json");
     write_plan(bad_path, bad);
 
-    const std::string dir = tmp("run");
+    const std::string dir = fresh_tmp("run");
     CommandResult r = test::run_cli("explore " + model + " -o " + dir +
                                     " --budget 6 --schedules templates,mullapudi2016 --runs 3 --confirm 1 --jobs 2 "
                                     "--plan " +
@@ -480,7 +480,7 @@ TEST(ExploreCli, TinyRunResumeAndBestPlan) {
     EXPECT_TRUE(contains(r.out, ": ok")) << r.out;
     r = test::run_cli("bench " + model + " --plan " + best + " --runs 1 --json");
     EXPECT_EQ(r.code, 0) << r.out;
-    r = test::run_cli("compile " + model + " --plan " + best + " -o " + tmp("aot") + " --name tiny");
+    r = test::run_cli("compile " + model + " --plan " + best + " -o " + fresh_tmp("aot") + " --name tiny");
     EXPECT_EQ(r.code, 0) << r.out;
     EXPECT_EQ(res["best_plan"]["key"].get<std::string>().size(), 16u);
     // best_plan.json is another plan than the default only if it beat the default, timed in one
@@ -518,7 +518,7 @@ TEST(ExploreCli, TinyRunResumeAndBestPlan) {
 
 TEST(ExploreCli, TimeoutsAreRecordedAndTheRunGoesOn) {
     const std::string model = write_tiny_model();
-    const std::string dir = tmp("timeouts");
+    const std::string dir = fresh_tmp("timeouts");
     CommandResult r = test::run_cli("explore " + model + " -o " + dir +
                                     " --budget 1 --schedules templates --timeout-per-candidate 0.05 --confirm 0"
                                     " --no-cache");  // compiling takes longer than 0.05 s; loading may not
@@ -538,7 +538,7 @@ TEST(ExploreCli, CandidatesPastTheMemoryBoundAreSkippedAndTheRunGoesOn) {
     // 128 MB of address space is less than loading hfuse's libraries takes: every candidate fails for
     // memory, is recorded so, and the run goes on to the end.
     const std::string model = write_tiny_model();
-    const std::string dir = tmp("memory");
+    const std::string dir = fresh_tmp("memory");
     CommandResult r = test::run_cli("explore " + model + " -o " + dir +
                                     " --budget 1 --schedules templates --max-memory 128 --confirm 0");
     EXPECT_EQ(r.code, 1) << r.out;
@@ -551,7 +551,7 @@ TEST(ExploreCli, CandidatesPastTheMemoryBoundAreSkippedAndTheRunGoesOn) {
         EXPECT_EQ(c["error"], "needed more than --max-memory 128 MB (skipped)");
     }
     // Without the bound the same candidates run.
-    const std::string free_dir = tmp("memory_free");
+    const std::string free_dir = fresh_tmp("memory_free");
     r = test::run_cli("explore " + model + " -o " + free_dir +
                       " --budget 1 --schedules templates --max-memory 0 --confirm 0 --runs 2");
     EXPECT_EQ(r.code, 0) << r.out;
@@ -562,7 +562,7 @@ TEST(ExploreCli, ATimeLimitedRunWritesItsOutputsAndResumes) {
     // (best_plan.json, report.md), saying so; --resume without the limit then completes the budget,
     // the first candidate kept as it was.
     const std::string model = write_tiny_model();
-    const std::string dir = tmp("time_limit");
+    const std::string dir = fresh_tmp("time_limit");
     CommandResult r = test::run_cli("explore " + model + " -o " + dir +
                                     " --budget 5 --schedules templates --time-limit 0.001 --runs 2");
     EXPECT_EQ(r.code, 0) << r.out;
@@ -584,10 +584,10 @@ TEST(ExploreCli, PerSegmentFindingsAndATuningRecordOtherModelsUse) {
     // Three residual blocks (one signature) after a stem: the report and results.json speak of each
     // distinct segment, tuning.json records them, and `--tuned` regroups this model and one with five
     // blocks of other weights as best_plan.json groups them, the outputs still right.
-    const std::string model = tmp("res3.json"), other = tmp("res5.json");
+    const std::string model = fresh_tmp("res3.json"), other = fresh_tmp("res5.json");
     save_model(test::residual_net(3), model);
     save_model(test::residual_net(5, 40), other);
-    const std::string dir = tmp("segments");
+    const std::string dir = fresh_tmp("segments");
     CommandResult r = test::run_cli("explore " + model + " -o " + dir + " --budget 6 --schedules templates --runs 2");
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_TRUE(contains(r.out, "tuning.json")) << r.out;
@@ -625,7 +625,7 @@ TEST(ExploreCli, PerSegmentFindingsAndATuningRecordOtherModelsUse) {
     std::set<std::set<std::string>> best_groups;
     for (const FusedGroup &g : best.groups) best_groups.insert({g.nodes.begin(), g.nodes.end()});
 
-    const std::string tuned_plan = tmp("tuned_plan.json");
+    const std::string tuned_plan = fresh_tmp("tuned_plan.json");
     r = test::run_cli("plan " + model + " --tuned " + tuning + " -o " + tuned_plan);
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_TRUE(contains(r.out, "tuned: 4 of the model's 4 segments regrouped by 2 tuning entries")) << r.out;
@@ -642,7 +642,7 @@ TEST(ExploreCli, PerSegmentFindingsAndATuningRecordOtherModelsUse) {
     r = test::run_cli("run " + model + " --plan " + dir + "/best_plan.json --tuned " + tuning);
     EXPECT_EQ(r.code, 2) << r.out;
     EXPECT_TRUE(contains(r.out, "--tuned")) << r.out;
-    const std::string bad = tmp("bad_tuning.json");
+    const std::string bad = fresh_tmp("bad_tuning.json");
     std::ofstream(bad) << R"({"format": "hfuse-tuning", "version": 1, "entries": [{"signature": 3}]})";
     r = test::run_cli("bench " + model + " --tuned " + bad + " --runs 1");
     EXPECT_EQ(r.code, 1) << r.out;
@@ -659,14 +659,14 @@ TEST(ExploreCli, BadFlagsExitTwoNamingTheFlag) {
                           Case{"--schedules templates,bogus", "--schedules"},
                           Case{"--timeout-per-candidate -1", "--timeout-per-candidate"}, Case{"--runs x", "--runs"},
                           Case{"--max-memory -5", "--max-memory"}, Case{"--time-limit -1", "--time-limit"}}) {
-        CommandResult r = test::run_cli("explore " + model + " -o " + tmp("bad_flags") + " " + c.args);
+        CommandResult r = test::run_cli("explore " + model + " -o " + fresh_tmp("bad_flags") + " " + c.args);
         EXPECT_EQ(r.code, 2) << c.args << ": " << r.out;
         EXPECT_TRUE(contains(r.out, c.flag)) << c.args << ": " << r.out;
     }
     CommandResult r = test::run_cli("explore " + model);
     EXPECT_EQ(r.code, 2) << r.out;
     EXPECT_TRUE(contains(r.out, "--output")) << r.out;
-    r = test::run_cli("explore " + tmp("missing.json") + " -o " + tmp("missing_out"));
+    r = test::run_cli("explore " + fresh_tmp("missing.json") + " -o " + fresh_tmp("missing_out"));
     EXPECT_EQ(r.code, 1) << r.out;
 }
 

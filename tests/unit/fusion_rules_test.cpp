@@ -22,12 +22,8 @@ namespace hfuse {
 namespace {
 
 using nlohmann::json;
-
-const std::string kRulesDir = std::string(HFUSE_SOURCE_DIR) + "/src/planner/rules/";
-
-std::string tmp_path(const std::string &name) {
-    return testing::TempDir() + "/hfuse_fusion_rules_test_" + std::to_string(getpid()) + "_" + name;
-}
+using test::kRulesDir;
+using test::tmp_path;
 
 json shipped(const std::string &name) {
     std::ifstream in(kRulesDir + name + ".json");

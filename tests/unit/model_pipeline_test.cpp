@@ -19,8 +19,7 @@ namespace hfuse {
 namespace {
 
 using nlohmann::json;
-
-const std::string kModels = std::string(HFUSE_SOURCE_DIR) + "/models/";
+using test::kModels;
 
 FusedGraph plan_named(const Graph &g, const std::string &rules) {
     if (rules == "unfused") return singleton_groups(g);

@@ -24,12 +24,8 @@ namespace hfuse {
 namespace {
 
 using nlohmann::json;
-
-const std::string kModels = std::string(HFUSE_SOURCE_DIR) + "/models/";
-
-std::string tmp_path(const std::string &name) {
-    return testing::TempDir() + "/hfuse_plan_file_test_" + std::to_string(getpid()) + "_" + name;
-}
+using test::kModels;
+using test::tmp_path;
 
 Graph load_text(const std::string &name, const std::string &text) {
     const std::string path = tmp_path(name + ".json");

@@ -34,14 +34,9 @@ namespace {
 
 using nlohmann::json;
 using Groups = std::set<std::set<std::string>>;
-
-const std::string kModels = std::string(HFUSE_SOURCE_DIR) + "/models/";
-const std::string kRulesDir = std::string(HFUSE_SOURCE_DIR) + "/src/planner/rules/";
-
-// A per-process temp path, so parallel test processes never share files.
-std::string tmp_path(const std::string &name) {
-    return testing::TempDir() + "/hfuse_planner_test_" + std::to_string(getpid()) + "_" + name;
-}
+using test::kModels;
+using test::kRulesDir;
+using test::tmp_path;
 
 // Builds a model as JSON, writes it to a temp file and loads it like a user's model.
 class ModelBuilder {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,15 @@
 #include <sstream>
 
 namespace hfuse::test {
+
+std::string tmp_path(const std::string &name) {
+    const testing::TestInfo *info = testing::UnitTest::GetInstance()->current_test_info();
+    std::string suite = info ? info->test_suite_name() : "hfuse";
+    for (char &c : suite) {
+        if (c == '/') c = '_';  // a parameterised suite's prefix
+    }
+    return testing::TempDir() + "/hfuse_" + suite + "_" + std::to_string(getpid()) + "_" + name;
+}
 
 nlohmann::json model_node(const std::string &name, const std::string &op, const std::vector<std::string> &inputs,
                           const nlohmann::json &attrs) {

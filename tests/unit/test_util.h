@@ -15,6 +15,19 @@
 
 namespace hfuse::test {
 
+// hfuse's bundled models (models/, with the slash) and the conv+bias+relu+maxpool model among them.
+inline const std::string kModels = std::string(HFUSE_SOURCE_DIR) + "/models/";
+inline const std::string kCbrm = kModels + "conv_bias_relu_maxpool.json";
+// The built-in rule sets' sources (with the slash).
+inline const std::string kRulesDir = std::string(HFUSE_SOURCE_DIR) + "/src/planner/rules/";
+
+// The target JIT compilation takes (HL_JIT_TARGET, else the host).
+inline const Halide::Target kJitTarget = Halide::get_jit_target_from_environment();
+
+// A path for `name` in the tests' scratch directory (testing::TempDir()), unique to this process and
+// to the running test's suite.
+std::string tmp_path(const std::string &name);
+
 struct CommandResult {
     int code;         // exit code, -1 if the command did not exit normally
     std::string out;  // stdout and stderr together, or stderr alone

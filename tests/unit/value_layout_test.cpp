@@ -25,9 +25,8 @@ namespace hfuse {
 namespace {
 
 using nlohmann::json;
+using test::kJitTarget;
 using test::model_node;
-
-const Halide::Target kTarget = Halide::get_jit_target_from_environment();
 
 json conv(const std::string &name, const std::string &in, const std::string &w, const json &attrs) {
     return {{"name", name}, {"op", "Conv"}, {"inputs", {in, w}}, {"attrs", attrs}};
@@ -114,7 +113,7 @@ Graph inverted_residual(int n, int c, int h, int w) {
 }
 
 FusedGraph default_plan(const Graph &g) {
-    return with_default_schedules(plan_fusion(simplify(g), {load_rules("x86")}), kTarget);
+    return with_default_schedules(plan_fusion(simplify(g), {load_rules("x86")}), kJitTarget);
 }
 
 // The group holding `node`.
@@ -132,7 +131,7 @@ void expect_layouts_compute_the_same(const Graph &g, const FusedGraph &plan, siz
     test::ModelInputs in = test::make_inputs(g);
     Executor ex(plan);
     EXPECT_EQ(ex.value_layouts().size(), blocked);
-    ModelPipeline whole(plan, {kTarget});
+    ModelPipeline whole(plan, {kJitTarget});
     const std::map<std::string, std::string> handed = whole.value_layouts();
     ASSERT_EQ(handed.size(), blocked);
     for (const auto &[value, layout] : ex.value_layouts()) {
@@ -164,8 +163,8 @@ TEST(ValueLayout, ChoosesBlockedWhereEveryReaderTakesIt) {
     for (const FusedGroup &grp : plan.groups) {
         if (grp.master != "gap") EXPECT_EQ(grp.schedule["template"], "conv_cv") << grp.master;
     }
-    const exec::ValueLayouts l = exec::choose_value_layouts(plan, kTarget);
-    const int vw = kTarget.natural_vector_size<float>();
+    const exec::ValueLayouts l = exec::choose_value_layouts(plan, kJitTarget);
+    const int vw = kJitTarget.natural_vector_size<float>();
     const int b = 8;  // the padded readers' input_block
     // v1 is returned; c4 read by an epilogue alone, v4 by an unpadded conv: in vectors of the producer.
     const exec::ValueLayouts want = {{"v0", {b, 1, 1}},
@@ -183,14 +182,14 @@ TEST(ValueLayout, ChoosesBlockedWhereEveryReaderTakesIt) {
 
     // A padded reader asking for a planar input keeps its input planar; the other values stay blocked.
     producer(plan, "c1").schedule["input_block"] = 0;
-    const exec::ValueLayouts fewer = exec::choose_value_layouts(plan, kTarget);
+    const exec::ValueLayouts fewer = exec::choose_value_layouts(plan, kJitTarget);
     EXPECT_FALSE(fewer.count("v0"));
     EXPECT_TRUE(fewer.count("v2"));
     expect_layouts_compute_the_same(g, plan, fewer.size());
     // The block follows its conv reader; readers disagreeing on it: planar.
     producer(plan, "c1").schedule["input_block"] = 4;
     producer(plan, "ds").schedule["input_block"] = 4;
-    const exec::ValueLayouts by4 = exec::choose_value_layouts(plan, kTarget);
+    const exec::ValueLayouts by4 = exec::choose_value_layouts(plan, kJitTarget);
     EXPECT_EQ(by4.at("v0"), (exec::ValueLayout{4, 1, 1}));
     EXPECT_FALSE(by4.count("v2"));
     expect_layouts_compute_the_same(g, plan, by4.size());
@@ -198,8 +197,8 @@ TEST(ValueLayout, ChoosesBlockedWhereEveryReaderTakesIt) {
     producer(plan, "c1").schedule["input_block"] = 8;
     producer(plan, "c0").schedule["channel_block"] = 12;
     producer(plan, "c0").schedule["tile_c_vectors"] = 1;
-    EXPECT_FALSE(exec::choose_value_layouts(plan, kTarget).count("v0"));
-    expect_layouts_compute_the_same(g, plan, exec::choose_value_layouts(plan, kTarget).size());
+    EXPECT_FALSE(exec::choose_value_layouts(plan, kJitTarget).count("v0"));
+    expect_layouts_compute_the_same(g, plan, exec::choose_value_layouts(plan, kJitTarget).size());
 }
 
 TEST(ValueLayout, GroupedConvsReadAndWriteBlocks) {
@@ -230,7 +229,7 @@ TEST(ValueLayout, GroupedConvsReadAndWriteBlocks) {
                                          {"tile_c_vectors", 1},   {"block_rows", 2},   {"channel_block", 8},
                                          {"ci_block", span},      {"input_block", 8}};
     }
-    const exec::ValueLayouts l = exec::choose_value_layouts(plan, kTarget);
+    const exec::ValueLayouts l = exec::choose_value_layouts(plan, kJitTarget);
     // The plain 3x3 (c0) and the 1x1 over 7 columns (c3) take conv_cv by default.
     ASSERT_EQ(producer(plan, "c0").schedule["template"], "conv_cv");
     ASSERT_EQ(producer(plan, "c3").schedule["template"], "conv_cv");
@@ -245,17 +244,17 @@ TEST(ValueLayout, NoBlocksWhereTheyDoNotFit) {
     // values of the second stage blocked.
     const Graph g = two_stages(12);
     const FusedGraph plan = default_plan(g);
-    const exec::ValueLayouts l = exec::choose_value_layouts(plan, kTarget);
+    const exec::ValueLayouts l = exec::choose_value_layouts(plan, kJitTarget);
     EXPECT_FALSE(l.count("v0") || l.count("v2"));
-    if (kTarget.natural_vector_size<float>() == 8) {
+    if (kJitTarget.natural_vector_size<float>() == 8) {
         EXPECT_EQ(l.size(), 3u);
         EXPECT_TRUE(l.count("v3") && l.count("c4") && l.count("v4"));
     }
     expect_layouts_compute_the_same(g, plan, l.size());
     // Every op its own group: the epilogues are groups of their own, not conv_cv.
     const Graph g16 = two_stages(16);
-    const FusedGraph unfused = with_default_schedules(singleton_groups(g16), kTarget);
-    for (const auto &[value, layout] : exec::choose_value_layouts(unfused, kTarget)) {
+    const FusedGraph unfused = with_default_schedules(singleton_groups(g16), kJitTarget);
+    for (const auto &[value, layout] : exec::choose_value_layouts(unfused, kJitTarget)) {
         // Only conv -> conv hand-offs qualify: a Relu group reads every conv output.
         ADD_FAILURE() << value << " stored " << exec::to_string(layout);
     }
@@ -279,11 +278,11 @@ std::string error_of(F f) {
 TEST(ValueLayout, ModelInputsAndOutputsStoredOnRequest) {
     const Graph g = two_stages(16);
     const FusedGraph plan = default_plan(g);
-    const exec::ValueLayouts inner = exec::choose_value_layouts(plan, kTarget);
+    const exec::ValueLayouts inner = exec::choose_value_layouts(plan, kJitTarget);
     EXPECT_FALSE(inner.count("x") || inner.count("v1"));
     // x is read by a padded conv copying it in blocks of 8; v1, returned, by another (a halo of 1);
     // gap comes from a reduction group. The intermediates as before.
-    const exec::ValueLayouts io = exec::choose_value_layouts(plan, kTarget, /*model_io=*/true);
+    const exec::ValueLayouts io = exec::choose_value_layouts(plan, kJitTarget, /*model_io=*/true);
     EXPECT_EQ(exec::layout_of(io, "x"), (exec::ValueLayout{8, 1, 1}));
     EXPECT_EQ(exec::layout_of(io, "v1"), (exec::ValueLayout{8, 1, 1}));
     EXPECT_FALSE(io.count("gap"));
@@ -347,7 +346,7 @@ TEST(ValueLayout, PoolsInTheTileStoreBlocked) {
         EXPECT_EQ(grp.schedule["template"], "conv_cv") << grp.master;
         EXPECT_FALSE(grp.schedule.contains("compute")) << grp.master;  // the pool in the tile
     }
-    const exec::ValueLayouts l = exec::choose_value_layouts(plan, kTarget);
+    const exec::ValueLayouts l = exec::choose_value_layouts(plan, kJitTarget);
     EXPECT_EQ(l, (exec::ValueLayouts{{"p0", {8, 1, 1}}}));
     expect_layouts_compute_the_same(g, plan, 1);
     ExecutorOptions o;
@@ -486,7 +485,7 @@ TEST(ValueLayout, PagedWhereDepthwiseBandsMeet) {
         Executor planar(plan, dense);
         EXPECT_TRUE(planar.value_layouts().empty());
         if (!k.expect.empty()) EXPECT_GT(ex.intermediate_bytes(), planar.intermediate_bytes());
-        ModelPipeline whole(plan, {kTarget});
+        ModelPipeline whole(plan, {kJitTarget});
         EXPECT_TRUE(whole.value_layouts().empty());
         test::ModelInputs in = test::make_inputs(g);
         const auto expected = reference::run(g, in.reference).at("y");
