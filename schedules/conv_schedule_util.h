@@ -65,9 +65,10 @@ struct WinogradFuncs {
 bool winograd_fits(const ConvGroupShape &s);
 
 // The templates (each described where it is defined). `tile` is the group output the conv is
-// computed per tile of, `padded` the conv's padded input (undefined if none), `vw` the lanes.
-void schedule_xv(Halide::Func tile, Halide::Func conv, Halide::Func padded, const std::vector<Halide::Func> &per_tile,
-                 const ConvGroupShape &s, const nlohmann::json &p, int vw);
+// computed per tile of, `padded` the conv's padded input (undefined if none), `input` what the conv
+// reads (the padded input or its own input), `vw` the lanes.
+void schedule_xv(Halide::Func tile, Halide::Func conv, Halide::Func padded, Halide::Func input,
+                 const std::vector<Halide::Func> &per_tile, const ConvGroupShape &s, const nlohmann::json &p, int vw);
 void schedule_dw(Halide::Func tile, Halide::Func conv, Halide::Func padded, const ConvGroupShape &s,
                  const nlohmann::json &p, int vw, Halide::Func producer, int producer_vw);
 void schedule_flat(Halide::Func tile, Halide::Func flat, Halide::Func padded, const ConvGroupShape &s,

@@ -23,7 +23,11 @@ using Halide::Func;
 const std::map<std::string, nlohmann::json> &conv_absent_params(const std::string &template_name) {
     static const std::map<std::string, std::map<std::string, nlohmann::json>> kAbsent = {
         {"conv_xv",
-         {{"reduction_unroll", 1}, {"row_tasks", 1}, {"channel_loop", "outer"}, {"reduction_order", "kx,ci,ky"}}},
+         {{"reduction_unroll", 1},
+          {"row_tasks", 1},
+          {"channel_loop", "outer"},
+          {"reduction_order", "kx,ci,ky"},
+          {"input_at", "root"}}},
         {"conv_flat", {{"reduction_unroll", 1}}},
         {"conv_dw", {{"row_bands", 1}}},
         {"conv_cv", {{"algorithm", "direct"}, {"input_block", 0}, {"input_at", "root"}, {"position_tiles", "flat"}}},
@@ -81,8 +85,9 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
     const std::string tmpl = p.value("template", "");
     if (tmpl == "conv_xv") {
         // "compute" ("root" or absent) is the composer's (compose_conv).
-        check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_y", "tile_c", "reduction_order",
-                             "reduction_unroll", "strip_y", "strip_c", "channel_loop", "row_tasks", "compute"});
+        check_param_keys(
+            p, {"vector_width", "tile_x_vectors", "tile_y", "tile_c", "reduction_order", "reduction_unroll", "strip_y",
+                "strip_c", "channel_loop", "row_tasks", "input_at", "compute"});
     } else if (tmpl == "conv_dw") {
         check_param_keys(p, {"vector_width", "tile_y", "channel_block", "row_bands", "producer_vector_width",
                              "producer_tile_x_vectors", "producer_tile_c", "compute"});
@@ -96,7 +101,8 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
     }
     const int vw = vector_width_param(p, target, true);
     if (tmpl == "conv_xv") {
-        schedule_xv(tile, conv, padded, per_tile, s, p, vw);
+        auto input = parts.find("conv_input");
+        schedule_xv(tile, conv, padded, input == parts.end() ? Func() : input->second, per_tile, s, p, vw);
     } else if (tmpl == "conv_dw") {
         if (!per_tile.empty()) fail_field("schedule.template", "conv_dw takes no window consumer");
         schedule_dw(tile, conv, padded, s, p, vw, producer, target_traits(target).vector_width);

@@ -15,9 +15,12 @@ using Halide::Var;
 namespace {
 
 // conv_xv, the conv per register tile of T: each tile of T covers nx vectors of conv columns, ny conv
-// rows and nc channels, and computes exactly that part of the conv in registers.
+// rows and nc channels, and computes exactly that part of the conv in registers. With "input_at":
+// "task", the conv's input (padded, where it is) is first copied over the task's rows, stored a row's
+// channels together ([y][c][x]): a tile's pass over the input channels then reads a few contiguous
+// rows rather than a row of every channel's plane, a page each where planes are 4 KB or more.
 void schedule_xv_per_tile(Func tile, Func conv, const std::vector<Func> &per_tile, const ConvGroupShape &s,
-                          const nlohmann::json &p, int vw, Func padded) {
+                          const nlohmann::json &p, int vw, Func padded, Func input) {
     const int64_t tw = s.tile_output[3], th = s.tile_output[2], tc = s.tile_output[1];
     const auto [nx, ny, nc] = register_tile(p);
     const int tx = vw * nx / s.tile_stride_x, ty = ny / s.tile_stride_y;
@@ -65,6 +68,14 @@ void schedule_xv_per_tile(Func tile, Func conv, const std::vector<Func> &per_til
     schedule_per_tile(per_tile, tile, inner, std::min(vw, tx), Halide::TailStrategy::RoundUp);
     conv.compute_at(tile, inner);
     schedule_accumulators(conv, padded, !per_tile.empty(), v, p, vw, s.weight[1]);
+    if (choice_or_absent(p, "input_at", {"root", "task"}) == "task") {
+        if (!input.defined()) throw Error("internal: conv_xv's input per task needs the conv's input (\"conv_input\")");
+        Func copy = input.in(conv);
+        Dims d(copy);
+        copy.compute_at(tile, channels_inner ? rows : task)
+            .reorder_storage(d.x, d.c, d.y, d.n)
+            .vectorize(d.x, vw, tw >= vw ? Halide::TailStrategy::ShiftInwards : Halide::TailStrategy::GuardWithIf);
+    }
 }
 
 // conv_xv with strips (for a pool after the conv): T in strips of strip_y rows x strip_c channels, one
@@ -113,16 +124,19 @@ void schedule_xv_strips(Func tile, Func conv, const std::vector<Func> &per_tile,
 
 }  // namespace
 
-void schedule_xv(Func tile, Func conv, Func padded, const std::vector<Func> &per_tile, const ConvGroupShape &s,
-                 const nlohmann::json &p, int vw) {
+void schedule_xv(Func tile, Func conv, Func padded, Func input, const std::vector<Func> &per_tile,
+                 const ConvGroupShape &s, const nlohmann::json &p, int vw) {
     if (p.contains("strip_c") || p.contains("strip_y")) {
         if (per_tile.empty()) fail_field("schedule.strip_c", "strips are for a pool after the conv");
         if (p.contains("row_tasks")) fail_field("schedule.row_tasks", "strips split no rows into tasks");
+        if (choice_or_absent(p, "input_at", {"root", "task"}) == "task")
+            fail_field("schedule.input_at", "\"task\" is for register tiles of the output, not strips");
         schedule_xv_strips(tile, conv, per_tile, s, p, vw, padded);
     } else {
-        schedule_xv_per_tile(tile, conv, per_tile, s, p, vw, padded);
+        schedule_xv_per_tile(tile, conv, per_tile, s, p, vw, padded, input);
     }
-    if (padded.defined()) padded_at_root(padded, conv, vw);
+    const bool per_task = choice_or_absent(p, "input_at", {"root", "task"}) == "task";
+    if (padded.defined() && !per_task) padded_at_root(padded, conv, vw);
 }
 
 }  // namespace hfuse::schedules::conv_util

@@ -674,6 +674,7 @@ Lowered lower_conv(const LowerContext &ctx) {
     out(v) += x(window_input_args(c.g, v, r, 1, ci)) * w(w_args);
     Lowered lowered{{out}, {}, {}};
     if (x.name() != ctx.inputs[0].name()) lowered.parts["padded_input"] = x;
+    lowered.parts["conv_input"] = x;  // what the conv reads, padded or not: conv_xv may copy it per task
     return lowered;
 }
 

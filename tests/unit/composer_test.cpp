@@ -340,6 +340,44 @@ TEST(Composer, EveryConvTemplateVariantMatchesTheReference) {
     }
 }
 
+TEST(Composer, ConvXvInputCopiedPerTaskMatchesTheReference) {
+    // conv_xv reading a copy of its task's input rows ("input_at": "task", stored a row's channels
+    // together): a pointwise conv on rows that are no whole vectors (29 wide: the copy's last vector
+    // shifts inwards), a padded 3x3 (the copy is of the padded input, its border zeros made per task),
+    // a strided one, a batch of 2; channel tiles inside and outside the spatial ones.
+    for (const Graph &g : {conv_model(7, 23, 29, 10, 1, 1, 0, 1), conv_model(12, 17, 33, 18, 3, 1, 1, 1),
+                           conv_model(9, 20, 21, 12, 3, 2, 1, 1), conv_model(16, 9, 26, 24, 1, 1, 0, 1, 0, 0, 2)}) {
+        FusedGraph plan = fused_plan(g);
+        for (const char *loop : {"inner", "outer"}) {
+            for (auto [ny, nc] : {std::pair{2, 6}, std::pair{3, 4}}) {
+                const int stride = g.find_node("conv")->attrs.at("strides").at(0).get<int>();
+                plan.groups[0].schedule = {{"template", "conv_xv"}, {"vector_width", 8},
+                                           {"tile_x_vectors", 1},   {"tile_y", ny * stride},
+                                           {"tile_c", nc},          {"channel_loop", loop},
+                                           {"input_at", "task"},    {"reduction_order", "ci,kx,ky"}};
+                expect_matches_reference(plan);
+            }
+        }
+    }
+}
+
+TEST(Composer, PointwiseConvCopiesItsInputPerTaskWhereEachChannelIsAPage) {
+    // A 2-row register tile's pass over 96 input channels of 56x56 planes (12.5 KB each) touches 192
+    // pages, past the L1 TLB's 64: the task's input rows are copied first. 28x28 planes (3 KB) share
+    // pages; 32 channels of 112x112 touch 64.
+    struct Case {
+        int c, h, k;
+        bool copied;
+    };
+    for (const Case &c : {Case{96, 56, 24, true}, Case{96, 28, 24, false}, Case{32, 112, 16, false}}) {
+        SCOPED_TRACE(std::to_string(c.c) + " channels at " + std::to_string(c.h));
+        const FusedGraph plan = fused_plan(conv_model(c.c, c.h, c.h, c.k, 1, 1, 0, 1));
+        const nlohmann::json &p = plan.groups[0].schedule;
+        ASSERT_EQ(p.value("template", ""), "conv_xv") << p.dump();
+        EXPECT_EQ(p.value("input_at", "root"), c.copied ? "task" : "root") << p.dump();
+    }
+}
+
 TEST(Composer, FlatConvVariantsMatchTheReference) {
     // Stride-1 convs over the flattened rows of their padded input: pointwise ones 3.25, 1.5 and 0.875
     // vectors wide (batch 2), padded 3x3 and 5x5 and an unpadded 3x3 (its rows' tails read past the

@@ -1153,6 +1153,8 @@ json perturb_schedule(const FusedGraph &f, const FusedGroup &grp, const json &de
             p["reduction_order"] = rng.pick<std::string>({"kx,ci,ky", "ci,kx,ky", "kx,ky,ci"});
             p["channel_loop"] = rng.pick<std::string>({"inner", "outer"});
             perturb_unroll();
+            p.erase("input_at");
+            if (rng.chance(0.3)) p["input_at"] = rng.pick<std::string>({"task", "root"});  // its input copied per task
             p.erase("row_tasks");
             if (rng.chance(0.3)) {  // a row's tiles in parallel tasks: mostly at most its tiles
                 const int tile = vw * p["tile_x_vectors"].get<int>() / sx;
@@ -1161,7 +1163,8 @@ json perturb_schedule(const FusedGraph &f, const FusedGroup &grp, const json &de
                     fit ? static_cast<int>(rng.uniform(1, std::max(1, tiles))) : static_cast<int>(rng.uniform(1, 64));
             }
             if (pooled && rng.chance(0.3)) {
-                p.erase("row_tasks");  // strips split no rows
+                p.erase("row_tasks");  // strips split no rows, and read the input as stored
+                p.erase("input_at");
                 // Strips of the pool's output (all rows, strip_c channels), the register tile within
                 // a strip's conv region: any tile up to that region, rows not tied to the pool stride.
                 const int strip_c = fit ? static_cast<int>(rng.uniform(1, tc)) : static_cast<int>(rng.uniform(1, 64));
