@@ -1282,10 +1282,13 @@ TEST(Composer, LeftOutParametersRunWithTheirAbsentValues) {
     const json flat = {{"template", "conv_flat"}, {"vector_width", 8},  {"tile_x_vectors", 2}, {"tile_c", 6},
                        {"block_rows", 3},         {"channel_block", 12}};
     std::vector<Case> cases;
-    cases.push_back(
-        {conv_model(16, 9, 26, 24, 3, 1, 1, 1),
-         xv,
-         {{"reduction_unroll", 2}, {"row_tasks", 2}, {"channel_loop", "inner"}, {"reduction_order", "ci,kx,ky"}}});
+    cases.push_back({conv_model(16, 9, 26, 24, 3, 1, 1, 1),
+                     xv,
+                     {{"reduction_unroll", 2},
+                      {"row_tasks", 2},
+                      {"channel_loop", "inner"},
+                      {"reduction_order", "ci,kx,ky"},
+                      {"input_at", "task"}}});
     cases.push_back({conv_model(16, 9, 26, 24, 1, 1, 0, 1), flat, {{"reduction_unroll", 2}}});
     cases.push_back({conv_model(8, 14, 14, 8, 3, 1, 1, 8), json(), {{"row_bands", 2}}});
     cases.push_back(
@@ -1322,7 +1325,7 @@ TEST(Composer, LeftOutParametersRunWithTheirAbsentValues) {
             EXPECT_FALSE(other == left_out) << c.other.at(key).dump() << " runs as left out";
         }
     }
-    EXPECT_EQ(covered.size(), 10u);
+    EXPECT_EQ(covered.size(), 11u);
 }
 
 // MobileNet-V2's inverted-residual head: a 1x1 conv C -> E (+ bias) and ReLU6, then a 3x3 depthwise
