@@ -547,8 +547,13 @@ std::pair<nlohmann::json, double> conv_flat_defaults(const ConvGroupShape &s, in
     const int64_t cout = s.output[1], hout = s.output[2], wout = s.output[3], pitch = s.flat_width;
     const int nx = (hout - 1) * pitch + wout >= 2 * vw ? 2 : 1;
     // AVX-512: 2 vectors x 8, not 12 (Zen 5, 1x1 128->256 at 28x28 in 8 tasks: 0.141 -> 0.129 ms;
-    // 3 x 8 0.132, 4 x 4 0.138, 1 x 16 0.140, 2 x 10 0.187).
-    const int nc = static_cast<int>(std::min<int64_t>(budget > 1 ? 8 : 6, cout));
+    // 3 x 8 0.132, 4 x 4 0.138, 1 x 16 0.140, 2 x 10 0.187). AVX2: 2 x 5. Its 2 x 6 tile (12
+    // accumulators, 2 input vectors and a broadcast: 15 of 16 registers) had LLVM keep an accumulator
+    // on the stack, stored and reloaded every input channel (1x1 192->32 at 28x28); 2 x 5 and 2 x 4
+    // do not. Zen 3, 2 threads, in the networks (bench --against --profile, 1-2 rounds, 2 x 6 -> 2 x
+    // 5): MobileNet-V2's 192->32 + Add at 28x28 1.27-1.69x, Inception-V3's 1x1s at 35x35 1.00-1.08x,
+    // ShuffleNet's 0.96-0.99x (0.05-0.08 ms groups).
+    const int nc = static_cast<int>(std::min<int64_t>(budget > 1 ? 8 : 5, cout));
     const int64_t tile_pixels = vw * nx;
     // Where the images are too few to be the tasks and the weights are the smaller operand (cout x
     // taps against the output's positions, as conv_cv's channel blocks), every channel in one block

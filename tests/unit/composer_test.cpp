@@ -2750,6 +2750,12 @@ TEST(Composer, Avx512DefaultsDifferAndCompile) {
     EXPECT_EQ(defaults(xv, avx512)["tile_c"], 8);
     EXPECT_EQ(defaults(flat, avx2)["tile_c"], 6);
     EXPECT_EQ(defaults(flat, avx512)["tile_c"], 8);
+    // conv_flat (MobileNet-V2's 192->32 at 28x28): 2 x 5 of 16 ymm (2 x 6 kept an accumulator on the
+    // stack), 2 x 8 of 32 zmm.
+    const Graph project = conv_model(192, 28, 28, 32, 1, 1, 0, 1);
+    EXPECT_EQ(defaults(project, avx2)["template"], "conv_flat");
+    EXPECT_EQ(defaults(project, avx2)["tile_c"], 5);
+    EXPECT_EQ(defaults(project, avx512)["tile_c"], 8);
     EXPECT_EQ(defaults(flat, avx512)["template"], "conv_xv");  // on its position view (20 wide)
     EXPECT_EQ(defaults(flat, avx512)["flatten_positions"], true);
     EXPECT_EQ(defaults(pool, avx512)["vector_width"], 16);
