@@ -550,9 +550,10 @@ std::pair<nlohmann::json, double> conv_flat_defaults(const ConvGroupShape &s, in
     // 3 x 8 0.132, 4 x 4 0.138, 1 x 16 0.140, 2 x 10 0.187). AVX2: 2 x 5. Its 2 x 6 tile (12
     // accumulators, 2 input vectors and a broadcast: 15 of 16 registers) had LLVM keep an accumulator
     // on the stack, stored and reloaded every input channel (1x1 192->32 at 28x28); 2 x 5 and 2 x 4
-    // do not. Zen 3, 2 threads, in the networks (bench --against --profile, 1-2 rounds, 2 x 6 -> 2 x
-    // 5): MobileNet-V2's 192->32 + Add at 28x28 1.27-1.69x, Inception-V3's 1x1s at 35x35 1.00-1.08x,
-    // ShuffleNet's 0.96-0.99x (0.05-0.08 ms groups).
+    // do not. Zen 3, 2 threads, in the networks (bench --against --profile, 1-3 rounds, 2 x 6 -> 2 x
+    // 5): MobileNet-V2's 192->32 + Add at 28x28 1.27-1.69x (batch 8 0.98x), RegNet-Y 3.2GF's five
+    // conv_flat groups 1.49x, Inception-V3's 1x1s at 35x35 1.00-1.08x, ShuffleNet's 0.96-0.99x
+    // (0.05-0.08 ms groups).
     const int nc = static_cast<int>(std::min<int64_t>(budget > 1 ? 8 : 5, cout));
     const int64_t tile_pixels = vw * nx;
     // Where the images are too few to be the tasks and the weights are the smaller operand (cout x
@@ -910,8 +911,9 @@ int64_t pages_per_channel_pass(const ConvGroupShape &s, int64_t rows) {
 // ("input_at": "task"): the pass then reads a few contiguous rows. Zen 3, AVX2, 2 threads, in the
 // networks (bench --against --profile, 2-3 rounds, 2 rows x 6 channels): MobileNet-V2's 96->24 at
 // 56x56 1.12-1.24x, 144->24 + Add 1.05-1.32x (0.86x once at batch 8), ResNeXt-50's and Wide
-// ResNet-50's 64->128/256 at 56x56 1.07-1.19x, SqueezeNet's 96->16 and 128->16 at 55x55 0.91-1.02x.
-// Planes under a page share pages between channels: MobileNet-V3's and RegNet-Y 800MF's 1x1s at
+// ResNet-50's 64->128/256 at 56x56 1.07-1.19x, SqueezeNet's 96->16 and 128->16 at 55x55 0.91-1.02x;
+// RegNet-Y 800MF's 64->64 at 56x56 (128 pages) 0.93-0.96x. Planes under a page share pages between
+// channels: MobileNet-V3's and RegNet-Y 800MF's 1x1s at
 // 28x28 (one row of 784 positions in 10 tasks) ran 0.86-0.97x with the copy.
 nlohmann::json conv_xv_defaults(const ConvGroupShape &s, const TargetTraits &tt, int vw) {
     const int64_t cout = s.output[1], hout = s.output[2];
