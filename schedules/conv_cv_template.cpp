@@ -47,7 +47,7 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     const int input_block = conv_cv_input_block(p);
     // Where the padded input copy is made: at root, in one parallel pass, or per task, the rows the
     // task reads (its block's and the window's reach past it, made again by the neighbouring task).
-    const bool per_task = choice_or_absent(p, "input_at", {"root", "task"}) == "task";
+    const bool per_task = conv_input_per_task(p);
     const int wino_m = conv_cv_winograd_tile(p);  // 0: the direct conv
     const bool winograd = wino_m > 0;
     // Rows padded to whole register tiles (the lowering's rows_padded): a task's positions, whole rows

@@ -62,6 +62,10 @@ int64_t conv_dw_band_row(const ConvGroupShape &s, const nlohmann::json &p) {
     return 2 * row == rows ? row : 0;
 }
 
+bool conv_input_per_task(const nlohmann::json &params) {
+    return choice_or_absent(params, "input_at", {"root", "task"}) == "task";
+}
+
 bool conv_cv_rows_padded(const nlohmann::json &params) {
     return choice_or_absent(params, "position_tiles", {"flat", "in_rows"}) == "in_rows";
 }
@@ -100,9 +104,12 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
                 "channel_block", "ci_block", "input_block", "input_at", "position_tiles", "compute"});
     }
     const int vw = vector_width_param(p, target, true);
+    auto part = [&](const char *name) {
+        auto it = parts.find(name);
+        return it == parts.end() ? Func() : it->second;
+    };
     if (tmpl == "conv_xv") {
-        auto input = parts.find("conv_input");
-        schedule_xv(tile, conv, padded, input == parts.end() ? Func() : input->second, per_tile, s, p, vw);
+        schedule_xv(tile, conv, padded, part("conv_input"), per_tile, s, p, vw);
     } else if (tmpl == "conv_dw") {
         if (!per_tile.empty()) fail_field("schedule.template", "conv_dw takes no window consumer");
         schedule_dw(tile, conv, padded, s, p, vw, producer, target_traits(target).vector_width);
@@ -112,10 +119,6 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
     } else if (tmpl == "conv_cv") {
         WinogradFuncs wino;
         if (conv_cv_winograd(p)) {
-            auto part = [&](const char *name) {
-                auto it = parts.find(name);
-                return it == parts.end() ? Func() : it->second;
-            };
             wino = {part("wino_input_rows"), part("wino_input"), part("wino_product"), part("wino_output_columns"),
                     conv};
         }

@@ -119,6 +119,10 @@ int conv_cv_input_block(const nlohmann::json &params);
 // Whether conv_cv's "algorithm" is "winograd" rather than "direct" (the default).
 bool conv_cv_winograd(const nlohmann::json &params);
 
+// Whether conv_cv's or conv_xv's input is copied per task ("input_at": "task") rather than read as
+// it is, or as the padded copy made at root ("root", the default).
+bool conv_input_per_task(const nlohmann::json &params);
+
 // Whether conv_cv's register tiles of positions lie within rows padded to whole tiles
 // ("position_tiles": "in_rows"; ops::ConvLowering::rows_padded) rather than along the flattened
 // positions ("flat", the default, where tiles lie within rows only when they divide a row).

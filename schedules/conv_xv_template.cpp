@@ -20,7 +20,7 @@ namespace {
 // channels together ([y][c][x]): a tile's pass over the input channels then reads a few contiguous
 // rows rather than a row of every channel's plane, a page each where planes are 4 KB or more.
 void schedule_xv_per_tile(Func tile, Func conv, const std::vector<Func> &per_tile, const ConvGroupShape &s,
-                          const nlohmann::json &p, int vw, Func padded, Func input) {
+                          const nlohmann::json &p, int vw, Func padded, Func copied_input) {
     const int64_t tw = s.tile_output[3], th = s.tile_output[2], tc = s.tile_output[1];
     const auto [nx, ny, nc] = register_tile(p);
     const int tx = vw * nx / s.tile_stride_x, ty = ny / s.tile_stride_y;
@@ -68,9 +68,8 @@ void schedule_xv_per_tile(Func tile, Func conv, const std::vector<Func> &per_til
     schedule_per_tile(per_tile, tile, inner, std::min(vw, tx), Halide::TailStrategy::RoundUp);
     conv.compute_at(tile, inner);
     schedule_accumulators(conv, padded, !per_tile.empty(), v, p, vw, s.weight[1]);
-    if (choice_or_absent(p, "input_at", {"root", "task"}) == "task") {
-        if (!input.defined()) throw Error("internal: conv_xv's input per task needs the conv's input (\"conv_input\")");
-        Func copy = input.in(conv);
+    if (copied_input.defined()) {
+        Func copy = copied_input.in(conv);
         Dims d(copy);
         copy.compute_at(tile, channels_inner ? rows : task)
             .reorder_storage(d.x, d.c, d.y, d.n)
@@ -126,16 +125,17 @@ void schedule_xv_strips(Func tile, Func conv, const std::vector<Func> &per_tile,
 
 void schedule_xv(Func tile, Func conv, Func padded, Func input, const std::vector<Func> &per_tile,
                  const ConvGroupShape &s, const nlohmann::json &p, int vw) {
+    const bool per_task = conv_input_per_task(p);
+    if (per_task && !input.defined())
+        throw Error("internal: conv_xv's input per task needs the conv's input (\"conv_input\")");
     if (p.contains("strip_c") || p.contains("strip_y")) {
         if (per_tile.empty()) fail_field("schedule.strip_c", "strips are for a pool after the conv");
         if (p.contains("row_tasks")) fail_field("schedule.row_tasks", "strips split no rows into tasks");
-        if (choice_or_absent(p, "input_at", {"root", "task"}) == "task")
-            fail_field("schedule.input_at", "\"task\" is for register tiles of the output, not strips");
+        if (per_task) fail_field("schedule.input_at", "\"task\" is for register tiles of the output, not strips");
         schedule_xv_strips(tile, conv, per_tile, s, p, vw, padded);
     } else {
-        schedule_xv_per_tile(tile, conv, per_tile, s, p, vw, padded, input);
+        schedule_xv_per_tile(tile, conv, per_tile, s, p, vw, padded, per_task ? input : Func());
     }
-    const bool per_task = choice_or_absent(p, "input_at", {"root", "task"}) == "task";
     if (padded.defined() && !per_task) padded_at_root(padded, conv, vw);
 }
 
