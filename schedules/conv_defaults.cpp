@@ -822,6 +822,11 @@ nlohmann::json conv_dw_defaults(const ConvGroupShape &s, const TargetTraits &tt,
     return p;
 }
 
+// The first-level data TLB's entries (Zen 3 and 4: 64; Intel's cores since Skylake: 64 or 96).
+constexpr int64_t kL1TlbEntries = 64;
+// The first-level data cache (Zen 3 and 4: 32 KB; Zen 5 and Intel's recent cores: 48 KB) and its lines.
+constexpr int64_t kL1DataBytes = 32 << 10, kCacheLineBytes = 64;
+
 // conv_xv's register tile: vectors along x, rows, channels.
 struct XvTile {
     int x_vectors, rows, channels;
@@ -895,7 +900,6 @@ void conv_xv_one_row_defaults(nlohmann::json &p, const ConvGroupShape &s, const 
 }
 
 // The first-level data TLB's entries (Zen 3 and 4: 64; Intel's cores since Skylake: 64 or 96).
-constexpr int64_t kL1TlbEntries = 64;
 
 // The pages a conv_xv register tile of `rows` rows touches in one pass over its input channels, read
 // planar, where a plane spans a page (4 KB) or more: one per channel and row. 0 for smaller planes,
@@ -958,18 +962,37 @@ nlohmann::json conv_xv_defaults(const ConvGroupShape &s, const TargetTraits &tt,
     ny = std::max<int>(s.tile_stride_y, std::min<int64_t>(ny, th * s.tile_stride_y));
     nc = group_channel_tile(s, nc);
     if (s.group == 1 && !one_row && s.tile_stride_y == 1) {
-        // The last channel tile shifts inwards, recomputing what it overlaps: as many tiles as nc makes,
-        // of equal size, and rows for the accumulators that frees where a row's tiles over-compute the
-        // height by at most 5% (16 channels in tiles of 12 compute 24; in 2 of 8 x 3 rows, 16).
-        // MobileNet-V2's 1x1 32->16 and MobileNet-V3's 16->16 at 112x112, Zen 4, AVX-512, 2 threads, in
-        // the networks (bench --against --profile, 3 rounds): 2 rows x 12 channels -> 3 x 8
-        // 1.04-1.09x and 1.08-1.11x, MnasNet's 1.02-1.09x (2 x 8 alone 0.94-1.56x, within noise).
-        const int balanced = static_cast<int>(ceil_div(cout, ceil_div(cout, nc)));
-        if (balanced < nc) {
-            const int rows = std::min<int>(ny * nc / balanced, static_cast<int>(th));
-            if (rows_fit(rows)) ny = std::max(ny, rows);
-            nc = balanced;
+        // The last channel tile and the last row tile shift inwards, recomputing what they overlap.
+        // Of the tiles with as many accumulators or fewer and at least two thirds of the channels
+        // (each keeps 1-2 operand loads per 4 FMAs, so the FMAs bound them alike), the one that
+        // computes the fewest channel-rows, the larger channel tile on a tie, taken for 5% fewer or
+        // more; more rows only where the input lines a tile's pass reads and all the weights fill at
+        // most half the L1 (the rest for the output rows and what streams past), so that they stay
+        // there while the channel tiles read them again. 16 channels in tiles of 12 compute 24, in 2
+        // of 8 x 3 rows 16. MobileNet-V2's 1x1 32->16 and MobileNet-V3's 16->16 at 112x112: AVX-512
+        // (Zen 4, 2 threads, in the networks, bench --against --profile, 3 rounds), 2 rows x 12
+        // channels -> 3 x 8 1.04-1.09x and 1.08-1.11x, MnasNet's 1.02-1.09x; AVX2 (Zen 3, alike), 2 x
+        // 6 -> 3 x 4 1.14-1.32x (batch 8 1.23-1.29x; with the copy of input_at the 3 rows bring) and
+        // 1.03-1.21x. SqueezeNet's 128->16 and 128->32 at 54x54 (3 rows of 128 input lines and the
+        // weights: 32-40 KB) ran 0.76-1.03x, 0.97x in the median; its 96->16 (24 KB) 0.92-1.13x.
+        const int accumulators = ny * nc;
+        auto computed = [&](int rows, int channels) {
+            return ceil_div(hout, rows) * rows * ceil_div(cout, channels) * channels;
+        };
+        auto stays_in_l1 = [&](int rows) {
+            const int64_t input_rows = (rows - 1) * s.tile_stride_y + s.weight[2];
+            const int64_t weights = s.weight[0] * s.weight[1] * s.weight[2] * s.weight[3] * 4;
+            return s.weight[1] * input_rows * kCacheLineBytes + weights <= kL1DataBytes / 2;
+        };
+        int best_c = nc, best_y = ny;
+        for (int c = nc - 1; 3 * c >= 2 * nc; c--) {
+            const int rows = static_cast<int>(std::min<int64_t>(accumulators / c, th));
+            if (rows > ny && !stays_in_l1(rows)) continue;
+            if (computed(rows, c) < computed(best_y, best_c)) best_c = c, best_y = rows;
         }
+        if (computed(best_y, best_c) * 20 > computed(ny, nc) * 19) best_c = nc, best_y = ny;
+        nc = best_c;
+        ny = best_y;
     }
     // Channel tiles inside the spatial tiles, unless too few rows of tiles are left to run in parallel
     // (one core, two engineers compiling beside it, interleaved, min of 100 runs: 1x1 128->256 at 28x28

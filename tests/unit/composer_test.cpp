@@ -364,12 +364,12 @@ TEST(Composer, ConvXvInputCopiedPerTaskMatchesTheReference) {
 TEST(Composer, PointwiseConvCopiesItsInputPerTaskWhereEachChannelIsAPage) {
     // A 2-row register tile's pass over 96 input channels of 56x56 planes (12.5 KB each) touches 192
     // pages, past the L1 TLB's 64: the task's input rows are copied first. 28x28 planes (3 KB) share
-    // pages; 32 channels of 112x112 touch 64.
+    // pages; 32 channels of 112x112 touch 64 (24 output channels: 2 rows x 6 channels).
     struct Case {
         int c, h, k;
         bool copied;
     };
-    for (const Case &c : {Case{96, 56, 24, true}, Case{96, 28, 24, false}, Case{32, 112, 16, false}}) {
+    for (const Case &c : {Case{96, 56, 24, true}, Case{96, 28, 24, false}, Case{32, 112, 24, false}}) {
         SCOPED_TRACE(std::to_string(c.c) + " channels at " + std::to_string(c.h));
         const FusedGraph plan = fused_plan(conv_model(c.c, c.h, c.h, c.k, 1, 1, 0, 1));
         const nlohmann::json &p = plan.groups[0].schedule;
@@ -1896,14 +1896,18 @@ TEST(Composer, ConvCvChannelTilesCoverTheChannelsWhole) {
     EXPECT_EQ(ran, 8);
 }
 
-// The default schedule, for AVX-512, of conv_model's one group: a k x k conv (cin -> cout, stride,
+// The default schedule, for `target`, of conv_model's one group: a k x k conv (cin -> cout, stride,
 // pads k / 2, groups) at hw x hw, under the x86 rules.
-json avx512_conv_defaults(int cin, int hw, int cout, int k = 1, int stride = 1, int group = 1) {
-    const Halide::Target avx512("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
+json conv_defaults_for(const Halide::Target &target, int cin, int hw, int cout, int k = 1, int stride = 1,
+                       int group = 1) {
     return with_default_schedules(
-               plan_fusion(conv_model(cin, hw, hw, cout, k, stride, k / 2, group), {load_rules("x86")}), avx512)
+               plan_fusion(conv_model(cin, hw, hw, cout, k, stride, k / 2, group), {load_rules("x86")}), target)
         .groups[0]
         .schedule;
+}
+json avx512_conv_defaults(int cin, int hw, int cout, int k = 1, int stride = 1, int group = 1) {
+    return conv_defaults_for(Halide::Target("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake"), cin, hw,
+                             cout, k, stride, group);
 }
 
 TEST(Composer, ConvCvDividesSmallPlanesIntoEvenWholeTasks) {
@@ -2047,10 +2051,25 @@ TEST(Composer, ConvXvBalancesItsChannelTiles) {
     ASSERT_EQ(tall.value("template", ""), "conv_xv") << tall.dump();
     EXPECT_EQ(tall.value("tile_c", 0), 8) << tall.dump();
     EXPECT_EQ(tall.value("tile_y", 0), 3) << tall.dump();
+    // AVX2: 2 tiles x 6 channels compute 18 of 16; 4 x 4 in 3 rows 16 (their pass over 32 input
+    // channels, 3 rows of 56, is 96 pages: the input is copied per task). With 128 input channels the
+    // 3 rows' input lines and the weights (32 KB) would fill the L1: 2 x 6 stays.
+    const Halide::Target avx2("x86-64-linux-avx-avx2-f16c-fma-sse41");
+    const json narrow = conv_defaults_for(avx2, 32, 112, 16);
+    ASSERT_EQ(narrow.value("template", ""), "conv_xv") << narrow.dump();
+    EXPECT_EQ(narrow.value("tile_c", 0), 4) << narrow.dump();
+    EXPECT_EQ(narrow.value("tile_y", 0), 3) << narrow.dump();
+    EXPECT_EQ(narrow.value("input_at", ""), "task") << narrow.dump();
+    const json deep = conv_defaults_for(avx2, 128, 54, 16);
+    ASSERT_EQ(deep.value("template", ""), "conv_xv") << deep.dump();
+    EXPECT_EQ(deep.value("tile_c", 0), 6) << deep.dump();
+    EXPECT_EQ(deep.value("tile_y", 0), 2) << deep.dump();
     FusedGraph plan = fused_plan(conv_model(24, 13, 37, 16, 1, 1, 0, 1));
     plan.groups[0].schedule = {
         {"template", "conv_xv"}, {"vector_width", 16},      {"tile_x_vectors", 1},          {"tile_y", 3},
         {"tile_c", 8},           {"channel_loop", "inner"}, {"reduction_order", "ci,kx,ky"}};
+    expect_matches_reference(plan);
+    plan.groups[0].schedule.update({{"vector_width", 8}, {"tile_c", 4}, {"input_at", "task"}});
     expect_matches_reference(plan);
 }
 
