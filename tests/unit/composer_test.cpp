@@ -2073,6 +2073,20 @@ TEST(Composer, ConvXvBalancesItsChannelTiles) {
     expect_matches_reference(plan);
 }
 
+TEST(Composer, ChannelVectorPassesAreWholeReadBlocks) {
+    // AVX2 (one pass with AVX-512): passes of at most 64 input channels, each whole blocks of the
+    // channel-blocked copy it reads (so that the blocks are read unrolled): 216 channels in passes of
+    // 54 would not be, and no multiple of 8 from 32 to 64 divides 216, so one pass; 256 in 4 of 64;
+    // 160 in 4 of 40.
+    const Halide::Target avx2("x86-64-linux-avx-avx2-f16c-fma-sse41");
+    for (const auto &[cin, expect] : {std::pair{216, 216}, std::pair{256, 64}, std::pair{160, 40}}) {
+        const json p = conv_defaults_for(avx2, cin, 28, 64, 3, 2);
+        ASSERT_EQ(p.value("template", ""), "conv_cv") << p.dump();
+        ASSERT_EQ(p.value("input_block", 0), 8) << p.dump();
+        EXPECT_EQ(p.value("ci_block", 0), expect) << cin << " channels: " << p.dump();
+    }
+}
+
 TEST(Composer, PointwiseConvOfManyPlanarChannelsCopiesItsInputBlocked) {
     // AVX-512 defaults: a 1x1 conv reading 256 planar channels over 27x27 copies its input blocked by
     // 8 per task (one stream for the tile's broadcasts, not one per channel); at 7x7 (3 cache lines a
