@@ -429,7 +429,11 @@ bool input_copy_per_task(const ConvGroupShape &s, int64_t rows, int64_t channel_
 // address is a register of its own: spills), 2 x 6 at 59%.
 // The rules (tile, channel block, rows), then the cost model's partition where it prices one 10%
 // below theirs, then the input copy, the reduction's passes and where the copy is made.
-nlohmann::json conv_cv_defaults(const ConvGroupShape &s, const TargetTraits &tt) {
+nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits &tt) {
+    // An input a conv_cv group will store for this one alone (input_read_blocked) is read as stored,
+    // in blocks of a vector.
+    ConvGroupShape s = shape;
+    if (s.input_read_blocked && s.input_stored_block == 0) s.input_stored_block = tt.vector_width;
     // Blocks of rows of T: the conv's output, or a pool's after it.
     const int64_t cout = s.output[1], hout = s.tile_output[2];
     const int vw = tt.vector_width;

@@ -276,6 +276,21 @@ FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target)
         grp.schedule = p;
         facts[i] = f;
     }
+    // Then a conv_cv group whose input a conv_cv group now stores for it alone: its defaults for
+    // reading that input channel-blocked (its register tile fitting the registers, so that the blocks
+    // are read unrolled; ResNeXt-50's 1x1s after its grouped 3x3s).
+    for (size_t i : filled) {
+        FusedGroup &grp = plan.groups[i];
+        if (grp.schedule.value("template", "") != "conv_cv" || grp.schedule.contains("compute") ||
+            facts[i].input_read_blocked || !input_stored_blocked_for(plan, grp))
+            continue;
+        PlanFacts f = facts[i];
+        f.input_read_blocked = true;
+        nlohmann::json p = defaults_with_readers(plan.graph, grp, target, f);
+        if (p.value("template", "") != "conv_cv") continue;
+        grp.schedule = p;
+        facts[i] = f;
+    }
     for (size_t i : filled) {
         FusedGroup &grp = plan.groups[i];
         if (grp.schedule.contains("row_bands") && !readers_split_rows(plan, grp)) grp.schedule.erase("row_bands");

@@ -631,6 +631,44 @@ TEST(Composer, ChannelVectorConvWithDilationAndInOnePipeline) {
     std::remove(path.c_str());
 }
 
+TEST(Composer, ChannelVectorConvReadingItsProducersBlocksTakesAFittingTile) {
+    // A 1x1 256->256 at 7x7 (conv_cv: 256 input channels) reading a grouped 3x3 that conv_cv
+    // stores channel-blocked for it alone (ResNeXt's conv2 -> conv3): under AVX2 its defaults read the
+    // blocks as stored, no copy, with a register tile whose accumulators, weight vectors and broadcast
+    // fit the 16 registers (the blocks then read unrolled; 3 x 4 needs 17). Then the plan against the
+    // reference, and on an odd plane with the channels no multiple of the tile.
+    for (const int size : {7, 9}) {
+        const std::string text = R"({"format": "hfuse-model", "version": 1, "name": "gc",
+      "inputs": [{"name": "x", "shape": [1, 256, )" +
+                                 std::to_string(size) + ", " + std::to_string(size) + R"(]}],
+      "weights": {"w1": {"shape": [256, 8, 3, 3], "uniform": [-0.3, 0.3], "seed": 1},
+                  "w2": {"shape": [)" +
+                                 std::to_string(size == 7 ? 256 : 200) +
+                                 R"(, 256, 1, 1], "uniform": [-0.1, 0.1], "seed": 2}},
+      "nodes": [{"name": "gconv", "op": "Conv", "inputs": ["x", "w1"],
+                 "attrs": {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "group": 32}},
+                {"name": "r1", "op": "Relu", "inputs": ["gconv"]},
+                {"name": "pconv", "op": "Conv", "inputs": ["r1", "w2"], "attrs": {"kernel_shape": [1, 1]}},
+                {"name": "r2", "op": "Relu", "inputs": ["pconv"]}],
+      "outputs": ["r2"]})";
+        const std::string path = tmp_path("gc_" + std::to_string(size) + ".json");
+        std::ofstream(path) << text;
+        const Graph g = load_model(path);
+        const FusedGraph plan = fused_plan(g);
+        ASSERT_EQ(plan.groups.size(), 2u);
+        const nlohmann::json &producer = plan.groups[0].schedule, &p = plan.groups[1].schedule;
+        ASSERT_EQ(producer.value("template", ""), "conv_cv") << producer.dump();
+        ASSERT_EQ(p.value("template", ""), "conv_cv") << p.dump();
+        if (size == 7) {
+            const int np = p["tile_positions"], nc = p["tile_c_vectors"];
+            EXPECT_LE(np * nc + nc + 1, 16) << p.dump();
+            EXPECT_EQ(p.value("input_block", -1), 0) << p.dump();
+        }
+        expect_pipeline_matches_reference(g, plan);
+        std::remove(path.c_str());
+    }
+}
+
 TEST(Composer, PointwiseConvTakesChannelVectorsWhereItsReaderWouldCopyItBlocked) {
     // A 1x1 (conv_xv or conv_flat by its shapes) whose only reader, a padded 3x3 by conv_cv, would copy
     // its output channel-blocked: conv_cv, storing its tiles blocked, and the copy goes. With a second
