@@ -386,8 +386,8 @@ int conv_cv_input_copy_block(const ConvGroupShape &s, int64_t cin, int64_t group
 // stored channel-blocked) takes whole blocks, unrolled, only where the blocks divide it
 // (schedule_cv's by_blocks): else passes of whole blocks, at least 32 channels, or one pass.
 // RegNet-Y 3.2GF's 1x1s over 72 and 216 channels (passes of 36 and 54 read channel by channel),
-// Zen 3, AVX2, 2 threads, in the network (bench --against --profile): one pass 1.46-1.77x (the six
-// groups 7.8 -> 4.9 ms). One pass everywhere its accumulators pass half the L1 ran 0.68-0.93x on
+// Zen 3, AVX2, 2 threads, in the network (bench --against --profile, 2 rounds): one pass 1.53-1.77x
+// (the seven groups 8.4-8.6 -> 5.0-5.1 ms). One pass everywhere its accumulators pass half the L1 ran 0.68-0.93x on
 // ResNeXt-50's, Wide ResNet-50's and MobileNet-V2's 1x1s over 256-1024 channels.
 int64_t conv_cv_ci_block(int64_t cin, int64_t read_block, const TargetTraits &tt) {
     if (tt.vector_registers >= 32) return cin;
@@ -914,8 +914,6 @@ void conv_xv_one_row_defaults(nlohmann::json &p, const ConvGroupShape &s, const 
     const int64_t count = made(asked), tasks = made(count) == count ? count : asked;
     if (tasks > 1) p["row_tasks"] = tasks;
 }
-
-// The first-level data TLB's entries (Zen 3 and 4: 64; Intel's cores since Skylake: 64 or 96).
 
 // The pages a conv_xv register tile of `rows` rows touches in one pass over its input channels, read
 // planar, where a plane spans a page (4 KB) or more: one per channel and row. 0 for smaller planes,
