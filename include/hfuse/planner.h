@@ -77,9 +77,9 @@ struct PlanEnumeration {
     size_t limit = 1000;     // stop after this many plans
     int max_group_ops = 64;  // no group larger than this
     // Stop after visiting this many partitions, legal or not (0: 64 x limit, or 4M / nodes if more:
-    // about 200 MB of them). Each is kept so that none is visited twice, and a plan of n groups has
-    // n(n-1)/2 successors: MobileNet-V2's 150 nodes made millions of them, 8 GB, before the limit of
-    // plans was reached.
+    // 4M node labels, 16 MB and the set's overhead). Each is kept so that none is visited twice, and
+    // a plan of n groups has n(n-1)/2 successors: MobileNet-V2's 150 nodes made millions of them, 8
+    // GB, before the limit of plans was reached.
     size_t max_partitions = 0;
     // Set, where given, to whether every legal plan was found (neither limit stopped the search).
     bool *complete = nullptr;
