@@ -261,35 +261,31 @@ FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target)
         grp.schedule = p;
         facts[i] = f;
     }
+    // Group i's defaults given one more fact about the plan around it, taken where they are conv_cv's.
+    auto take_cv_defaults_with = [&](size_t i, bool PlanFacts::*fact) {
+        PlanFacts f = facts[i];
+        f.*fact = true;
+        nlohmann::json p = defaults_with_readers(plan.graph, plan.groups[i], target, f);
+        if (p.value("template", "") != "conv_cv") return;
+        plan.groups[i].schedule = p;
+        facts[i] = f;
+    };
     // Then, with its readers' schedules known: a conv group whose readers would all read its output
     // channel-blocked, given the defaults for that (conv_cv, its tiles stored as they lie). The
     // readers keep theirs, chosen from shapes alone (a producer comes before its readers).
     for (size_t i : filled) {
-        FusedGroup &grp = plan.groups[i];
-        const std::string tmpl = grp.schedule.value("template", "");
-        if (tmpl != "conv_xv" && tmpl != "conv_flat") continue;
-        if (!output_read_blocked(plan, grp, target)) continue;
-        PlanFacts f = facts[i];
-        f.output_read_blocked = true;
-        nlohmann::json p = defaults_with_readers(plan.graph, grp, target, f);
-        if (p.value("template", "") != "conv_cv") continue;
-        grp.schedule = p;
-        facts[i] = f;
+        const std::string tmpl = plan.groups[i].schedule.value("template", "");
+        if ((tmpl == "conv_xv" || tmpl == "conv_flat") && output_read_blocked(plan, plan.groups[i], target))
+            take_cv_defaults_with(i, &PlanFacts::output_read_blocked);
     }
     // Then a conv_cv group whose input a conv_cv group now stores for it alone: its defaults for
     // reading that input channel-blocked (its register tile fitting the registers, so that the blocks
     // are read unrolled; ResNeXt-50's 1x1s after its grouped 3x3s).
     for (size_t i : filled) {
-        FusedGroup &grp = plan.groups[i];
-        if (grp.schedule.value("template", "") != "conv_cv" || grp.schedule.contains("compute") ||
-            facts[i].input_read_blocked || !input_stored_blocked_for(plan, grp))
-            continue;
-        PlanFacts f = facts[i];
-        f.input_read_blocked = true;
-        nlohmann::json p = defaults_with_readers(plan.graph, grp, target, f);
-        if (p.value("template", "") != "conv_cv") continue;
-        grp.schedule = p;
-        facts[i] = f;
+        const FusedGroup &grp = plan.groups[i];
+        if (grp.schedule.value("template", "") == "conv_cv" && !grp.schedule.contains("compute") &&
+            !facts[i].input_read_blocked && input_stored_blocked_for(plan, grp))
+            take_cv_defaults_with(i, &PlanFacts::input_read_blocked);
     }
     for (size_t i : filled) {
         FusedGroup &grp = plan.groups[i];
