@@ -190,7 +190,7 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     // 3x3s (conv_cv, their output stored blocked), AVX-512, 2 threads, in the network, 4 rounds:
     // read planar 1.15-1.18 ms, stored blocks channel by channel 1.24-1.29, by whole blocks
     // 0.95-0.98 (the network 56.2 -> 50.6 ms).
-    const int read_block = input_block > 0 ? input_block : s.input_stored_block;
+    const int read_block = conv_cv_read_block(input_block, s);
     const bool by_blocks = tile_fits && read_block > 1 && ci_block % read_block == 0;
     if (by_blocks) {
         u.split(rc, rcb, rcl, read_block).unroll(rcl);

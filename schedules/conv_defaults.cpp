@@ -457,7 +457,8 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits 
     // 7x7 0.87x), nor for stems (fewer than 8 input channels, unrolled: ResNet-18's 7x7 3->64 0.83x,
     // SqueezeNet's 3->96 0.88x), nor Winograd's tiles (they read the transformed input:
     // schedule_winograd_stages).
-    const bool blocked_read = input_block > 0 || s.input_stored_block > 0;
+    const int read_block = conv_cv_read_block(input_block, s);
+    const bool blocked_read = read_block > 0;
     const TileContext tiles{vw, tt.vector_registers, !winograd && cin >= 8 && (blocked_read || !input_order)};
     ChannelTile ct = grouped ? grouped_channel_tile(s, tt) : conv_cv_channel_tile(cout, tiles);
     if (!grouped && !input_order && !winograd && cin < 8)
@@ -506,7 +507,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits 
                         {"tile_c_vectors", ct.vectors},
                         {"block_rows", rows},
                         {"channel_block", channel_block},
-                        {"ci_block", conv_cv_ci_block(cin, input_block > 0 ? input_block : s.input_stored_block, tt)},
+                        {"ci_block", conv_cv_ci_block(cin, read_block, tt)},
                         {"input_block", input_block}};
     if (input_block > 0 && input_copy_per_task(s, rows, (cout + channel_block - 1) / channel_block))
         p["input_at"] = "task";

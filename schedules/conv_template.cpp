@@ -41,6 +41,10 @@ int conv_cv_input_block(const nlohmann::json &params) {
     return int_or_absent(params, "input_block", 0, 64);  // absent in plans written before it: planar
 }
 
+int conv_cv_read_block(int input_block, const ConvGroupShape &shape) {
+    return input_block > 0 ? input_block : shape.input_stored_block;
+}
+
 ConvGroupShape conv_at_root(ConvGroupShape s) {
     s.tile_output = s.output;
     s.tile_stride_x = s.tile_stride_y = 1;

@@ -116,6 +116,11 @@ int64_t conv_dw_band_row(const ConvGroupShape &shape, const nlohmann::json &para
 // conv_cv's "input_block" (0..64; 0, planar, when absent), as its lowering and its template read it.
 int conv_cv_input_block(const nlohmann::json &params);
 
+// The channel blocks conv_cv's reduction reads its input in: its blocked copy's (`input_block`), or
+// else those another group stored the input in (0: planar). Its passes are read block by block
+// where these divide them (schedule_cv; conv_cv_defaults chooses the passes so).
+int conv_cv_read_block(int input_block, const ConvGroupShape &shape);
+
 // Whether conv_cv's "algorithm" is "winograd" rather than "direct" (the default).
 bool conv_cv_winograd(const nlohmann::json &params);
 
