@@ -155,6 +155,9 @@ json to_json(const Evaluation &e) {
             {"confirm_ms", e.confirm_ms},
             {"fallback_groups", e.fallback_groups},
             {"group_ms", e.group_ms},
+            {"against_key", e.against_key},
+            {"against_ms", number_or_null(e.against_ms)},
+            {"against_group_ms", e.against_group_ms},
             {"peak_rss_mb", number_or_null(e.peak_rss_mb)},
             {"status", e.status},
             {"error", e.error}};
@@ -186,6 +189,9 @@ Evaluation evaluation_from_json(const json &j) {
     e.confirm_ms = j.value("confirm_ms", std::vector<double>{});
     e.fallback_groups = j.value("fallback_groups", std::vector<std::string>{});
     e.group_ms = j.value("group_ms", std::map<std::string, double>{});
+    e.against_key = j.value("against_key", "");
+    e.against_ms = number_from(j, "against_ms");
+    e.against_group_ms = j.value("against_group_ms", std::map<std::string, double>{});
     e.peak_rss_mb = number_from(j, "peak_rss_mb");
     return e;
 }

@@ -46,6 +46,11 @@ struct Evaluation {
     // Each group's median in its own profiled runs (`bench --profile`, candidates scheduled by the
     // templates), by group name: what a segment's groups cost under this candidate's choices.
     std::map<std::string, double> group_ms;
+    // Timed against another plan in the same process (`bench --against --profile`: the group search,
+    // group_search.h): that plan's key, its median and its groups' medians beside this one's.
+    std::string against_key;
+    double against_ms = NAN;
+    std::map<std::string, double> against_group_ms;
 
     // median_ms, or the median of the confirmation rounds when there were some.
     double ranked_ms() const;

@@ -5,8 +5,10 @@
 //   2. plans from the plan space (plan_space.h: all of them, or composed from segments), default parameters,
 //      the best estimate of each group count first (~40% of what the baselines leave);
 //   3. each autoscheduler per group on the default plan, then on the best-estimated plans (~25%);
-//   4. the templates' parameters varied, greedily: one-step neighbours of the fastest measured
-//      template candidate, checked by the composer in process, until the budget is spent;
+//   4. the templates' parameters of the default plan varied group by group (group_search.h): each
+//      round one neighbour (checked by the composer in process) for every class of alike groups,
+//      timed against the default plan in one process; then the plan with each class's fastest
+//      variant that paid, until the budget is spent;
 //   5. if 4 runs dry, more of 2 and 3;
 //   6. (the budget's last candidate) the default plan with each segment regrouped and scheduled as the
 //      candidate whose groups there took the least time (bench --profile) had it.
@@ -18,6 +20,7 @@
 #include "explore/candidate.h"
 #include "explore/cost_model.h"
 #include "explore/evaluator.h"
+#include "explore/group_search.h"
 #include "explore/plan_space.h"
 #include "explore/progress.h"
 #include "explore/report.h"
@@ -54,6 +57,9 @@ using nlohmann::json;
 constexpr int kConfirmTop = 4;  // fastest candidates re-timed (besides the best templated ones and the baselines)
 // best_plan.json is another plan than the default only if that plan was faster by this much.
 constexpr double kMinGain = 0.02;
+// A class of alike groups keeps a variant of its schedule that took at most 1 - this of the default's
+// time for them, twice (group_search.h).
+constexpr double kGroupGain = 0.03;
 
 bool exists(const std::string &path) {
     struct stat st;
@@ -190,17 +196,26 @@ struct Session {
         if (r.timed_out) {
             e.status = "timeout";
             e.error = "timed out after " + fmt("%g", o.timeout_s) + " s (killed)";
-        } else if (r.exit_code == 0 && j.is_object() && j.contains("median_ms")) {
+        } else if (r.exit_code == 0 && j.is_object() && (j.contains("median_ms") || j.contains("plan_ms"))) {
             e.status = "ok";
-            e.median_ms = j["median_ms"].get<double>();
-            e.min_ms = j.value("min_ms", NAN);
-            // Each candidate runs in a process of its own, which compiles Halide's shared runtime first:
-            // the same for every candidate, so not the candidate's.
-            e.compile_s = (j.value("compile_ms", NAN) - j.value("runtime_compile_ms", 0.0)) / 1000;
+            if (j.contains("plan_ms")) {  // timed against another plan (bench --against)
+                e.median_ms = j["plan_ms"].get<double>();
+                e.against_ms = j.value("against_ms", NAN);
+                e.compile_s = j.value("plan_compile_ms", NAN) / 1000;
+            } else {
+                e.median_ms = j["median_ms"].get<double>();
+                e.min_ms = j.value("min_ms", NAN);
+                // Each candidate runs in a process of its own, which compiles Halide's shared runtime
+                // first: the same for every candidate, so not the candidate's.
+                e.compile_s = (j.value("compile_ms", NAN) - j.value("runtime_compile_ms", 0.0)) / 1000;
+            }
             e.fallback_groups = j.value("fallback_groups", std::vector<std::string>{});
             for (const json &g : j.value("group_profile", json::array())) {
-                if (g.contains("name") && g.contains("ms") && g["ms"].is_number())
-                    e.group_ms[g["name"].get<std::string>()] = g["ms"].get<double>();
+                if (!g.contains("name") || !g["name"].is_string()) continue;
+                const std::string name = g["name"].get<std::string>();
+                if (g.contains("ms") && g["ms"].is_number()) e.group_ms[name] = g["ms"].get<double>();
+                if (g.contains("against_ms") && g["against_ms"].is_number())
+                    e.against_group_ms[name] = g["against_ms"].get<double>();
             }
             if (j.contains("kernel_cache") && j["kernel_cache"].value("enabled", false)) {
                 e.cached_groups = j["kernel_cache"].value("hits", 0);
@@ -220,8 +235,9 @@ struct Session {
         return e;
     }
 
-    // Evaluates the candidates of `batch` not done yet (at most what the budget leaves), o.jobs at once.
-    void evaluate(std::vector<Candidate> batch) {
+    // Evaluates the candidates of `batch` not done yet (at most what the budget leaves), o.jobs at once;
+    // with `against_key`, each in one process with that candidate's plan (`bench --against --profile`).
+    void evaluate(std::vector<Candidate> batch, const std::string &against_key = "") {
         std::vector<Candidate> todo;
         std::set<std::string> keys;
         for (Candidate &c : batch) {
@@ -235,19 +251,25 @@ struct Session {
         for (const Candidate &c : todo) {
             const std::string base = dir + "/candidates/" + c.key;
             write_file_atomically(base + ".plan.json", c.plan.dump(2) + "\n");
-            jobs.push_back({bench_argv(c, base + ".plan.json"), base + ".out", base + ".err", memory_bytes()});
+            std::vector<std::string> argv = bench_argv(c, base + ".plan.json");
+            if (!against_key.empty())
+                argv.insert(argv.end(), {"--against", dir + "/candidates/" + against_key + ".plan.json"});
+            jobs.push_back({argv, base + ".out", base + ".err", memory_bytes()});
         }
         bool finished = run_children(
             jobs, o.jobs, o.timeout_s,
             [&](size_t i, const ChildResult &r) {
                 Evaluation e = record(todo[i], r);
+                if (!against_key.empty()) e.against_key = against_key;
                 evaluated_here++;
                 e.id = static_cast<int>(rows.size());
                 rows.push_back(e);
                 done.insert(e.candidate.key);
                 save();
                 std::string line = e.status == "ok"
-                                       ? fmt("ok %.4g ms", e.median_ms) + fmt(" (compile %.2f s)", e.compile_s)
+                                       ? fmt("ok %.4g ms", e.median_ms) +
+                                             (std::isnan(e.against_ms) ? "" : fmt(" (against %.4g ms)", e.against_ms)) +
+                                             fmt(" (compile %.2f s)", e.compile_s)
                                        : e.status + ": " + e.error;
                 // A network's plan is too long for a line: its group count, where it came from and
                 // what it varies (the segment, the parameter).
@@ -350,6 +372,117 @@ bool write_tuning(const Session &s, const Evaluation &best_plan, std::vector<std
                     "model with the same segments on this target.");
     notes.insert(notes.end(), left_out.begin(), left_out.end());
     return true;
+}
+
+// The default plan's key, when it was timed ("" otherwise).
+std::string default_key_of(const Session &s) {
+    for (const Evaluation &e : s.rows) {
+        const auto &b = e.candidate.baselines;
+        if (e.status == "ok" && std::find(b.begin(), b.end(), "default") != b.end()) return e.candidate.key;
+    }
+    return "";
+}
+
+// Step 4 (group_search.h): rounds that each vary every class of alike groups of the default plan by
+// one neighbour, timed against the default plan in one process, while the budget leaves three
+// candidates; then the plan with each class's fastest variant that paid, timed against the default
+// plan the same way, and again without those that did not pay there. Returns the key of the last
+// such plan timed ("": none); says what it found in s.header["group_search"].
+std::string search_group_parameters(Session &s, const FusedGraph &default_plan, std::vector<std::string> &notes) {
+    const std::string def = default_key_of(s);
+    VariantChecker checker(s.rewritten, s.target);
+    const std::vector<GroupClass> classes =
+        group_classes(default_plan, schedule_neighbours(default_plan, checker, s.target, s.o.seed));
+    std::vector<std::vector<GroupTrial>> trials(classes.size());
+    json report = {{"against", def}, {"min_gain", kGroupGain}, {"rounds", json::array()}, {"classes", json::array()}};
+
+    // The times of candidate `key` against the default plan, when it has them.
+    auto times_of = [&](const std::string &key) -> std::optional<GroupTimes> {
+        for (const Evaluation &e : s.rows) {
+            if (e.candidate.key != key || e.status != "ok" || e.against_key != def) continue;
+            GroupTimes t;
+            for (const auto &[name, ms] : e.group_ms) {
+                const auto a = e.against_group_ms.find(name);
+                if (a != e.against_group_ms.end()) t.ms[name] = {ms, a->second};
+            }
+            return t;
+        }
+        return std::nullopt;
+    };
+    auto time_against_default = [&](const FusedGraph &plan, const std::string &variant) {
+        Candidate c = s.candidate(plan, "templates", false, "group_params");
+        c.variant = variant;
+        const std::string key = c.key;
+        if (key != def) s.evaluate({c}, def);
+        return std::make_pair(key, key == def ? std::nullopt : times_of(key));
+    };
+
+    for (size_t round = 0; !s.interrupted && !s.out_of_time() && static_cast<int>(s.rows.size()) + 3 < s.total;
+         round++) {
+        std::vector<std::string> changes;
+        const std::optional<FusedGraph> plan = round_plan(default_plan, classes, round, &changes);
+        if (!plan) break;
+        std::string variant = "round " + std::to_string(round + 1) + ":";
+        for (const std::string &c : changes) variant += " " + c + ";";
+        variant.pop_back();
+        const auto [key, times] = time_against_default(*plan, variant);
+        report["rounds"].push_back({{"candidate", key}, {"changes", changes}, {"timed", times.has_value()}});
+        if (!times) continue;
+        for (size_t ci = 0; ci < classes.size(); ci++) {
+            if (round >= classes[ci].variants.size()) continue;
+            if (const std::optional<double> r = class_ratio(classes[ci], *plan, *times))
+                trials[ci].push_back({round, *r});
+        }
+    }
+
+    // The plan of the winners, timed against the default; then again without those that did not pay
+    // there (at most three compositions). The last one timed is the search's plan: whether it beats
+    // the default as a whole is for the confirmation to say.
+    std::map<size_t, size_t> winners = winning_variants(trials, kGroupGain), in_plan;
+    std::map<size_t, double> confirmed;  // class -> its time over the default's in that plan
+    std::string kept_key;
+    for (int attempt = 0; attempt < 3 && !winners.empty() && !s.interrupted && !s.out_of_time(); attempt++) {
+        const FusedGraph plan = with_variants(default_plan, classes, winners);
+        std::string variant = "each class's fastest variant:";
+        for (const auto &[ci, vi] : winners) variant += " " + classes[ci].variants[vi].description + ";";
+        variant.pop_back();
+        const auto [key, times] = time_against_default(plan, variant);
+        if (!times) break;
+        kept_key = key;
+        in_plan = winners;
+        confirmed.clear();
+        std::map<size_t, size_t> again;
+        for (const auto &[ci, vi] : winners) {
+            const std::optional<double> r = class_ratio(classes[ci], plan, *times);
+            if (r) confirmed[ci] = *r;
+            if (r && *r <= 1 - kGroupGain) again[ci] = vi;
+        }
+        if (again.size() == winners.size()) break;
+        winners = std::move(again);
+    }
+    winners = in_plan;
+
+    for (size_t ci = 0; ci < classes.size(); ci++) {
+        const GroupClass &c = classes[ci];
+        json cj = {{"class", c.label}, {"groups", json::array()}, {"trials", json::array()}};
+        for (size_t gi : c.groups) cj["groups"].push_back(default_plan.groups[gi].name);
+        for (const GroupTrial &t : trials[ci])
+            cj["trials"].push_back({{"variant", c.variants[t.round].description}, {"ratio", t.ratio}});
+        cj["kept"] = winners.count(ci) ? json(c.variants[winners[ci]].description) : json(nullptr);
+        cj["ratio_in_plan"] = confirmed.count(ci) ? json(confirmed[ci]) : json(nullptr);
+        report["classes"].push_back(cj);
+    }
+    report["plan"] = kept_key.empty() ? json(nullptr) : json(kept_key);
+    s.header["group_search"] = report;
+    notes.push_back(
+        "Group parameters: " + std::to_string(report["rounds"].size()) + " rounds over " +
+        std::to_string(classes.size()) +
+        " classes of alike groups, each round one variant per class timed against the default plan in one process "
+        "(`bench --against --profile`); " +
+        (kept_key.empty() ? std::string("no variant took ") + fmt("%.0f%%", 100 * kGroupGain) +
+                                " less time than the default's schedule."
+                          : std::to_string(winners.size()) + " classes keep a variant (candidate " + kept_key + ")."));
+    return kept_key;
 }
 
 }  // namespace
@@ -512,55 +645,9 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
     first.insert(first.end(), auto_list.begin(), auto_list.begin() + autos_take);
     s.evaluate(first);
 
-    // 4. Parameters, greedily from the fastest template candidates.
-    if (templates) {
-        VariantChecker checker(s.rewritten, s.target);
-        std::unique_ptr<VariantChecker> checker_as_written;        // for plans over the graph as written (unfused)
-        std::map<std::string, std::vector<Candidate>> neighbours;  // by incumbent key, not yet tried
-        std::set<std::string> tried;
-        while (!s.interrupted && !s.out_of_time() && static_cast<int>(s.rows.size()) < s.total) {
-            std::vector<const Evaluation *> incumbents;
-            for (const Evaluation &e : s.rows) {
-                if (e.status == "ok" && e.candidate.schedule == "templates" && !e.candidate.whole)
-                    incumbents.push_back(&e);
-            }
-            std::stable_sort(incumbents.begin(), incumbents.end(), promising_first);
-            std::vector<Candidate> batch;
-            for (const Evaluation *inc : incumbents) {
-                const Candidate &ic = inc->candidate;
-                if (!neighbours.count(ic.key)) {
-                    std::vector<Candidate> list;
-                    FusedGraph plan = s.plan_of(ic);
-                    const VariantChecker *vc = &checker;
-                    if (!ic.plan.value("rewritten", true)) {
-                        if (!checker_as_written)
-                            checker_as_written = std::make_unique<VariantChecker>(s.model, s.target);
-                        vc = checker_as_written.get();
-                    }
-                    for (ScheduleVariant &v :
-                         schedule_neighbours(plan, *vc, s.target, o.seed ^ std::stoull(ic.key, nullptr, 16))) {
-                        const json original = plan.groups[v.group].schedule;
-                        plan.groups[v.group].schedule = v.schedule;
-                        Candidate c = s.candidate(plan, "templates", false, "params");
-                        plan.groups[v.group].schedule = original;
-                        c.variant =
-                            (ic.variant.empty() || ic.origin == "user" ? "" : ic.variant + "; ") + v.description;
-                        list.push_back(c);
-                    }
-                    neighbours[ic.key] = std::move(list);
-                }
-                std::vector<Candidate> &list = neighbours[ic.key];
-                while (!list.empty() && static_cast<int>(batch.size()) < o.jobs) {
-                    Candidate c = list.front();
-                    list.erase(list.begin());
-                    if (!s.done.count(c.key) && tried.insert(c.key).second) batch.push_back(c);
-                }
-                if (!batch.empty()) break;
-            }
-            if (batch.empty()) break;
-            s.evaluate(batch);
-        }
-    }
+    // 4. Each group's parameters against the default plan, in one process (group_search.h).
+    std::string searched_key;
+    if (templates && default_key_of(s) != "") searched_key = search_group_parameters(s, default_plan, notes);
 
     // 5. What the budget still allows: more plans and autoscheduled plans, alternately.
     {
@@ -620,7 +707,8 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
             bool is_default = std::find(b.begin(), b.end(), "default") != b.end();
             bool is_whole_mullapudi =
                 std::find(b.begin(), b.end(), "whole") != b.end() && e.candidate.schedule == "mullapudi2016";
-            if (is_default || is_whole_mullapudi || e.candidate.key == composed_key) add(&e);
+            if (is_default || is_whole_mullapudi || e.candidate.key == composed_key || e.candidate.key == searched_key)
+                add(&e);
         }
         s.progress->say("confirming: timing " + std::to_string(keys.size()) + " candidates again, " +
                         std::to_string(o.confirm_rounds) + (o.confirm_rounds == 1 ? " round" : " rounds") +
@@ -670,42 +758,63 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
             best_plan = def;
         }
         // Separate processes differ by more than the gain sought (page placement, the core they get):
-        // the plan that would replace the default is timed against it in one process, interleaved.
-        if (best_plan && def && best_plan != def && o.confirm_rounds > 0) {
-            const std::string key = best_plan->candidate.key;
-            if (!head_to_head.count(key)) {
-                std::vector<double> speedups;
-                for (int round = 0; round < o.confirm_rounds && !s.interrupted; round++) {
-                    std::vector<std::string> argv = {o.hfuse_binary, "bench", o.model};
-                    argv.insert(argv.end(), o.model_args.begin(), o.model_args.end());
-                    argv.insert(argv.end(), {"--json", "--runs", std::to_string(2 * o.runs), "--plan",
-                                             s.dir + "/candidates/" + key + ".plan.json", "--against",
-                                             s.dir + "/candidates/" + def->candidate.key + ".plan.json"});
-                    if (!o.kernel_cache) argv.push_back("--no-cache");
-                    const json j = last_json_line(
-                        s.run_one(argv, s.dir + "/candidates/" + key + ".against_default" + std::to_string(round)).out);
-                    if (j.is_object() && j.contains("speedup")) speedups.push_back(j["speedup"].get<double>());
-                }
-                head_to_head[key] = speedups;
+        // the plan that would replace the default is timed against it in one process, interleaved. The
+        // contenders: the fastest by the confirmation rounds, then the group search's plan, which was
+        // timed against the default in one process already and paid there.
+        if (def && o.confirm_rounds > 0) {
+            std::vector<const Evaluation *> contenders;
+            if (best_plan && best_plan != def) contenders.push_back(best_plan);
+            for (const Evaluation &e : s.rows) {
+                if (e.candidate.key == searched_key && e.status == "ok" && &e != def && &e != best_plan &&
+                    e.against_ms >= (1 + kMinGain) * e.median_ms)
+                    contenders.push_back(&e);
             }
-            const std::vector<double> &sp = head_to_head[key];
-            std::vector<double> sorted = sp;
-            std::sort(sorted.begin(), sorted.end());
-            const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
-            std::string list;
-            for (double x : sp) list += (list.empty() ? "" : ", ") + fmt("%.3fx", x);
-            const bool pays = median >= 1 + kMinGain;
-            s.header["against_default"] = {{"candidate", key}, {"speedups", sp}, {"kept", pays}};
-            default_note = "Candidate " + key + " against the default plan in one process, interleaved (" +
-                           std::to_string(sp.size()) +
-                           " calls of `hfuse bench --plan ... --against ...`): " + (list.empty() ? "no result" : list) +
-                           (pays ? "; faster by " + fmt("%.0f%%", 100 * kMinGain) + " or more: best_plan.json"
-                                 : "; not faster by " + fmt("%.0f%%", 100 * kMinGain) +
-                                       " or more: best_plan.json is the default plan");
-            default_noted = true;  // the note is said either way
-            if (!pays) {
-                if (best == best_plan) best = def;
-                best_plan = def;
+            const Evaluation *kept = def;
+            std::string notes_of_contenders;
+            for (const Evaluation *c : contenders) {
+                const std::string key = c->candidate.key;
+                if (!head_to_head.count(key)) {
+                    std::vector<double> speedups;
+                    for (int round = 0; round < o.confirm_rounds && !s.interrupted; round++) {
+                        std::vector<std::string> argv = {o.hfuse_binary, "bench", o.model};
+                        argv.insert(argv.end(), o.model_args.begin(), o.model_args.end());
+                        argv.insert(argv.end(), {"--json", "--runs", std::to_string(2 * o.runs), "--plan",
+                                                 s.dir + "/candidates/" + key + ".plan.json", "--against",
+                                                 s.dir + "/candidates/" + def->candidate.key + ".plan.json"});
+                        if (!o.kernel_cache) argv.push_back("--no-cache");
+                        const json j = last_json_line(
+                            s.run_one(argv, s.dir + "/candidates/" + key + ".against_default" + std::to_string(round))
+                                .out);
+                        if (j.is_object() && j.contains("speedup")) speedups.push_back(j["speedup"].get<double>());
+                    }
+                    head_to_head[key] = speedups;
+                }
+                const std::vector<double> &sp = head_to_head[key];
+                std::vector<double> sorted = sp;
+                std::sort(sorted.begin(), sorted.end());
+                const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+                std::string list;
+                for (double x : sp) list += (list.empty() ? "" : ", ") + fmt("%.3fx", x);
+                const bool pays = median >= 1 + kMinGain;
+                s.header["against_default"] = {{"candidate", key}, {"speedups", sp}, {"kept", pays}};
+                notes_of_contenders +=
+                    std::string(notes_of_contenders.empty() ? "" : " ") + "Candidate " + key +
+                    (key == searched_key ? " (the group search's plan)" : "") +
+                    " against the default plan in one process, interleaved (" + std::to_string(sp.size()) +
+                    " calls of `hfuse bench --plan ... --against ...`): " + (list.empty() ? "no result" : list) +
+                    (pays ? "; faster by " + fmt("%.0f%%", 100 * kMinGain) + " or more: best_plan.json."
+                          : "; not faster by " + fmt("%.0f%%", 100 * kMinGain) + " or more.");
+                if (pays) {
+                    kept = c;
+                    break;
+                }
+            }
+            if (!contenders.empty()) {
+                default_note = (default_noted ? default_note + " " : "") + notes_of_contenders +
+                               (kept == def ? " best_plan.json is the default plan." : "");
+                default_noted = true;  // the note is said either way
+                if (best == best_plan && kept != best_plan) best = kept;
+                best_plan = kept;
             }
         }
         std::vector<std::string> to_check;

@@ -233,6 +233,49 @@ void cost_model_section(std::string &s, const std::vector<Evaluation> &rows) {
     s += "\n";
 }
 
+// "## Group parameters": what the group search (group_search.h) tried for each class of alike groups,
+// each variant's time for the class over the default schedule's, timed in one process.
+void group_search_section(std::string &s, const json &search) {
+    if (!search.is_object() || search.value("classes", json::array()).empty()) return;
+    const double gain = search.value("min_gain", 0.0);
+    s += "## Group parameters\n\nEach round varied one schedule parameter in every class of alike groups of the "
+         "default plan and was timed against the default plan in one process (`hfuse bench --plan ROUND --against "
+         "DEFAULT --profile`: each group beside the default's, alternately). *Time* is the class's groups' time "
+         "over the default's (below 1: faster). A class's fastest variant goes into the search's plan if it took "
+         "at most " +
+         fmt("%.2f", 1 - gain) +
+         " of the default's time in its round; that plan is timed against the default the same way, and composed "
+         "again without the variants that did not pay there (at most three times). *Kept*: in the last plan so "
+         "timed" +
+         (search.value("plan", json()).is_string() ? " (candidate " + search["plan"].get<std::string>() + ")"
+                                                   : std::string(" (no class did)")) +
+         ".\n\n| class | groups | tried | fastest variant | time | kept (time in that plan) |\n"
+         "| --- | --- | --- | --- | --- | --- |\n";
+    for (const json &c : search["classes"]) {
+        const json trials = c.value("trials", json::array());
+        const json *fastest = nullptr;
+        for (const json &t : trials) {
+            if (!fastest || t.value("ratio", 0.0) < fastest->value("ratio", 0.0)) fastest = &t;
+        }
+        std::string groups;
+        for (const json &g : c.value("groups", json::array()))
+            groups += (groups.empty() ? "" : " ") + g.get<std::string>();
+        const json kept = c.value("kept", json()), in_plan = c.value("ratio_in_plan", json());
+        s += "| " + table_cell(c.value("class", std::string())) + " | " + groups + " | " +
+             std::to_string(trials.size()) + " | " +
+             (fastest ? table_cell(fastest->value("variant", std::string())) + " | " +
+                            fmt("%.3f", fastest->value("ratio", 0.0))
+                      : std::string(" | ")) +
+             " | " +
+             (kept.is_string() ? table_cell(kept.get<std::string>()) +
+                                     (in_plan.is_number() ? fmt(" (%.3f)", in_plan.get<double>()) : "")
+              : in_plan.is_number() ? fmt("no (%.3f)", in_plan.get<double>())
+                                    : "no") +
+             " |\n";
+    }
+    s += "\n";
+}
+
 }  // namespace
 
 std::string markdown_report(const ReportInput &in) {
@@ -328,6 +371,7 @@ std::string markdown_report(const ReportInput &in) {
     }
 
     s += segment_section(in.segments);
+    group_search_section(s, h.value("group_search", json()));
     cost_model_section(s, in.rows);
     s += "## Candidates\n\nThe confirmed ones first (by their confirmation rounds), then the rest by median; "
          "failures last. `median ms` is the candidate's own run, `confirmed ms` the median of the confirmation "

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -58,10 +59,9 @@ std::vector<Cut> single_value_cuts(const Graph &g) {
     return cuts;
 }
 
-// The segment's nodes, their attributes and the types of what they read and write, values named by
-// their order of appearance: equal for the repeated blocks of a stage. Weights count by type (their
-// values are another block's), but integer weights (shapes, axes, pads) by value.
-std::string signature(const Graph &g, int begin, int end) {
+}  // namespace
+
+std::string nodes_signature(const Graph &g, const std::vector<int> &nodes) {
     std::map<std::string, int> local;
     std::ostringstream os;
     auto name = [&](const std::string &v) {
@@ -69,7 +69,7 @@ std::string signature(const Graph &g, int begin, int end) {
         (void)fresh;
         return "v" + std::to_string(it->second);
     };
-    for (int i = begin; i < end; i++) {
+    for (int i : nodes) {
         const Node &n = g.nodes[i];
         os << n.op << " " << n.attrs.dump() << " (";
         for (const std::string &v : n.inputs) {
@@ -93,8 +93,6 @@ std::string signature(const Graph &g, int begin, int end) {
     }
     return os.str();
 }
-
-}  // namespace
 
 std::vector<Segment> cut_segments(const Graph &g, int max_nodes) {
     if (max_nodes < 1) throw Error("internal: cut_segments needs max_nodes >= 1");
@@ -126,7 +124,9 @@ std::vector<Segment> cut_segments(const Graph &g, int max_nodes) {
         Segment s;
         s.begin = bounds[i];
         s.end = bounds[i + 1];
-        s.signature = signature(g, s.begin, s.end);
+        std::vector<int> nodes(s.end - s.begin);
+        std::iota(nodes.begin(), nodes.end(), s.begin);
+        s.signature = nodes_signature(g, nodes);
         segments.push_back(std::move(s));
     }
     return segments;

@@ -26,6 +26,12 @@ struct Segment {
 // when it has no cut. `max_nodes` >= 1.
 std::vector<Segment> cut_segments(const Graph &graph, int max_nodes);
 
+// The nodes (indices into graph.nodes, in topological order), their attributes and the types of what
+// they read and write, values named by their order of appearance: equal for the repeated blocks of a
+// stage. Weights count by type (their values are another block's), but integer weights (shapes, axes,
+// pads) by value.
+std::string nodes_signature(const Graph &graph, const std::vector<int> &nodes);
+
 // The segment's nodes as a graph of their own: the values they read from earlier nodes or the
 // graph's inputs as inputs, the weights they read, the values read after the segment (or graph
 // outputs) as outputs; names and types as in `graph`.

@@ -5,6 +5,7 @@
 // timeouts recorded as such, and bad flags (exit 2, naming the flag).
 #include "explore/candidate.h"
 #include "explore/cost_model.h"
+#include "explore/group_search.h"
 #include "explore/plan_space.h"
 #include "explore/report.h"
 #include "explore/results.h"
@@ -350,6 +351,82 @@ TEST(ExploreVariants, WinogradGroupsTryTheDirectConvAndBack) {
     EXPECT_TRUE(winograd);
 }
 
+// Two 3x3 convs 8 -> 8 with ReLU (alike: the same ops, shapes and, given the same schedule, one
+// class), then a 3x3 conv 8 -> 16 with ReLU (another class).
+json alike_convs_model() {
+    json weights = json::object(), nodes = json::array();
+    std::string in = "x";
+    for (int i = 0; i < 3; i++) {
+        const int out = i == 2 ? 16 : 8;
+        const std::string w = "w" + std::to_string(i), c = "conv" + std::to_string(i), r = "relu" + std::to_string(i);
+        weights[w] = {{"shape", {out, 8, 3, 3}}, {"uniform", {-0.3, 0.3}}, {"seed", i + 1}};
+        nodes.push_back(model_node(c, "Conv", {in, w}, {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}}));
+        nodes.push_back(model_node(r, "Relu", {c}));
+        in = r;
+    }
+    return {{"format", "hfuse-model"}, {"version", 1},
+            {"name", "alike_convs"},   {"inputs", {{{"name", "x"}, {"shape", {1, 8, 16, 16}}}}},
+            {"weights", weights},      {"nodes", nodes},
+            {"outputs", {in}}};
+}
+
+TEST(ExploreGroupSearch, AlikeGroupsAreOneClassAndTakeEachVariantTogether) {
+    const Halide::Target host = Halide::get_host_target();
+    Graph g = simplify(load(alike_convs_model()));
+    FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("x86")}), host);
+    std::map<std::string, size_t> by_master;
+    for (size_t i = 0; i < plan.groups.size(); i++) by_master[plan.groups[i].master] = i;
+    ASSERT_TRUE(by_master.count("conv0") && by_master.count("conv1") && by_master.count("conv2"));
+    const size_t a = by_master["conv0"], b = by_master["conv1"], c = by_master["conv2"];
+    plan.groups[b].schedule = plan.groups[a].schedule;  // alike only when scheduled alike
+    explore::VariantChecker checker(g, host);
+    const std::vector<explore::ScheduleVariant> neighbours = explore::schedule_neighbours(plan, checker, host, 3);
+    const std::vector<explore::GroupClass> classes = explore::group_classes(plan, neighbours);
+    ASSERT_EQ(classes.size(), 2u);
+    EXPECT_EQ(classes[0].groups, (std::vector<size_t>{a, b}));
+    EXPECT_EQ(classes[1].groups, std::vector<size_t>{c});
+    EXPECT_TRUE(contains(classes[0].label, "(2 alike)")) << classes[0].label;
+    for (const explore::ScheduleVariant &v : classes[0].variants) EXPECT_EQ(v.group, a);
+    for (const explore::ScheduleVariant &v : classes[1].variants) EXPECT_EQ(v.group, c);
+
+    // Round r gives each class its variant r, on all its groups; past the longest list, nothing.
+    std::vector<std::string> changes;
+    const std::optional<FusedGraph> round = explore::round_plan(plan, classes, 0, &changes);
+    ASSERT_TRUE(round);
+    EXPECT_EQ(round->groups[a].schedule, classes[0].variants[0].schedule);
+    EXPECT_EQ(round->groups[b].schedule, classes[0].variants[0].schedule);
+    EXPECT_EQ(round->groups[c].schedule, classes[1].variants[0].schedule);
+    ASSERT_EQ(changes.size(), 2u);
+    EXPECT_TRUE(contains(changes[0], "(x2)")) << changes[0];
+    for (const FusedGroup &grp : round->groups) EXPECT_EQ(checker.check(*round, grp.name), "") << grp.name;
+    const size_t longest = std::max(classes[0].variants.size(), classes[1].variants.size());
+    EXPECT_TRUE(explore::round_plan(plan, classes, longest - 1));
+    EXPECT_FALSE(explore::round_plan(plan, classes, longest));
+
+    // A class's time is its groups' sum over the default's; a class keeps its fastest variant when
+    // that took at most 1 - min_gain of the default's time.
+    explore::GroupTimes times;
+    times.ms[plan.groups[a].name] = {0.9, 1.0};
+    times.ms[plan.groups[b].name] = {1.3, 1.0};
+    EXPECT_DOUBLE_EQ(*explore::class_ratio(classes[0], *round, times), 1.1);
+    EXPECT_FALSE(explore::class_ratio(classes[1], *round, times)) << "conv2's group was not timed";
+    const std::map<size_t, size_t> winners =
+        explore::winning_variants({{{0, 1.02}, {1, 0.96}, {2, 0.98}}, {{0, 0.98}}, {}}, 0.03);
+    EXPECT_EQ(winners, (std::map<size_t, size_t>{{0, 1}}));
+    const FusedGraph won = explore::with_variants(plan, classes, {{0, 1}});
+    EXPECT_EQ(won.groups[a].schedule, classes[0].variants[1].schedule);
+    EXPECT_EQ(won.groups[b].schedule, classes[0].variants[1].schedule);
+    EXPECT_EQ(won.groups[c].schedule, plan.groups[c].schedule);
+
+    // bench's JSON: groups without the other plan's time are left out; no profile at all is an error.
+    const explore::GroupTimes parsed = explore::group_times_from_bench(json::parse(
+        R"({"plan_ms": 2, "group_profile": [{"name": "g0", "ms": 0.5, "against_ms": 0.6},
+                                            {"name": "g1", "ms": 0.5, "against_ms": null}]})"));
+    ASSERT_EQ(parsed.ms.size(), 1u);
+    EXPECT_EQ(parsed.ms.at("g0"), std::make_pair(0.5, 0.6));
+    EXPECT_THROW(explore::group_times_from_bench(json::parse(R"({"plan_ms": 2})")), Error);
+}
+
 TEST(ExploreReport, CostModelRankedBesideTheMeasurements) {
     // Plans timed with default parameters, their estimates in the measured order, then reversed:
     // Spearman's rank correlation 1 and -1. A variant and an autoscheduled candidate do not count.
@@ -648,6 +725,48 @@ TEST(ExploreCli, PerSegmentFindingsAndATuningRecordOtherModelsUse) {
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_TRUE(contains(r.out, bad)) << r.out;
     EXPECT_TRUE(contains(r.out, "entries[0].signature")) << r.out;
+}
+
+TEST(ExploreCli, GroupParametersAreTimedAgainstTheDefaultInOneProcess) {
+    // Three residual blocks: after the baselines and plans, rounds that each vary every class of alike
+    // groups, timed with `bench --against` the default plan, whose times results.json and report.md show.
+    const std::string model = fresh_tmp("res3_groups.json");
+    save_model(test::residual_net(3), model);
+    const std::string dir = fresh_tmp("group_search");
+    CommandResult r =
+        test::run_cli("explore " + model + " -o " + dir + " --budget 12 --schedules templates --runs 2 --confirm 0");
+    ASSERT_EQ(r.code, 0) << r.out;
+    const json res = results_of(dir);
+    std::string default_key;
+    for (const json &c : res["candidates"]) {
+        for (const json &b : c["baselines"]) {
+            if (b == "default") default_key = c["key"];
+        }
+    }
+    ASSERT_FALSE(default_key.empty());
+    ASSERT_TRUE(res.contains("group_search")) << res.dump(1);
+    const json &search = res["group_search"];
+    EXPECT_EQ(search["against"], default_key);
+    ASSERT_GE(search["rounds"].size(), 2u) << search.dump(1);
+    int alike = 0;
+    for (const json &c : search["classes"]) {
+        alike = std::max(alike, static_cast<int>(c["groups"].size()));
+        for (const json &t : c["trials"]) EXPECT_GT(t["ratio"].get<double>(), 0) << c.dump();
+    }
+    EXPECT_GE(alike, 2) << "the blocks' alike groups are one class: " << search["classes"].dump(1);
+    int rounds = 0;
+    for (const json &c : res["candidates"]) {
+        if (c["origin"] != "group_params" || c["status"] != "ok") continue;
+        rounds++;
+        EXPECT_EQ(c["against_key"], default_key);
+        EXPECT_GT(c["against_ms"].get<double>(), 0);
+        EXPECT_FALSE(c["against_group_ms"].empty());
+        for (const auto &kv : c["against_group_ms"].items()) EXPECT_TRUE(c["group_ms"].contains(kv.key())) << kv.key();
+    }
+    EXPECT_GE(rounds, 2);
+    const std::string report = read_file(dir + "/report.md");
+    EXPECT_TRUE(contains(report, "## Group parameters")) << report;
+    EXPECT_TRUE(contains(report, "(3 alike)")) << report;
 }
 
 TEST(ExploreCli, BadFlagsExitTwoNamingTheFlag) {
