@@ -51,6 +51,11 @@ struct ExploreOptions {
     // more fails with an error saying so, and the exploration goes on: a whole-model autoscheduler
     // baseline took more than 13 GB on ResNet-18 (Adams2019), per group 5 GB.
     int64_t max_memory_mb = 8192;
+    // Candidates an autoscheduler schedules (per group, and the --whole baselines) have bounds of their
+    // own, the smaller of these and the two above: Adams2019 on a whole network can grow past any
+    // machine's memory and take minutes before it does. One that passes them is recorded as skipped.
+    int64_t autoschedule_max_memory_mb = 1536;
+    double autoschedule_timeout_s = 120;
     // Seconds this run may take (0: no limit): past it no candidate is started and the run ends as the
     // budget would have ended it (confirmation left out), writing every output; --resume continues.
     double time_limit_s = 0;

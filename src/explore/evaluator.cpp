@@ -126,7 +126,8 @@ bool run_children(const std::vector<ChildJob> &jobs, int parallel, double timeou
             struct rusage usage {};
             pid_t w = wait4(r.pid, &status, WNOHANG, &usage);
             const double elapsed = std::chrono::duration<double>(Clock::now() - r.start).count();
-            if (w == 0 && elapsed > timeout_s && !r.killed) {
+            const double limit = jobs[r.index].timeout_s > 0 ? jobs[r.index].timeout_s : timeout_s;
+            if (w == 0 && elapsed > limit && !r.killed) {
                 kill(-r.pid, SIGKILL);
                 r.killed = true;
             }

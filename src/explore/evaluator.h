@@ -16,6 +16,7 @@ struct ChildJob {
     std::vector<std::string> argv;  // argv[0] is the program's path
     std::string out_path, err_path;
     int64_t max_memory_bytes = 0;  // its address space (RLIMIT_AS); 0: no bound
+    double timeout_s = 0;          // 0: run_children's
 };
 
 struct ChildResult {

@@ -195,7 +195,8 @@ struct Session {
         json j = last_json_line(r.out);
         if (r.timed_out) {
             e.status = "timeout";
-            e.error = "timed out after " + fmt("%g", o.timeout_s) + " s (killed)";
+            e.error = "timed out after " + fmt("%g", timeout_for(c)) + " s (killed" +
+                      (timeout_for(c) != o.timeout_s ? ": --autoschedule-timeout)" : ")");
         } else if (r.exit_code == 0 && j.is_object() && (j.contains("median_ms") || j.contains("plan_ms"))) {
             e.status = "ok";
             if (j.contains("plan_ms")) {  // timed against another plan (bench --against)
@@ -221,9 +222,12 @@ struct Session {
                 e.cached_groups = j["kernel_cache"].value("hits", 0);
                 e.cached_cold_s = j["kernel_cache"].value("hit_cold_compile_ms", 0.0) / 1000;
             }
-        } else if (out_of_memory(r, memory_bytes())) {
+        } else if (out_of_memory(r, memory_bytes_for(c))) {
             e.status = "error";
-            e.error = "needed more than --max-memory " + std::to_string(o.max_memory_mb) + " MB (skipped)";
+            e.error = memory_bytes_for(c) != memory_bytes()
+                          ? "needed more than --autoschedule-max-memory " +
+                                std::to_string(o.autoschedule_max_memory_mb) + " MB (skipped)"
+                          : "needed more than --max-memory " + std::to_string(o.max_memory_mb) + " MB (skipped)";
         } else {
             e.status = "error";
             e.error = error_line(r.err);
@@ -254,7 +258,7 @@ struct Session {
             std::vector<std::string> argv = bench_argv(c, base + ".plan.json");
             if (!against_key.empty())
                 argv.insert(argv.end(), {"--against", dir + "/candidates/" + against_key + ".plan.json"});
-            jobs.push_back({argv, base + ".out", base + ".err", memory_bytes()});
+            jobs.push_back({argv, base + ".out", base + ".err", memory_bytes_for(c), timeout_for(c)});
         }
         bool finished = run_children(
             jobs, o.jobs, o.timeout_s,
@@ -286,12 +290,22 @@ struct Session {
     }
 
     int64_t memory_bytes() const { return o.max_memory_mb * 1024 * 1024; }
+    // A candidate's bounds: an autoscheduler's are the smaller of its own and the general ones.
+    int64_t memory_bytes_for(const Candidate &c) const {
+        const int64_t own = o.autoschedule_max_memory_mb * 1024 * 1024;
+        if (c.schedule == "templates" || own <= 0) return memory_bytes();
+        return memory_bytes() > 0 ? std::min(own, memory_bytes()) : own;
+    }
+    double timeout_for(const Candidate &c) const {
+        return c.schedule == "templates" ? o.timeout_s : std::min(o.timeout_s, o.autoschedule_timeout_s);
+    }
 
-    // One more run on its own (the confirmation rounds, the check of the best), after the bar.
-    ChildResult run_one(const std::vector<std::string> &argv, const std::string &log_base) {
+    // One more run on its own (the confirmation rounds, the check of the best), after the bar, within
+    // candidate c's bounds.
+    ChildResult run_one(const std::vector<std::string> &argv, const std::string &log_base, const Candidate &c) {
         ChildResult result;
         bool finished = run_children(
-            {{argv, log_base + ".out", log_base + ".err", memory_bytes()}}, 1, o.timeout_s,
+            {{argv, log_base + ".out", log_base + ".err", memory_bytes_for(c), timeout_for(c)}}, 1, o.timeout_s,
             [&](size_t, const ChildResult &r) { result = r; }, nullptr);  // the bar is done by now
         if (!finished) interrupted = true;
         return result;
@@ -496,6 +510,9 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
     if (o.runs < 1) throw Error("must be at least 1").at_field("runs");
     if (!(o.timeout_s > 0)) throw Error("must be positive").at_field("timeout-per-candidate");
     if (o.max_memory_mb < 0) throw Error("must be 0 (no bound) or a size in MB").at_field("max-memory");
+    if (o.autoschedule_max_memory_mb < 0)
+        throw Error("must be 0 (no bound of its own) or a size in MB").at_field("autoschedule-max-memory");
+    if (!(o.autoschedule_timeout_s > 0)) throw Error("must be positive").at_field("autoschedule-timeout");
     if (!(o.time_limit_s >= 0)) throw Error("must be 0 (no limit) or positive").at_field("time-limit");
     if (o.sources.empty()) throw Error("no schedule source to explore").at_field("schedules");
     install_interrupt_handlers();
@@ -550,6 +567,8 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
                   {"seed", o.seed},
                   {"timeout_s", o.timeout_s},
                   {"max_memory_mb", o.max_memory_mb},
+                  {"autoschedule_max_memory_mb", o.autoschedule_max_memory_mb},
+                  {"autoschedule_timeout_s", o.autoschedule_timeout_s},
                   {"runs", o.runs},
                   {"confirm_rounds", o.confirm_rounds}}}};
 
@@ -721,7 +740,7 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
                 }
                 const std::string base = s.dir + "/candidates/" + key;
                 ChildResult r = s.run_one(s.bench_argv(e->candidate, base + ".plan.json"),
-                                          base + ".confirm" + std::to_string(round));
+                                          base + ".confirm" + std::to_string(round), e->candidate);
                 Evaluation again = s.record(e->candidate, r);
                 if (again.status == "ok") e->confirm_ms.push_back(again.median_ms);
                 if (s.interrupted) break;
@@ -783,7 +802,8 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
                                                  s.dir + "/candidates/" + def->candidate.key + ".plan.json"});
                         if (!o.kernel_cache) argv.push_back("--no-cache");
                         const json j = last_json_line(
-                            s.run_one(argv, s.dir + "/candidates/" + key + ".against_default" + std::to_string(round))
+                            s.run_one(argv, s.dir + "/candidates/" + key + ".against_default" + std::to_string(round),
+                                      c->candidate)
                                 .out);
                         if (j.is_object() && j.contains("speedup")) speedups.push_back(j["speedup"].get<double>());
                     }
@@ -837,7 +857,7 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
                 argv.insert(argv.end(), {"--plan", base + ".plan.json"});
             }
             if (e.candidate.schedule != "templates") argv.insert(argv.end(), {"--autoschedule", e.candidate.schedule});
-            ChildResult r = s.run_one(argv, base + ".check");
+            ChildResult r = s.run_one(argv, base + ".check", e.candidate);
             if (s.interrupted) break;
             if (r.exit_code != 0 || r.out.find("MISMATCH") != std::string::npos) {
                 e.status = "error";

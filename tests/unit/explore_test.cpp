@@ -632,6 +632,25 @@ TEST(ExploreCli, CandidatesPastTheMemoryBoundAreSkippedAndTheRunGoesOn) {
     r = test::run_cli("explore " + model + " -o " + free_dir +
                       " --budget 1 --schedules templates --max-memory 0 --confirm 0 --runs 2");
     EXPECT_EQ(r.code, 0) << r.out;
+    // An autoscheduler's candidates have a bound of their own: the --whole baseline passes it, the
+    // templates' candidates run under --max-memory's.
+    const std::string auto_dir = fresh_tmp("memory_autoschedule");
+    r = test::run_cli("explore " + model + " -o " + auto_dir +
+                      " --budget 1 --schedules templates,mullapudi2016 --max-memory 0 --autoschedule-max-memory 128 "
+                      "--confirm 0 --runs 2");
+    EXPECT_EQ(r.code, 0) << r.out;
+    int skipped = 0, ok = 0;
+    const json auto_results = results_of(auto_dir);
+    for (const json &c : auto_results["candidates"]) {
+        if (c["schedule"] == "templates") {
+            ok += c["status"] == "ok";
+        } else {
+            skipped++;
+            EXPECT_EQ(c["error"], "needed more than --autoschedule-max-memory 128 MB (skipped)") << c.dump();
+        }
+    }
+    EXPECT_EQ(ok, 3);
+    EXPECT_GE(skipped, 1);
 }
 
 TEST(ExploreCli, ATimeLimitedRunWritesItsOutputsAndResumes) {
@@ -777,7 +796,9 @@ TEST(ExploreCli, BadFlagsExitTwoNamingTheFlag) {
     for (const Case &c : {Case{"--budget 0", "--budget"}, Case{"--jobs 0", "--jobs"},
                           Case{"--schedules templates,bogus", "--schedules"},
                           Case{"--timeout-per-candidate -1", "--timeout-per-candidate"}, Case{"--runs x", "--runs"},
-                          Case{"--max-memory -5", "--max-memory"}, Case{"--time-limit -1", "--time-limit"}}) {
+                          Case{"--max-memory -5", "--max-memory"}, Case{"--time-limit -1", "--time-limit"},
+                          Case{"--autoschedule-max-memory -1", "--autoschedule-max-memory"},
+                          Case{"--autoschedule-timeout 0", "--autoschedule-timeout"}}) {
         CommandResult r = test::run_cli("explore " + model + " -o " + fresh_tmp("bad_flags") + " " + c.args);
         EXPECT_EQ(r.code, 2) << c.args << ": " << r.out;
         EXPECT_TRUE(contains(r.out, c.flag)) << c.args << ": " << r.out;

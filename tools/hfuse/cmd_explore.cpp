@@ -130,6 +130,16 @@ Command add_explore(CLI::App &app) {
                     "baselines can need tens of GB)")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
+    cmd->add_option("--autoschedule-max-memory", o.autoschedule_max_memory_mb,
+                    "MB of address space a candidate an autoscheduler schedules may take (0: --max-memory's "
+                    "bound only); the smaller bound applies")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    cmd->add_option("--autoschedule-timeout", o.autoschedule_timeout_s,
+                    "seconds a candidate an autoscheduler schedules may take; the smaller of this and "
+                    "--timeout-per-candidate applies")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
     cmd->add_flag("--resume", o.resume, "continue an interrupted run in DIR: finished candidates are not run again");
     cmd->add_flag("!--no-cache", o.kernel_cache,
                   "compile every candidate's groups afresh instead of loading those an earlier candidate (or run) "
