@@ -495,7 +495,8 @@ std::string search_group_parameters(Session &s, const FusedGraph &default_plan, 
         "(`bench --against --profile`); " +
         (kept_key.empty() ? std::string("no variant took ") + fmt("%.0f%%", 100 * kGroupGain) +
                                 " less time than the default's schedule."
-                          : std::to_string(winners.size()) + " classes keep a variant (candidate " + kept_key + ")."));
+                          : std::to_string(winners.size()) + (winners.size() == 1 ? " class keeps" : " classes keep") +
+                                " a variant (candidate " + kept_key + ")."));
     return kept_key;
 }
 
