@@ -58,7 +58,7 @@ constexpr int kConfirmTop = 4;  // fastest candidates re-timed (besides the best
 // best_plan.json is another plan than the default only if that plan was faster by this much.
 constexpr double kMinGain = 0.02;
 // A class of alike groups keeps a variant of its schedule that took at most 1 - this of the default's
-// time for them, twice (group_search.h).
+// time for them in its round and in the plan composing the winners (group_search.h).
 constexpr double kGroupGain = 0.03;
 
 bool exists(const std::string &path) {
