@@ -509,7 +509,14 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits 
                         {"channel_block", channel_block},
                         {"ci_block", conv_cv_ci_block(cin, read_block, tt)},
                         {"input_block", input_block}};
-    if (input_block > 0 && input_copy_per_task(s, rows, (cout + channel_block - 1) / channel_block))
+    // A stem's padded planar copy (fewer than 8 input channels, each value read by many taps and
+    // output channels) per task under the same bound: at root it is one more pass over the image
+    // (600 KB at 224x224) whose rows the tasks then read back from L2 or memory. Zen 3, AVX2, 2
+    // threads, in the networks, explore's group search (bench --against --profile), the stem's time
+    // per task over at root: ResNet-18's 7x7 3->64 0.83, MobileNet-V3's 3x3 stride-2 3->16 0.79,
+    // MobileNet-V2's 3->32 0.88, RegNet-Y 800MF's 0.82, ShuffleNet-V2's 3->24 0.89.
+    const bool stem_copy = input_block == 0 && s.padded && !grouped && !winograd && cin < 8;
+    if ((input_block > 0 || stem_copy) && input_copy_per_task(s, rows, (cout + channel_block - 1) / channel_block))
         p["input_at"] = "task";
     if (rows_padded) p["position_tiles"] = "in_rows";
     if (winograd) winograd_defaults(p, s, tt);

@@ -1661,6 +1661,31 @@ TEST(Composer, ChannelVectorConvOfAShortReductionTilesWithinARow) {
     expect_matches_reference(plan);
 }
 
+TEST(Composer, AStemCopiesItsPaddedInputPerTask) {
+    // Fewer than 8 input channels, padded: the planar copy is made per task (its rows stay in cache
+    // for the many taps that read them), on either target; within rows and across them, it computes
+    // the reference. Unpadded, there is no copy to place.
+    const Halide::Target avx512("x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41");
+    struct Case {
+        int cin, h, w, cout, k, stride, pad;
+        bool per_task;
+    };
+    for (const Case &c : {Case{3, 58, 56, 16, 3, 2, 1, true}, Case{3, 37, 41, 32, 7, 2, 3, true},
+                          Case{4, 30, 30, 16, 3, 1, 1, true}, Case{3, 58, 56, 16, 3, 2, 0, false}}) {
+        const Graph g = conv_model(c.cin, c.h, c.w, c.cout, c.k, c.stride, c.pad, 1);
+        for (const Halide::Target &t : {kTarget, avx512}) {
+            SCOPED_TRACE(std::to_string(c.cin) + "->" + std::to_string(c.cout) + " " + std::to_string(c.k) + "x" +
+                         std::to_string(c.k) + " on " + std::to_string(c.h) + "x" + std::to_string(c.w) + ", " +
+                         t.to_string());
+            const FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("x86")}), t);
+            const nlohmann::json &p = plan.groups[0].schedule;
+            ASSERT_EQ(p["template"], "conv_cv") << p.dump();
+            EXPECT_EQ(p.value("input_at", "root"), c.per_task ? "task" : "root") << p.dump();
+            if (t == kTarget) expect_matches_reference(plan);
+        }
+    }
+}
+
 TEST(Composer, ChannelVectorConvAccumulatesInRegistersInOnePass) {
     // In one pass over the input channels, the accumulators live per register tile (vw lanes x
     // positions x channel vectors, in registers) and the task's buffer is their wrapper; in passes,
