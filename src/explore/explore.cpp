@@ -4,7 +4,8 @@
 //      templates, and --whole with each autoscheduler explored; then plan files given by the user;
 //   2. plans from the plan space (plan_space.h: all of them, or composed from segments), default parameters,
 //      the best estimate of each group count first (~40% of what the baselines leave);
-//   3. each autoscheduler per group on the default plan, then on the best-estimated plans (~25%);
+//   3. each autoscheduler per group on the default plan, then on the best-estimated plans (~25%); one
+//      whose candidate passes its bounds (--autoschedule-max-memory, --autoschedule-timeout) is given up;
 //   4. the templates' parameters of the default plan varied group by group (group_search.h): each
 //      round one neighbour (checked by the composer in process) for every class of alike groups,
 //      timed against the default plan in one process; then the plan with each class's fastest
@@ -662,8 +663,30 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
 
     std::vector<Candidate> first = baselines;
     first.insert(first.end(), plan_list.begin(), plan_list.begin() + plans_take);
-    first.insert(first.end(), auto_list.begin(), auto_list.begin() + autos_take);
     s.evaluate(first);
+    // The autoschedulers per group, o.jobs at a time. One whose candidate passed its bounds
+    // (--autoschedule-max-memory, --autoschedule-timeout) is given up per group: its other candidates
+    // there, on plans of groups as large or larger, would pass them too, and the budget goes on.
+    std::set<std::string> given_up;
+    auto evaluate_autos = [&](const std::vector<Candidate> &list) {
+        for (size_t i = 0; i < list.size() && !s.interrupted && !s.out_of_time();) {
+            std::vector<Candidate> chunk;
+            for (; i < list.size() && static_cast<int>(chunk.size()) < o.jobs; i++) {
+                if (!given_up.count(list[i].schedule)) chunk.push_back(list[i]);
+            }
+            s.evaluate(chunk);
+            for (const Candidate &c : chunk) {
+                for (const Evaluation &e : s.rows) {
+                    const bool past_bounds =
+                        e.status == "timeout" || e.error.find("--autoschedule-max-memory") != std::string::npos;
+                    if (e.candidate.key != c.key || !past_bounds || !given_up.insert(c.schedule).second) continue;
+                    notes.push_back(c.schedule + " per group was given up after candidate " + c.key + ": " + e.error +
+                                    "; its other per-group candidates were left out.");
+                }
+            }
+        }
+    };
+    evaluate_autos({auto_list.begin(), auto_list.begin() + autos_take});
 
     // 4. Each group's parameters against the default plan, in one process (group_search.h).
     std::string searched_key;
@@ -675,7 +698,12 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
         size_t i = plans_take, j = autos_take;
         while (i < plan_list.size() || j < auto_list.size()) {
             if (i < plan_list.size()) more.push_back(plan_list[i++]);
-            if (j < auto_list.size()) more.push_back(auto_list[j++]);
+            for (; j < auto_list.size(); j++) {
+                if (!given_up.count(auto_list[j].schedule)) {
+                    more.push_back(auto_list[j++]);
+                    break;
+                }
+            }
         }
         if (!s.interrupted && !s.out_of_time() && static_cast<int>(s.rows.size()) < s.total) s.evaluate(more);
     }
