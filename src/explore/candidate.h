@@ -20,7 +20,7 @@ struct Candidate {
     std::string schedule = "templates";  // "templates" or an autoscheduler ("mullapudi2016", ...)
     bool whole = false;                  // timed as `bench --whole` (Halide makes every fusion choice)
     std::vector<std::string> baselines;  // "default", "unfused", "tvm", "whole"
-    std::string origin;                  // "baseline", "plans", "autoschedule", "params", "user"
+    std::string origin;                  // "baseline", "plans", "autoschedule", "group_params", "segments", "user"
     std::string variant;                 // the parameters changed from the plan it came from, if any
     int groups = 0;
     double estimate_ms = 0;            // the cost model's (cost_model.h)
