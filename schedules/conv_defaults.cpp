@@ -461,8 +461,8 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits 
     const bool blocked_read = read_block > 0;
     const TileContext tiles{vw, tt.vector_registers, !winograd && cin >= 8 && (blocked_read || !input_order)};
     ChannelTile ct = grouped ? grouped_channel_tile(s, tt) : conv_cv_channel_tile(cout, tiles);
-    if (!grouped && !input_order && !winograd && cin < 8)
-        ct = short_reduction_tile(s, ct, flops_per_input, tt, &rows_padded);
+    const bool stem = !grouped && !winograd && cin < 8;  // a short reduction: a stem's 3 channels
+    if (stem && !input_order) ct = short_reduction_tile(s, ct, flops_per_input, tt, &rows_padded);
     int64_t channel_block = std::min<int64_t>(int64_t{ct.vectors} * vw, cout);
     if (winograd) channel_block = winograd_channel_block(channel_block, cout);
     // Every output channel in one block where the weights are the smaller operand
@@ -515,7 +515,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits 
     // threads, in the networks, explore's group search (bench --against --profile), the stem's time
     // per task over at root: ResNet-18's 7x7 3->64 0.83, MobileNet-V3's 3x3 stride-2 3->16 0.79,
     // MobileNet-V2's 3->32 0.88, RegNet-Y 800MF's 0.82, ShuffleNet-V2's 3->24 0.89.
-    const bool stem_copy = input_block == 0 && s.padded && !grouped && !winograd && cin < 8;
+    const bool stem_copy = stem && input_block == 0 && s.padded;
     if ((input_block > 0 || stem_copy) && input_copy_per_task(s, rows, (cout + channel_block - 1) / channel_block))
         p["input_at"] = "task";
     if (rows_padded) p["position_tiles"] = "in_rows";
