@@ -365,6 +365,15 @@ ExploreSummary summarize(const std::vector<Evaluation> &rows) {
 // DIR/tuning.json: best_plan's grouping and schedules per segment (hfuse/tuning_record.h), for
 // `--tuned` on this model or any other with the same segments.
 // False (and a note) when best_plan.json is over the graph as written.
+// The default plan's evaluation, when it ran successfully (nullptr otherwise).
+const Evaluation *default_row(const Session &s) {
+    for (const Evaluation &e : s.rows) {
+        const auto &b = e.candidate.baselines;
+        if (e.status == "ok" && std::find(b.begin(), b.end(), "default") != b.end()) return &e;
+    }
+    return nullptr;
+}
+
 bool write_tuning(const Session &s, const Evaluation &best_plan, std::vector<std::string> &notes) {
     if (s.rewrites && !best_plan.candidate.plan.value("rewritten", true)) {
         notes.push_back(
@@ -372,11 +381,8 @@ bool write_tuning(const Session &s, const Evaluation &best_plan, std::vector<std
             "tuning records key segments of the rewritten graph.");
         return false;
     }
-    double default_ms = 0;
-    for (const Evaluation &e : s.rows) {
-        const auto &b = e.candidate.baselines;
-        if (e.status == "ok" && std::find(b.begin(), b.end(), "default") != b.end()) default_ms = e.ranked_ms();
-    }
+    const Evaluation *def = default_row(s);
+    const double default_ms = def ? def->ranked_ms() : 0;
     std::vector<std::string> left_out;
     const TuningRecords records = tuning_records_from_plan(s.plan_of(best_plan.candidate), s.target,
                                                            best_plan.ranked_ms(), default_ms, &left_out);
@@ -389,22 +395,13 @@ bool write_tuning(const Session &s, const Evaluation &best_plan, std::vector<std
     return true;
 }
 
-// The default plan's key, when it was timed ("" otherwise).
-std::string default_key_of(const Session &s) {
-    for (const Evaluation &e : s.rows) {
-        const auto &b = e.candidate.baselines;
-        if (e.status == "ok" && std::find(b.begin(), b.end(), "default") != b.end()) return e.candidate.key;
-    }
-    return "";
-}
-
 // Step 4 (group_search.h): rounds that each vary every class of alike groups of the default plan by
 // one neighbour, timed against the default plan in one process, while the budget leaves three
 // candidates; then the plan with each class's fastest variant that paid, timed against the default
 // plan the same way, and again without those that did not pay there. Returns the key of the last
 // such plan timed ("": none); says what it found in s.header["group_search"].
 std::string search_group_parameters(Session &s, const FusedGraph &default_plan, std::vector<std::string> &notes) {
-    const std::string def = default_key_of(s);
+    const std::string def = default_row(s)->candidate.key;  // the caller checked it ran
     VariantChecker checker(s.rewritten, s.target);
     const std::vector<GroupClass> classes =
         group_classes(default_plan, schedule_neighbours(default_plan, checker, s.target, s.o.seed));
@@ -414,13 +411,7 @@ std::string search_group_parameters(Session &s, const FusedGraph &default_plan, 
     // The times of candidate `key` against the default plan, when it has them.
     auto times_of = [&](const std::string &key) -> std::optional<GroupTimes> {
         for (const Evaluation &e : s.rows) {
-            if (e.candidate.key != key || e.status != "ok" || e.against_key != def) continue;
-            GroupTimes t;
-            for (const auto &[name, ms] : e.group_ms) {
-                const auto a = e.against_group_ms.find(name);
-                if (a != e.against_group_ms.end()) t.ms[name] = {ms, a->second};
-            }
-            return t;
+            if (e.candidate.key == key && e.against_key == def) return group_times(e);
         }
         return std::nullopt;
     };
@@ -690,7 +681,7 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
 
     // 4. Each group's parameters against the default plan, in one process (group_search.h).
     std::string searched_key;
-    if (templates && default_key_of(s) != "") searched_key = search_group_parameters(s, default_plan, notes);
+    if (templates && default_row(s)) searched_key = search_group_parameters(s, default_plan, notes);
 
     // 5. What the budget still allows: more plans and autoscheduled plans, alternately.
     {
@@ -789,11 +780,7 @@ ExploreSummary run_exploration(const ExploreOptions &options) {
         best = fastest(s.rows, confirmed, false);
         best_plan = fastest(s.rows, confirmed && fastest(s.rows, true, true), true);
         // A plan file other than the default's must have paid for itself (kMinGain).
-        const Evaluation *def = nullptr;
-        for (const Evaluation &e : s.rows) {
-            const auto &b = e.candidate.baselines;
-            if (e.status == "ok" && std::find(b.begin(), b.end(), "default") != b.end()) def = &e;
-        }
+        const Evaluation *def = default_row(s);
         default_noted = false;
         if (best && def && best != def && !beats(*best, *def)) best = def;
         if (best_plan && def && best_plan != def && !beats(*best_plan, *def)) {

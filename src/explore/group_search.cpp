@@ -83,15 +83,12 @@ std::optional<FusedGraph> round_plan(const FusedGraph &base, const std::vector<G
     return plan;
 }
 
-GroupTimes group_times_from_bench(const json &bench) {
-    if (!bench.is_object() || !bench.contains("group_profile") || !bench["group_profile"].is_array())
-        throw Error("bench --against --profile gave no group profile");
+std::optional<GroupTimes> group_times(const Evaluation &e) {
+    if (e.status != "ok" || e.against_group_ms.empty()) return std::nullopt;
     GroupTimes t;
-    for (const json &g : bench["group_profile"]) {
-        if (!g.is_object() || !g.contains("name") || !g["name"].is_string()) continue;
-        if (!g.contains("ms") || !g["ms"].is_number() || !g.contains("against_ms") || !g["against_ms"].is_number())
-            continue;
-        t.ms[g["name"].get<std::string>()] = {g["ms"].get<double>(), g["against_ms"].get<double>()};
+    for (const auto &[name, ms] : e.group_ms) {
+        const auto a = e.against_group_ms.find(name);
+        if (a != e.against_group_ms.end()) t.ms[name] = {ms, a->second};
     }
     return t;
 }

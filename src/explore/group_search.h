@@ -14,6 +14,7 @@
 // a tuning record (tuning_record.h) gets one schedule for each distinct segment.
 #pragma once
 
+#include "explore/candidate.h"
 #include "explore/schedule_variants.h"
 #include "hfuse/fused_graph.h"
 
@@ -41,13 +42,14 @@ std::vector<GroupClass> group_classes(const FusedGraph &plan, const std::vector<
 std::optional<FusedGraph> round_plan(const FusedGraph &base, const std::vector<GroupClass> &classes, size_t round,
                                      std::vector<std::string> *changes = nullptr);
 
-// What `bench --against --profile --json` said of each group: its median and that of BASE's group
-// of the same nodes, by the group's name (schedules aside, a round's groups are BASE's).
+// What `bench --against --profile` said of each group: its median and that of BASE's group of the
+// same nodes, by the group's name (schedules aside, a round's groups are BASE's).
 struct GroupTimes {
     std::map<std::string, std::pair<double, double>> ms;  // name -> (plan, against)
 };
-// From bench's JSON line; throws an Error when it has no group profile.
-GroupTimes group_times_from_bench(const nlohmann::json &bench);
+// From an evaluation timed against another plan: the groups timed on both sides; nullopt when it
+// did not run or has no group profile.
+std::optional<GroupTimes> group_times(const Evaluation &e);
 
 // A class's time under the varied plan over BASE's, its groups summed; nullopt when one of them was
 // not timed on both sides.

@@ -418,13 +418,21 @@ TEST(ExploreGroupSearch, AlikeGroupsAreOneClassAndTakeEachVariantTogether) {
     EXPECT_EQ(won.groups[b].schedule, classes[0].variants[1].schedule);
     EXPECT_EQ(won.groups[c].schedule, plan.groups[c].schedule);
 
-    // bench's JSON: groups without the other plan's time are left out; no profile at all is an error.
-    const explore::GroupTimes parsed = explore::group_times_from_bench(json::parse(
-        R"({"plan_ms": 2, "group_profile": [{"name": "g0", "ms": 0.5, "against_ms": 0.6},
-                                            {"name": "g1", "ms": 0.5, "against_ms": null}]})"));
-    ASSERT_EQ(parsed.ms.size(), 1u);
-    EXPECT_EQ(parsed.ms.at("g0"), std::make_pair(0.5, 0.6));
-    EXPECT_THROW(explore::group_times_from_bench(json::parse(R"({"plan_ms": 2})")), Error);
+    // An evaluation's times: groups without the other plan's time are left out; no profile at all, or
+    // a failed run, has none.
+    explore::Evaluation e;
+    e.status = "ok";
+    e.group_ms = {{"g0", 0.5}, {"g1", 0.5}};
+    e.against_group_ms = {{"g0", 0.6}};
+    const std::optional<explore::GroupTimes> parsed = explore::group_times(e);
+    ASSERT_TRUE(parsed);
+    ASSERT_EQ(parsed->ms.size(), 1u);
+    EXPECT_EQ(parsed->ms.at("g0"), std::make_pair(0.5, 0.6));
+    e.status = "error";
+    EXPECT_FALSE(explore::group_times(e));
+    e.status = "ok";
+    e.against_group_ms.clear();
+    EXPECT_FALSE(explore::group_times(e));
 }
 
 TEST(ExploreReport, CostModelRankedBesideTheMeasurements) {
