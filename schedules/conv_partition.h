@@ -61,7 +61,7 @@ struct TileContext {
 // 3 x 3 0.26-0.29, 2 x 4 0.29; its 144->320 stride 2 to 14x14, 3 x 4 0.20-0.21, 2 x 4 0.21.
 double register_tile_cost(const ChannelTile &tile, const TileContext &context);
 
-// conv_cv's register tile for `output_channels` (conv_defaults.cpp): the cheapest of a few by
+// conv_cv's register tile for `output_channels` (conv_cv_defaults.cpp): the cheapest of a few by
 // register_tile_cost and the channels each computes past the last.
 ChannelTile conv_cv_channel_tile(int64_t output_channels, const TileContext &context);
 

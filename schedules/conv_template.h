@@ -14,8 +14,8 @@
 //           output, any stride, any row width. 3x3 convs of ResNet-18: 79-88% of peak.
 //
 // Each template is one file, schedules/conv_<name>_template.cpp; what they share is in
-// conv_schedule_util.h; which template a group takes, and its parameters, is conv_defaults.cpp
-// (conv_default_params), with the register-tile and task pricing of conv_partition.h.
+// conv_schedule_util.h; which template a group takes is conv_choice.cpp (conv_default_params), its
+// parameters conv_<name>_defaults.cpp, with the register-tile and task pricing of conv_partition.h.
 #pragma once
 
 #include "hfuse/tensor.h"

@@ -2,7 +2,7 @@
 // which template family its master leads, what that template needs to know (the conv's, product's,
 // pool's, reduction's or attention's shapes, the epilogue inlined into the tile, a pointwise producer
 // computed per task), or why no template fits. The default schedule is chosen from these facts
-// (compose/schedule_choice.cpp, the conv's from schedules/conv_defaults.cpp) and the composer applies
+// (compose/schedule_choice.cpp, the conv's from schedules/conv_choice.cpp) and the composer applies
 // the schedule with them (compose/composer.cpp); neither looks at the graph to re-derive them.
 #pragma once
 

@@ -1,7 +1,9 @@
-// The conv templates' default parameters: which template a conv group takes and with what tiles,
-// chosen from its shape (schedules::ConvGroupShape) and the target, each choice with the
-// measurements behind it (conv_default_params in schedules/conv_template.h).
+// conv_cv's default parameters, chosen from a conv group's shape (schedules::ConvGroupShape) and the
+// target, each choice with the measurements behind it: the direct conv's register tiles, tasks, input
+// copy and reduction passes, the Winograd form's, and conv_cv's for a depthwise conv
+// (conv_defaults_internal.h; which template a group takes is conv_choice.cpp).
 #include "ops/window_util.h"
+#include "schedules/conv_defaults_internal.h"
 #include "schedules/conv_partition.h"
 #include "schedules/conv_schedule_util.h"
 #include "schedules/schedule_params.h"
@@ -10,11 +12,19 @@
 #include <cstdio>
 #include <numeric>
 #include <string>
+#include <vector>
 
 namespace hfuse::schedules {
+
+// Whether the weights are the smaller operand: per input channel, cout x taps weights against the
+// output's positions (as a GEMM's M against its N). Each block of output channels then rereads the
+// input for little weight reuse, so the tasks split the positions, every channel in one block.
+bool weights_smaller_than_positions(const ConvGroupShape &s) {
+    return s.output[1] * s.weight[2] * s.weight[3] <= s.output[2] * s.output[3];
+}
+
 namespace {
 
-using conv_util::int_or_absent;
 using conv_util::winograd_fits;
 
 // 16 channels each way and planes of at least 14x14 (with 32 vector registers, at least 28 tiles of
@@ -24,13 +34,6 @@ using conv_util::winograd_fits;
 // 256->256 at 14x14 0.59 -> 0.56; 512->512 at 7x7 0.60 -> 0.91: 16 tiles, each of its 16 MB of
 // transformed weights (16 floats per pair of channels, the direct conv's 9) read for 16 tiles (F(4x4,
 // 3x3): 1.6 ms, 36 floats for 4 tiles).
-// Whether the weights are the smaller operand: per input channel, cout x taps weights against the
-// output's positions (as a GEMM's M against its N). Each block of output channels then rereads the
-// input for little weight reuse, so the tasks split the positions, every channel in one block.
-bool weights_smaller_than_positions(const ConvGroupShape &s) {
-    return s.output[1] * s.weight[2] * s.weight[3] <= s.output[2] * s.output[3];
-}
-
 bool winograd_wins(const ConvGroupShape &s, const TargetTraits &tt) {
     if (!winograd_fits(s) || !s.constant_weights || s.input[1] < 16 || s.output[1] < 16 || s.output[2] < 14 ||
         s.output[3] < 14) {
@@ -169,22 +172,6 @@ ChannelTile conv_cv_channel_tile(int64_t cout, const TileContext &context) {
 }
 
 namespace {
-
-// Whether conv_cv computes a grouped conv (not depthwise) by default: where no FLOPs are wasted, each
-// group's output channels whole vectors, so that a vector's channels reduce over their one group's
-// input channels (a vector spanning groups reduces over all their inputs, the others' weighted zero:
-// 8 channels a group, two to a vector of 16, ran at half conv_xv's speed, 256 channels at 28x28,
-// AVX-512, one thread, 0.45 against 0.24 ms; 4 a group at a quarter). With AVX2's 16 registers too:
-// an AVX2 target on an AVX-512 machine, one thread, had conv_xv as fast (RegNet-like 3x3s, 16 channels
-// a group, 320 at 14x14 0.27 against 0.29-0.43 ms), but on Zen 3 (AVX2), 2 threads, in the networks
-// (bench --against --profile, the changed groups summed) conv_xv ran them at a third to a half of
-// conv_cv's speed: RegNet-Y 3.2GF's 3x3s with 24 channels a group 1.5-3.6x faster by conv_cv (the
-// network 1.16x), RegNet-Y 800MF's groups 1.30x (1.07x), ResNeXt-50's 1.47x (1.02x).
-bool grouped_takes_cv(const ConvGroupShape &s, const TargetTraits &tt) {
-    const int64_t cout = s.output[1];
-    return s.group > 1 && !(s.group == s.input[1] && s.group == cout) && (cout / s.group) % tt.vector_width == 0 &&
-           s.constant_weights && !s.pooled;
-}
 
 // The most positions, at most 16, of a register tile of nc channel vectors that fits the registers
 // (register_tile_fits). RegNet-Y 800MF's grouped 3x3s (16 channels a group), Zen 3, AVX2, 2 threads,
@@ -413,6 +400,8 @@ bool input_copy_per_task(const ConvGroupShape &s, int64_t rows, int64_t channel_
     return channel_tasks * in_rows <= 3 * conv_rows * s.stride_y;
 }
 
+}  // namespace
+
 // conv_cv's defaults: register tiles of positions x 4 vectors of channels: AVX2, 3 positions (12
 // accumulators, 3 broadcasts and a weight vector fill the 16 registers; reading a blocked input,
 // 3 x 3, which fits with all its weight vectors: conv_cv_channel_tile); AVX-512, 5 (20 + 5 + 4 of
@@ -527,22 +516,6 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits 
     if (!why.empty()) p["why"] = why;
     return p;
 }
-// is computed by conv_cv, each lane its own channel (ops::BlockedGroups::own_channel): every tap is
-// then a dense vector load at any stride and row width. conv_dw vectorizes along x instead (a 7-wide
-// row fills 7 of 16 lanes; at stride 2 each tap gathers every other column), so only where it wastes
-// lanes: a stride, or rows not whole vectors (MobileNet-V2's 3x3 on 32 channels at 112x112 ran alike
-// either way). Whole vectors of channels (the lanes read their own channels in place), constant
-// weights (packed), no pool after it, no producer computed per task (conv_dw's).
-// EfficientNet-B0's 5x5 stride-2 on 672 channels at 14x14 -> 7x7 (its expand conv_cv storing it
-// blocked), Sapphire Rapids, AVX-512, 2 threads, in the network, interleaved: conv_dw (4 lanes) 0.106-
-// 0.109 ms, conv_cv 0.048-0.060 (ONNX Runtime's NCHWc kernel 0.059 in its profile). Read from a
-// planar input instead, the padded blocked copy cost 5x the conv (144 channels at 56x56, stride 2:
-// 0.30 against conv_dw's 0.05 ms).
-bool depthwise_takes_cv(const ConvGroupShape &s, const TargetTraits &tt) {
-    const bool dw_wastes = s.stride_x > 1 || s.output[3] % tt.vector_width != 0;
-    return dw_wastes && s.constant_weights && !s.pooled && s.producer_input_channels == 0 &&
-           s.output[1] % tt.vector_width == 0 && s.weight[1] == 1;
-}
 
 // conv_cv's defaults for a depthwise conv: register tiles of positions within a row (their addresses
 // the tile's plus constants; the largest divisor of the row up to 8, else 8) x 2 vectors of channels
@@ -560,524 +533,6 @@ nlohmann::json conv_cv_depthwise_defaults(const ConvGroupShape &s, const TargetT
     return {{"template", "conv_cv"}, {"vector_width", vw}, {"tile_positions", std::min<int64_t>(np, rows * wout)},
             {"tile_c_vectors", nc},  {"block_rows", rows}, {"channel_block", channel_block},
             {"ci_block", 1},         {"input_block", vw}};
-}
-
-// conv_flat's defaults: 2 vectors x 6 channels (x 8 with AVX-512's 32 registers), as conv_xv's 1x1
-// tiles (1 vector x 12 channels: 0.45 ms against 0.32 ms at 28x28; 3 x 4: 0.39 ms); blocks of the rows
-// that waste the fewest lanes (a register tile shifts inwards at a strip's end, a block at the plane's),
-// fewer rows on a tie (28 wide: 4 rows, 0.317 ms; 2 rows 0.303, 14 rows 0.314, 1 row 0.327 ms).
-// Returns the parameters and the share of computed lanes that are used.
-std::pair<nlohmann::json, double> conv_flat_defaults(const ConvGroupShape &s, int vw, int budget) {
-    const int64_t cout = s.output[1], hout = s.output[2], wout = s.output[3], pitch = s.flat_width;
-    const int nx = (hout - 1) * pitch + wout >= 2 * vw ? 2 : 1;
-    // AVX-512: 2 vectors x 8, not 12 (Zen 5, 1x1 128->256 at 28x28 in 8 tasks: 0.141 -> 0.129 ms;
-    // 3 x 8 0.132, 4 x 4 0.138, 1 x 16 0.140, 2 x 10 0.187). AVX2: 2 x 5. Its 2 x 6 tile (12
-    // accumulators, 2 input vectors and a broadcast: 15 of 16 registers) had LLVM keep an accumulator
-    // on the stack, stored and reloaded every input channel (1x1 192->32 at 28x28); 2 x 5 and 2 x 4
-    // do not. Zen 3, 2 threads, in the networks (bench --against --profile, 1-3 rounds, 2 x 6 -> 2 x
-    // 5): MobileNet-V2's 192->32 + Add at 28x28 1.27-1.69x (batch 8 0.98x), RegNet-Y 3.2GF's five
-    // conv_flat groups 1.49x, Inception-V3's 1x1s at 35x35 1.00-1.08x, ShuffleNet's 0.96-0.99x
-    // (0.05-0.08 ms groups).
-    const int nc = static_cast<int>(std::min<int64_t>(budget > 1 ? 8 : 5, cout));
-    const int64_t tile_pixels = vw * nx;
-    // Where the images are too few to be the tasks and the weights are the smaller operand (cout x
-    // taps against the output's positions, as conv_cv's channel blocks), every channel in one block
-    // and the tasks at least 8 blocks of rows: each channel block reads the task's input rows again,
-    // and with the channels split between the cores each core reads the channels the other wrote
-    // (MobileNet-V2's 192->32 at 28x28 + residual Add, in the network, 2 threads: 4 blocks of 8
-    // channels over all 28 rows 0.129 ms, 14 blocks of 2 rows of all 32 channels 0.084, 7 of 4 rows
-    // 0.089; one thread 0.095). With 8 images, a core's tasks are its images: channel blocks stay (the
-    // same network at batch 8: 0.51 ms in 4 blocks of 8 channels, 0.57 in one).
-    // (The share of used lanes that is returned, which conv_xv's is weighed against, is that of the
-    // best blocks of rows whatever their number.)
-    const bool by_rows = s.output[0] < 8 && weights_smaller_than_positions(s);
-    auto best_rows_of = [&](int64_t min_row_blocks) {
-        std::pair<int64_t, double> best = {hout, 0.0};  // rows, share of used lanes
-        for (int64_t rows = 1; rows <= hout; rows++) {
-            const int64_t strip = (rows - 1) * pitch + wout;
-            if (strip < tile_pixels || (hout + rows - 1) / rows < min_row_blocks) continue;
-            const int64_t computed = (strip + tile_pixels - 1) / tile_pixels * tile_pixels;
-            const double use = static_cast<double>(rows * wout) / computed * hout / ((hout + rows - 1) / rows * rows);
-            if (use > best.second + 1e-9) best = {rows, use};
-        }
-        return best;
-    };
-    const std::pair<int64_t, double> unconstrained = best_rows_of(1);
-    const double best_use = unconstrained.second;
-    const int64_t best_rows = by_rows ? best_rows_of(std::min<int64_t>(8, hout)).first : unconstrained.first;
-    // At least 8 parallel tasks, so that no thread of a few waits long for the last (1x1 at 28x28: 7
-    // blocks of 4 rows, with 2 channel blocks 0.317 -> 0.286 ms on 2 threads), in as few channel blocks
-    // as that takes: a block that does not divide the channels shifts inwards and recomputes, and each
-    // block reads the input again (3x3 128->128 at 28x28, 4 row blocks: 3 channel blocks of 48 1.62 ms,
-    // 2 of 66 1.48 ms, 1 of 128 1.47 ms).
-    const int64_t row_blocks = (hout + best_rows - 1) / best_rows;
-    int64_t channel_block = cout;
-    if (row_blocks < 8 && !by_rows) {
-        // Blocks of whole register tiles; of those giving 8 tasks, the one recomputing the fewest
-        // channels (SqueezeNet's 16 in 2 blocks of 12 would compute 24, in 3 of 6 18: 9.7 against
-        // 7.0 ms for the net), with 1% a block for reading the input again.
-        double best_cost = 1e9;
-        for (int64_t cb = nc; cb <= cout + nc - 1; cb += nc) {
-            const int64_t blocks = (cout + cb - 1) / cb;
-            if (row_blocks * blocks < 8 && cb > nc) continue;
-            const double cost = static_cast<double>(blocks * std::min(cb, cout)) / cout + 0.01 * blocks;
-            if (cost < best_cost) {
-                best_cost = cost;
-                channel_block = std::min(cb, cout);
-            }
-        }
-    }
-    return {{{"template", "conv_flat"},
-             {"vector_width", vw},
-             {"tile_x_vectors", nx},
-             {"tile_c", nc},
-             {"block_rows", best_rows},
-             {"channel_block", channel_block}},
-            best_use};
-}
-
-}  // namespace
-
-namespace {
-
-// A register tile of up to `nc` output channels that reads one group's input channels: for a grouped
-// conv, the largest divisor of a group's outputs within `nc`. A tile across two groups shares no input
-// loads between its channels (RegNet's 3x3 with 16 channels a group, 144 channels, 2 threads, AVX-512:
-// 12-channel tiles 0.42 ms at 28x28, 0.79 ms stride 2 from 56x56; 8 channels 0.27 and 0.40 ms; ONNX
-// Runtime 0.24 and 0.33 ms in the same run).
-int group_channel_tile(const ConvGroupShape &s, int nc) {
-    const int64_t cout = s.output[1], tile = std::min<int64_t>(nc, cout);
-    return static_cast<int>(s.group > 1 ? largest_divisor_at_most(cout / s.group, tile) : tile);
-}
-
-// Register tiles are sized in units of AVX2's 16 vector registers: 1 there, 2 with 32.
-int register_budget(const TargetTraits &tt) {
-    return std::max(1, tt.vector_registers / 16);
-}
-
-// The templates conv_template_defaults chooses between for a conv group.
-enum class ConvTemplate {
-    Cv,           // conv_cv
-    CvThenPool,   // conv_cv at root, the pool after it by its template
-    Flat,         // conv_flat
-    CvDepthwise,  // conv_cv, each lane its own channel
-    Dw,           // conv_dw
-    Xv,           // conv_xv
-    Simple,       // no conv template fits
-};
-
-// A template chosen, and what its parameters start from.
-struct ConvChoice {
-    ConvTemplate kind;
-    int vector_width = 0;        // conv_xv's and conv_dw's: the target's, narrowed to the rows
-    nlohmann::json params = {};  // conv_flat's, computed to choose it
-    std::string why = {};        // the facts that decided it, recorded in the plan ("why")
-};
-
-// Which template computes the conv group `s`: the decision alone, from the group's facts (shapes,
-// kind, who reads its output); each template's parameters follow in its own function.
-ConvChoice choose_conv_template(const ConvGroupShape &s, const TargetTraits &tt) {
-    const int64_t cout = s.output[1], wout = s.output[3];
-    const int budget = register_budget(tt);
-    // Narrow outputs (ResNet's and MobileNet's 7x7 layers) take narrower vectors under conv_xv, down to
-    // 4 lanes: half an AVX2 register still beats the simple schedule by far (3x3 512->512 at 7x7, 2
-    // threads, two engineers compiling beside it: simple 50 ms, 4 lanes 6.4 ms).
-    int vw = tt.vector_width;
-    while (vw > 4 && wout < vw) vw /= 2;
-    const bool spatial_kernel = s.weight[2] > 1 || s.weight[3] > 1;
-    const bool strided = s.stride_x > 1 || s.stride_y > 1;
-    // Pointwise stride-1 convs over fewer than 256 input channels keep conv_xv / conv_flat where rows
-    // are a vector wide or more: conv_cv's blocked output costs a transpose they skip (MobileNet-V2's
-    // 1x1s, 2 threads: 16->96 at 112x112 0.31 -> 0.70 ms, 32->192 at 28x28 0.072 -> 0.090). Narrower
-    // rows waste lanes there, and conv_cv wins (at 7x7: 160->960 0.18 -> 0.12 ms, 960->320 0.29 ->
-    // 0.21, 320->1280 0.45 -> 0.31).
-    const bool narrow = wout < tt.vector_width;
-    // A pointwise conv over many input channels too: its transpose is a small share of its work
-    // (Inception-V3's 1x1s, 2 threads, in the network: 256->64 at 35x35 conv_flat 0.46 ms, conv_cv
-    // 0.34; 288->64 0.53 -> 0.28; 768->192 at 17x17 0.70 -> 0.59, its channels in one block). With 32
-    // vector registers, also from 64 input channels where the output is at least 128 channels of
-    // whole vectors, not stored NCHW anyway (a model output or a Concat's input, which conv_cv would
-    // transpose) and the input is read as stored (no prologue evaluated per broadcast). ResNet-50's
-    // 1x1s at 56x56, Sapphire Rapids, AVX-512, 2 threads, in Wide ResNet-50 (bench --against
-    // --profile, 2 rounds): 64->256 0.93-1.07 -> 0.78-0.85 ms, 128->256 + Add 1.38-1.74 -> 1.05-1.38,
-    // and each next 256->128 (conv_cv already) 1.28-1.53 -> 0.95-1.11, its input now stored blocked;
-    // RegNet-Y 800MF's 144->144 at 28x28 1.08-1.18x, their readers 1.12-1.47x; whole networks
-    // 1.00-1.06x. Slower: 1x1 128->256 + BN + ReLU at 28x28 returned as a model output 0.8x,
-    // SqueezeNet's last 64->256 expand into its Concat 0.68-0.93x, its 96->16 squeezes and the
-    // 192->64 inception branches 0.92-0.98x (narrow outputs), DenseNet's BN + ReLU + 1x1s, and
-    // ResNeXt-50 and RegNet-Y 800MF under an AVX2 target 0.94-1.01x.
-    const int64_t group_inputs = s.input[1] / s.group;
-    const bool deep = group_inputs >= 256 || (group_inputs >= 64 && cout >= 128 && cout % tt.vector_width == 0 &&
-                                              !s.input_in_group && !s.output_planar && tt.vector_registers >= 32);
-    if (grouped_takes_cv(s, tt))
-        return {
-            ConvTemplate::Cv, vw, {}, "grouped: each vector of output channels reduces over its own group's inputs"};
-    // Read blocked by conv_cv groups (s.output_read_blocked): conv_cv stores its tiles as they lie, no
-    // transpose, and spares its reader the blocked copy of its input. RegNet-Y 800MF's first 1x1,
-    // 32->64 at 112x112 before a grouped stride-2 3x3, AVX-512, 2 threads, in the network: conv_xv
-    // 0.62 ms, conv_cv 0.50 (its reader 0.78 -> 0.41).
-    if (s.group == 1 && s.constant_weights && cout >= tt.vector_width &&
-        (spatial_kernel || strided || narrow || deep || s.output_read_blocked)) {
-        std::string why;
-        auto reason = [&why](bool holds, const std::string &text) {
-            if (holds) why += (why.empty() ? "" : ", ") + text;
-        };
-        reason(spatial_kernel, std::to_string(s.weight[2]) + "x" + std::to_string(s.weight[3]) + " kernel");
-        reason(strided, "strided");
-        reason(narrow, "rows narrower than a vector");
-        reason(deep, std::to_string(group_inputs) + " input channels");
-        reason(s.output_read_blocked, "its readers read its output channel-blocked");
-        why = "output channels in vector lanes: " + why;
-        // A pool whose windows neither overlap nor pad reads the task's conv rows in the tile (VGG-11's
-        // 3->64 at 224x224 + 2x2 max pool: 2.8 -> 2.27 ms; conv_bias_relu_maxpool 1.31 ms either
-        // way); others after the conv at root (ResNet-18's stem, 3x3 stride-2 pool with pads: 1.6 ms
-        // at root, 3.9 in the tile, its windows read through gathers across the blocked lanes).
-        return {!s.pooled || !s.pool_overlaps ? ConvTemplate::Cv : ConvTemplate::CvThenPool, vw, {}, why};
-    }
-    // A stride-1 conv with no pool after it whose rows tile badly by (x, y) (by whole vectors, or
-    // narrowed ones): flat, when that computes 5% fewer lanes (the strip costs an extra store and
-    // load: 1x1 24->144 at 56x56, MobileNet's expand, 2 threads, quiet machine: conv_xv 2 rows x 6
-    // channels 0.42 ms for the block, conv_flat 0.45 ms; 1x1 128->256 at 28x28: conv_xv 0.329 ms,
-    // conv_flat 0.286 ms: 3.5 vectors a row, conv_xv computes 32 columns for 28).
-    if (s.flat_width >= wout && !s.pooled) {
-        const double xv_use =
-            wout < vw ? 0.0 : static_cast<double>(wout) / ((wout + vw - 1) / vw * vw) * vw / tt.vector_width;
-        auto [flat, flat_use] = conv_flat_defaults(s, tt.vector_width, budget);
-        if (flat_use > 1.05 * xv_use) {
-            char why[96];
-            std::snprintf(why, sizeof why, "rows tile badly: %.0f%% of the lanes useful flattened, %.0f%% by rows",
-                          100 * flat_use, 100 * xv_use);
-            return {ConvTemplate::Flat, vw, flat, why};
-        }
-    }
-    const bool depthwise = s.group > 1 && s.group == s.input[1] && s.group == cout;
-    if (depthwise && s.input_read_blocked && depthwise_takes_cv(s, tt))
-        return {
-            ConvTemplate::CvDepthwise, vw, {}, "depthwise on an input stored channel-blocked for it, rows waste lanes"};
-    if (wout < vw) return {ConvTemplate::Simple, vw, {}, "output narrower than one vector"};
-    if (!depthwise) {
-        const char *why = !s.constant_weights      ? "computed weights (conv_cv packs constant ones)"
-                          : s.group > 1            ? "grouped, not whole vectors of a group's channels on this target"
-                          : cout < tt.vector_width ? "fewer output channels than a vector"
-                                                   : "pointwise, stride 1, rows of whole vectors: no transpose to pay";
-        return {ConvTemplate::Xv, vw, {}, std::string("x in vector lanes: ") + why};
-    }
-    if (s.pooled) return {ConvTemplate::Simple, vw, {}, "depthwise + window"};
-    return {ConvTemplate::Dw, vw, {}, "depthwise"};
-}
-
-// conv_dw's defaults for the depthwise conv `s` (and its pointwise producer, where the group has one),
-// with vectors of `vw` lanes narrowed to its rows.
-nlohmann::json conv_dw_defaults(const ConvGroupShape &s, const TargetTraits &tt, int vw) {
-    const int64_t cout = s.output[1], wout = s.output[3], hout = s.output[2];
-    const int budget = register_budget(tt);
-    // Channel blocks are the parallel tasks: at least 8 of them, the largest block dividing the
-    // channels (MobileNet-V2's 3x3 on 144 channels at 56x56, 2 threads: blocks of 64, 3 tasks
-    // of which the last shifts inwards, 0.155 ms; of 36 0.078, 18 0.081, 8 0.082 ms).
-    // AVX-512 (Zen 5, 2 threads, BN + ReLU): vectors that divide the row, not below 8 (144
-    // channels at 56x56: 16 lanes, 3.5 a row, 0.145 ms; 8 lanes 0.11 ms), but for a strided
-    // conv whose row computes as many lanes either way (each tap's vector gathers every other
-    // column: 2 loads and a shuffle, fewer by whole vectors; 56 -> 28 wide: 2 vectors of 16 or
-    // 4 of 8 for 32 lanes; Sapphire Rapids, 2 threads, in the networks: EfficientNet-B0's 5x5 on
-    // 144 channels + SiLU 1.18x faster, MobileNet-V2's 3x3 on 144 + ReLU6 1.20x, MobileNet-V3's
-    // 1.22x, MnasNet's 1.09x; at stride 1, 28 wide, 0.88-1.11x), one row a tile: 2-row tiles of
-    // 8 lanes ran at a third of the speed (512 channels at 14x14: 0.050 ms, 1 row 0.018; the
-    // same schedule for AVX2 0.020). AVX2 keeps 2 rows (0.370 against 0.380 ms for
-    // MobileNet-V2's block).
-    // A kernel 5 or more rows tall without a producer takes 2 rows a tile with AVX-512 too, each input
-    // row loaded once for both (30 loads for 50 FMAs in a 5x5 tile, against 50), in vectors as wide as
-    // the row allows (dividing it or not). Zen 4, 2 threads, in the networks (bench --against
-    // --profile, 3 rounds, against 1 row of 8 lanes; these groups swing up to 2x between processes):
-    // MnasNet's 5x5 stride 2 at 28x28 and at 14x14 (8 lanes), summed, 1.23-1.58x; MobileNet-V3's 5x5
-    // stride 2 at 28x28 1.28-1.56x; EfficientNet-B0's 5x5 on 240 channels at 28x28 + SiLU 0.94-1.28x.
-    // With a producer computed per task (MnasNet's and MobileNet-V3's 5x5 at 28x28: 0.96-1.04x, one
-    // round) and for 3x3 kernels (0.92-1.07x, one round) it gained nothing; 4 rows a tile was no better.
-    const bool tall = s.weight[2] >= 5 && s.producer_input_channels == 0;
-    int dw_vw = vw;
-    const bool avx512 = tt.avx512;  // measured there only (AArch64 has as many registers)
-    auto row_lanes = [&](int lanes) { return (wout + lanes - 1) / lanes * lanes; };
-    auto halve = [&](int lanes) {
-        if (lanes > wout) return true;
-        if (tall) return false;
-        return s.stride_x > 1 ? row_lanes(lanes / 2) < row_lanes(lanes) : wout % lanes != 0;
-    };
-    while (avx512 && dw_vw > 8 && halve(dw_vw)) dw_vw /= 2;
-    nlohmann::json p = {{"template", "conv_dw"},
-                        {"vector_width", dw_vw},
-                        {"tile_y", std::min<int64_t>(avx512 && !tall ? 1 : 2, hout)},
-                        {"channel_block", largest_divisor_at_most(cout, cout / 8)}};
-    if (s.producer_input_channels > 0) {
-        // The pointwise producer per task, flat over the plane, by conv_flat's register tiles of
-        // 2 vectors x up to 8 channels (6 with 16 registers) dividing the block. Blocks: the largest
-        // dividing the channels into an even number of at least 4 tasks whose producer values stay
-        // within 512 KB (MobileNet-V2's block, 144 channels at 56x56, Zen 5, 2 threads, slow spell,
-        // whole block: 4 blocks of 36 by 6 channels 0.250 ms, 6 of 24 by 8 0.253-0.256, 8 of 18 by
-        // 6 0.264, 9 of 16 0.274, 2 of 72 0.285, 3 of 48 0.311; unfused 0.33-0.36).
-        const int64_t plane = s.input[2] * s.input[3], images = s.output[0];
-        for (int64_t cb = cout; cb >= 1; cb--) {
-            const int64_t tasks = cout / cb * images;
-            if (cout % cb == 0 && tasks >= 4 && tasks % 2 == 0 && cb * plane * 4 <= 512 * 1024) {
-                p["channel_block"] = cb;
-                break;
-            }
-        }
-        int pvw = tt.vector_width;
-        while (pvw > 4 && plane < pvw) pvw /= 2;
-        const int64_t cb = p["channel_block"].get<int64_t>();
-        p["producer_vector_width"] = pvw;
-        p["producer_tile_x_vectors"] = plane >= 2 * pvw ? 2 : 1;
-        p["producer_tile_c"] = largest_divisor_at_most(cb, budget > 1 ? 8 : 6);
-        // One image: tasks in two bands of rows, so that each of two threads writes the rows the
-        // consumer's tasks (row blocks, on OpenMP's static schedule the same thread's) read back,
-        // rather than half the channels of every row, which the other core then reads from its
-        // cache. A band recomputes the producer's halo rows. MobileNet-V2's block at 56x56 (Zen 5,
-        // 2 threads, medians): 0.26 -> 0.20 ms (4 bands 0.21); 14x14, 96->576: 0.35 -> 0.34; at
-        // 7x7 bands cost (0.20 -> 0.25), at batch 8 too (1.79 -> 1.89 ms: the images already
-        // split so), and without a producer (512 channels at 14x14: 20 -> 25 us). The two bands
-        // recompute kernel height - 1 of the producer's rows: bands only where that is at most 5% of
-        // them. Zen 4, AVX-512, 2 threads, in the networks (bench --against --profile, 3 rounds, the
-        // groups summed), one band against two: 3x3 at 14x14 (14% recomputed; MobileNet-V2's six,
-        // MobileNet-V3's three, MnasNet's two) 1.09-1.22x, with MnasNet's 5x5 at 28x28 (14%) 1.15x,
-        // MobileNet-V2's three 3x3 at 28x28 (one strided from 56: 4-7%) 1.01-1.10x; at 56x56 (4%)
-        // 0.84-1.08x (MnasNet's three 0.90-1.00x).
-        const double recomputed = static_cast<double>(s.weight[2] - 1) / s.input[2];
-        if (images == 1 && hout >= 14 && recomputed <= 0.05) p["row_bands"] = 2;
-    }
-    return p;
-}
-
-// The first-level data TLB's entries (Zen 3 and 4: 64; Intel's cores since Skylake: 64 or 96).
-constexpr int64_t kL1TlbEntries = 64;
-// The first-level data cache (Zen 3 and 4: 32 KB; Zen 5 and Intel's recent cores: 48 KB) and its lines.
-constexpr int64_t kL1DataBytes = 32 << 10, kCacheLineBytes = 64;
-
-// conv_xv's register tile: vectors along x, rows, channels.
-struct XvTile {
-    int x_vectors, rows, channels;
-};
-
-// conv_xv under a pool: strips of the pool's output (all rows, strip_c channels: a divisor of the
-// channels, a multiple of the register tile's), the conv's register tile `t` within a strip as
-// without the pool. Per register tile instead, a 2x2 stride-2 pool forces an even row count: 3x3
-// 64->64 at 56x56 (conv_bias_relu_maxpool), one Zen 3 core, two engineers compiling beside it (so
-// slow, but interleaved): 2 rows x 6 channels 2.78-2.80 ms (min of 40 runs), strips of 8 channels
-// with 3 x 4 tiles 2.73-2.78 ms, the unfused model 2.74-2.77 ms.
-nlohmann::json conv_xv_pool_strips(const ConvGroupShape &s, XvTile t, const std::string &order, int vw, int budget) {
-    const int64_t cout = s.output[1], th = s.tile_output[2];
-    const int ny = static_cast<int>(std::min<int64_t>(t.rows, (th - 1) * s.tile_stride_y + 1));
-    const int nc = group_channel_tile(s, t.channels);
-    int strip_c = static_cast<int>(std::min<int64_t>(cout, 2 * nc));
-    for (int d = 8 * budget; d >= nc; d--) {
-        if (cout % d == 0 && d % nc == 0) {
-            strip_c = d;
-            break;
-        }
-    }
-    nlohmann::json p = {
-        {"template", "conv_xv"}, {"vector_width", vw}, {"tile_x_vectors", t.x_vectors}, {"tile_y", ny},
-        {"tile_c", nc},          {"strip_c", strip_c}, {"channel_loop", "inner"},       {"reduction_order", order}};
-    // Few channel strips: split the rows too, for parallel tasks (a padded input only; see
-    // schedule_xv_strips).
-    const int64_t tasks = (cout + strip_c - 1) / strip_c;
-    if (tasks < 4 && s.padded && th >= 2) {
-        const int64_t row_strips = std::min<int64_t>(th, (4 + tasks - 1) / tasks);
-        const int64_t strip_y = (th + row_strips - 1) / row_strips;
-        if ((strip_y - 1) * s.tile_stride_y + 1 >= ny) p["strip_y"] = strip_y;
-    }
-    return p;
-}
-
-// conv_xv over one row of positions (`one_row`, a pointwise group's position view): where the
-// channel tiles go, and the row's tasks.
-void conv_xv_one_row_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetTraits &tt, XvTile t, int vw) {
-    const int64_t cout = s.output[1], tw = s.tile_output[3];
-    // Channel tiles outside the row's tiles while an image's input stays in L2 (every channel tile
-    // reads it again); else inside, so that a tile's input stays in L1 while the channel tiles read
-    // it and the weights stream instead. Zen 5, 2 threads, medians: 1x1 128->256 at 28x28 (392 KB
-    // of input) outside 0.133 ms, inside in 2 tasks 0.134, 8 tasks 0.166; MobileNet-V2's project
-    // conv 144->24 at 56x56 (1.7 MB) outside 0.41 ms (its block), inside 0.20-0.21 (conv_flat 0.205).
-    // Zen 3 (512 KB of L2, AVX2), one thread, 1x1 128->256 at 28x28: outside 0.614 ms, inside
-    // 0.545 (93% of the peak; 2 threads 0.37 -> 0.31, noisy): the input, 77% of the L2, did not
-    // stay there beside the weights and the output. So on AVX2 targets only an input of up to
-    // half of 512 KB keeps the channel tiles outside; with AVX-512 (Zen 5, 1 MB) up to 512 KB.
-    const int64_t input_budget = tt.vector_registers >= 32 ? 512 * 1024 : 256 * 1024;
-    const bool inner = s.input[1] * tw * 4 > input_budget;
-    p["channel_loop"] = inner ? "inner" : "outer";
-    // The row in as few tasks as give, with the channel tiles outside and the images, at least 8,
-    // an even number below 16. Counted as the schedule splits the row: blocks of ceil(tiles /
-    // row_tasks) tiles, so asking for 8 of 49 tiles makes 7 (one thread computes 4 of them). Zen 3,
-    // 2 threads, 128->256 at 28x28, channel tiles inside: 7 tasks 0.308 ms, 10 tasks 0.276, 2 0.280.
-    const int64_t others = (inner ? 1 : (cout + t.channels - 1) / t.channels) * s.output[0],
-                  tiles = (tw + vw * t.x_vectors - 1) / (vw * t.x_vectors);
-    auto made = [&](int64_t asked) {
-        const int64_t per_task = (tiles + asked - 1) / asked;
-        return (tiles + per_task - 1) / per_task;
-    };
-    auto enough = [&](int64_t n) {
-        return n >= tiles || (others * n >= 8 && (others * n >= 16 || others * n % 2 == 0));
-    };
-    int64_t asked = 1;
-    while (!enough(made(asked))) asked++;
-    // Named by the count it makes where asking for that count makes it too.
-    const int64_t count = made(asked), tasks = made(count) == count ? count : asked;
-    if (tasks > 1) p["row_tasks"] = tasks;
-}
-
-// The pages a conv_xv register tile of `rows` rows touches in one pass over its input channels, read
-// planar, where a plane spans a page (4 KB) or more: one per channel and row. 0 for smaller planes,
-// whose channels share pages.
-int64_t pages_per_channel_pass(const ConvGroupShape &s, int64_t rows) {
-    const int64_t plane_bytes = s.input[2] * s.input[3] * 4;
-    return plane_bytes >= 4096 ? s.input[1] / s.group * rows : 0;
-}
-
-// conv_xv's defaults: register tiles of x vectors x rows x channels, or strips of a pool's output.
-// A pointwise conv whose tile's pass over the input channels touches more pages than the L1 TLB holds
-// (pages_per_channel_pass) copies its task's input rows first, each row's channels together
-// ("input_at": "task"): the pass then reads a few contiguous rows. Zen 3, AVX2, 2 threads, in the
-// networks (bench --against --profile, 2-3 rounds, 2 rows x 6 channels): MobileNet-V2's 96->24 at
-// 56x56 1.12-1.24x, 144->24 + Add 1.05-1.32x (0.86x once at batch 8), ResNeXt-50's and Wide
-// ResNet-50's 64->128/256 at 56x56 1.07-1.19x, SqueezeNet's 96->16 and 128->16 at 55x55 0.91-1.02x;
-// RegNet-Y 800MF's 64->64 at 56x56 (128 pages) 0.93-0.96x. Planes under a page share pages between
-// channels: MobileNet-V3's and RegNet-Y 800MF's 1x1s at
-// 28x28 (one row of 784 positions in 10 tasks) ran 0.86-0.97x with the copy.
-nlohmann::json conv_xv_defaults(const ConvGroupShape &s, const TargetTraits &tt, int vw) {
-    const int64_t cout = s.output[1], hout = s.output[2];
-    const int budget = register_budget(tt);
-    // Register tiles that keep accumulators + operands within 16 vector registers (AVX2):
-    // 1x1 kernels reuse no input across taps: 2 rows x 6 channels (128->256 at 28x28 on 2 cores:
-    // 2x6 0.39 ms, 1 row x 2 vectors x 6 0.42 ms, 1x12 0.47 ms, 3x4 0.50 ms); otherwise 3 rows x 4
-    // channels. AVX-512's 32 registers take twice the channels (24 accumulators; chosen by the same
-    // budget, not measured: no AVX-512 machine here).
-    const bool one_by_one = s.weight[2] == 1 && s.weight[3] == 1;
-    const std::string order = one_by_one ? "ci,kx,ky" : "kx,ci,ky";
-    int nx = 1, ny = one_by_one ? 2 : 3, nc = (one_by_one ? 6 : 4) * budget;
-    const int64_t tw = s.tile_output[3], th = s.tile_output[2];
-    const bool one_row = one_by_one && th == 1 && !s.pooled && s.tile_stride_x == 1 && tw >= 2 * vw;
-    if (one_row) {
-        // One row of positions (a pointwise group's position view, src/compose/position_view.h):
-        // conv_flat's register tile, 2 vectors x 8 channels (6 with 16 registers). 1x1 128->256 at
-        // 28x28 as 1 x 784, Zen 5, 2 threads: 1 x 12 0.146-0.166 ms, 2 x 8 0.130-0.137 ms.
-        nx = 2;
-        nc = budget > 1 ? 8 : 6;
-    }
-    // Whether tiles of `rows` rows (the last shifting inwards) compute at most 5% more rows than the height.
-    auto rows_fit = [&](int64_t rows) { return ceil_div(hout, rows) * rows <= hout * 105 / 100; };
-    // 3-row tiles over-compute a height like 7, 14 or 28 by 7-29%: 2 rows x 6 channels there (3x3
-    // 512->512 at 7x7 with 4 lanes: 3x4 7.7 ms, 2x6 6.4 ms).
-    if (ny == 3 && !rows_fit(3)) {
-        ny = 2;
-        nc = 6 * budget;
-    }
-    if (s.pooled && vw <= (tw - 1) * s.tile_stride_x + 1)
-        return conv_xv_pool_strips(s, {nx, ny, nc}, order, vw, budget);
-    if (s.tile_stride_x > 1 || s.tile_stride_y > 1) {
-        nx = 1;
-        ny = s.tile_stride_y;  // one row of T per tile
-        nc = 6 * budget;
-    }
-    // Shrink to fit small outputs (tiles shift inwards at edges, so they must not exceed the extent).
-    while (nx > 1 && vw * nx / s.tile_stride_x > tw) nx--;
-    if (vw * nx / s.tile_stride_x > tw || vw * nx % s.tile_stride_x) {
-        return {{"template", "simple"}, {"why", "output tile does not fit"}};
-    }
-    ny = std::max<int>(s.tile_stride_y, std::min<int64_t>(ny, th * s.tile_stride_y));
-    nc = group_channel_tile(s, nc);
-    if (s.group == 1 && !one_row && s.tile_stride_y == 1) {
-        // The last channel tile and the last row tile shift inwards, recomputing what they overlap.
-        // Of the tiles with as many accumulators or fewer and at least two thirds of the channels
-        // (each keeps 1-2 operand loads per 4 FMAs, so the FMAs bound them alike), the one that
-        // computes the fewest channel-rows, the larger channel tile on a tie, taken for 5% fewer or
-        // more; more rows only where the input lines a tile's pass reads and all the weights fill at
-        // most half the L1 (the rest for the output rows and what streams past), so that they stay
-        // there while the channel tiles read them again. 16 channels in tiles of 12 compute 24, in 2
-        // of 8 x 3 rows 16. MobileNet-V2's 1x1 32->16 and MobileNet-V3's 16->16 at 112x112: AVX-512
-        // (Zen 4, 2 threads, in the networks, bench --against --profile, 3 rounds), 2 rows x 12
-        // channels -> 3 x 8 1.04-1.09x and 1.08-1.11x, MnasNet's 1.02-1.09x; AVX2 (Zen 3, alike), 2 x
-        // 6 -> 3 x 4 1.14-1.32x (batch 8 1.23-1.29x; with the copy of input_at the 3 rows bring) and
-        // 1.03-1.21x. SqueezeNet's 128->16 and 128->32 at 54x54 (3 rows of 128 input lines and the
-        // weights: 32-40 KB) ran 0.76-1.03x, 0.97x in the median; its 96->16 (24 KB) 0.92-1.13x.
-        const int accumulators = ny * nc;
-        auto computed = [&](int rows, int channels) {
-            return ceil_div(hout, rows) * rows * ceil_div(cout, channels) * channels;
-        };
-        auto stays_in_l1 = [&](int rows) {
-            const int64_t input_rows = (rows - 1) * s.tile_stride_y + s.weight[2];
-            const int64_t weights = s.weight[0] * s.weight[1] * s.weight[2] * s.weight[3] * 4;
-            return s.weight[1] * input_rows * kCacheLineBytes + weights <= kL1DataBytes / 2;
-        };
-        int best_c = nc, best_y = ny;
-        for (int c = nc - 1; 3 * c >= 2 * nc; c--) {
-            const int rows = static_cast<int>(std::min<int64_t>(accumulators / c, th));
-            if (rows > ny && !stays_in_l1(rows)) continue;
-            if (computed(rows, c) < computed(best_y, best_c)) best_c = c, best_y = rows;
-        }
-        if (computed(best_y, best_c) * 20 > computed(ny, nc) * 19) best_c = nc, best_y = ny;
-        nc = best_c;
-        ny = best_y;
-    }
-    // Channel tiles inside the spatial tiles, unless too few rows of tiles are left to run in parallel
-    // (one core, two engineers compiling beside it, interleaved, min of 100 runs: 1x1 128->256 at 28x28
-    // 0.775 -> 0.652 ms (the input, 392 KB, no longer streams from L2 once per channel tile); 3x3
-    // 64->64 at 128x128 14.7-14.9 -> 14.3-14.8 ms; at 56x56 2.81-2.87 -> 2.62-2.65 ms).
-    const int64_t row_tiles = (th + ny / s.tile_stride_y - 1) / (ny / s.tile_stride_y);
-    nlohmann::json p = {{"template", "conv_xv"},
-                        {"vector_width", vw},
-                        {"tile_x_vectors", nx},
-                        {"tile_y", ny},
-                        {"tile_c", nc},
-                        {"channel_loop", row_tiles >= 4 ? "inner" : "outer"},
-                        {"reduction_order", order}};
-    if (one_row) conv_xv_one_row_defaults(p, s, tt, {nx, ny, nc}, vw);
-    if (one_by_one && pages_per_channel_pass(s, ny) > kL1TlbEntries) p["input_at"] = "task";
-    return p;
-}
-
-// `p` with `why` recorded first in its "why" (the parameters' own reasons, if any, after it).
-nlohmann::json with_why(nlohmann::json p, const std::string &why) {
-    const std::string own = p.value("why", "");
-    p["why"] = own.empty() ? why : why + "; " + own;
-    return p;
-}
-
-nlohmann::json conv_template_defaults(const ConvGroupShape &s, const TargetTraits &tt) {
-    const ConvChoice choice = choose_conv_template(s, tt);
-    switch (choice.kind) {
-    case ConvTemplate::Cv: return with_why(conv_cv_defaults(s, tt), choice.why);
-    case ConvTemplate::CvThenPool: {
-        nlohmann::json p = conv_cv_defaults(conv_at_root(s), tt);
-        p["compute"] = "root";
-        return with_why(p, choice.why +
-                               "; the pool's windows overlap or pad (conv_cv's tile would read them through gathers): "
-                               "the conv at root, the pool after it by its template");
-    }
-    case ConvTemplate::Flat: return with_why(choice.params, choice.why);
-    case ConvTemplate::CvDepthwise: return with_why(conv_cv_depthwise_defaults(s, tt), choice.why);
-    case ConvTemplate::Dw: return with_why(conv_dw_defaults(s, tt, choice.vector_width), choice.why);
-    case ConvTemplate::Xv: return with_why(conv_xv_defaults(s, tt, choice.vector_width), choice.why);
-    case ConvTemplate::Simple: break;
-    }
-    return {{"template", "simple"}, {"why", choice.why}};
-}
-
-}  // namespace
-
-nlohmann::json conv_default_params(const ConvGroupShape &s, const Halide::Target &target) {
-    const TargetTraits tt = target_traits(target);
-    nlohmann::json p = conv_template_defaults(s, tt);
-    // 1x1 convs over many input channels take two of them a step with 16 vector registers (where it
-    // was measured; strided 1x1s too, not measured apart). Zen 3, AVX2, one thread, conv_xv unless
-    // named, 1x1 + ReLU, medians of 3 alternations, not unrolled -> by 2: 144->24 at 56x56 0.271 ->
-    // 0.254 ms, 384->64 at 14x14 0.125 -> 0.117, 576->96 at 14x14 0.278 -> 0.263, 256->64 at 56x56
-    // 1.31 -> 1.26, 128->256 at 28x28 0.556 -> 0.541, 96->24 at 56x56 0.170 -> 0.166; conv_flat
-    // 192->32 at 28x28 0.153 -> 0.126, 512->128 at 28x28 1.55 -> 1.52; below 96 channels no gain
-    // (64->256 at 56x56 1.12 -> 1.13, 32->16 at 112x112 0.151 either way, 24->144 at 56x56 0.236 ->
-    // 0.237); by 4 no better than by 2.
-    const std::string tmpl = p.value("template", "");
-    const bool one_by_one = s.weight[2] == 1 && s.weight[3] == 1;
-    if ((tmpl == "conv_xv" || tmpl == "conv_flat") && one_by_one && tt.vector_registers < 32 && s.weight[1] >= 96)
-        p["reduction_unroll"] = 2;
-    return p;
 }
 
 }  // namespace hfuse::schedules
