@@ -45,13 +45,14 @@ import tempfile
 import time
 import warnings
 
-import numpy as np
-import torch
-
 warnings.filterwarnings("ignore")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import make_dev_networks  # noqa: E402  (build_model: the same seeded networks)
+# numpy, torch and make_dev_networks (build_model: the same seeded networks) come with the peers
+# (tools/install_deps.sh --peers): imported by main() once the arguments are read, so that --help
+# works without them.
+np = torch = make_dev_networks = None
+DEFAULT_DIR = os.path.join(ROOT, "build", "dev_networks")  # make_dev_networks.DEFAULT_OUT
 
 TOLERANCE = 1e-3
 TIMEOUT_S = 3600
@@ -348,7 +349,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hfuse", default=os.path.join(ROOT, "build", "bin", "hfuse"))
     ap.add_argument("--node", default="node", help="the Node.js binary for bench/ort_peer.js")
-    ap.add_argument("--dir", default=make_dev_networks.DEFAULT_OUT,
+    ap.add_argument("--dir", default=DEFAULT_DIR,
                     help="the networks: tools/make_dev_networks.py's --out (default build/dev_networks)")
     ap.add_argument("--nets", default="", help="comma-separated subset of the manifest's networks (default: all)")
     ap.add_argument("--threads", type=int, default=2, help="threads for all three (default %(default)s)")
@@ -365,6 +366,10 @@ def main():
     ap.add_argument("--json", help="write every figure (per round too) here")
     ap.add_argument("--svg", help="write a bar chart of the speed ratios here")
     a = ap.parse_args()
+    global np, torch, make_dev_networks
+    import numpy as np
+    import torch
+    import make_dev_networks
     a.plan = shlex.split(a.plan_args)
 
     manifest_path = os.path.join(a.dir, "manifest.json")

@@ -20,8 +20,11 @@ import sys
 import time
 import warnings
 
-import torch
-import torchvision
+try:
+    import torch
+    import torchvision
+except ImportError:  # the peers (tools/install_deps.sh --peers): main() says so; --help works without them
+    torch = torchvision = None
 
 warnings.filterwarnings("ignore")
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -77,6 +80,9 @@ def main():
     ap.add_argument("--no-compile", action="store_true", help="skip hfuse compile of resnet18")
     ap.add_argument("--plan-args", default="", help="plan flags for hfuse run/bench/compile, e.g. '--rules tvm'")
     a = ap.parse_args()
+    if torch is None:
+        sys.exit("onnx_acceptance.py needs torch and torchvision: tools/install_deps.sh --peers, "
+                 "then run it with /usr/bin/python3")
     plan = a.plan_args.split()
     os.makedirs(a.work, exist_ok=True)
     torch.set_num_threads(a.threads)
