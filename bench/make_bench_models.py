@@ -8,6 +8,7 @@
 Weights come from seeds, as in tools/make_models.py; conv_bias_relu_maxpool's weight file is shared
 with models/. Run from the repository root: python3 bench/make_bench_models.py
 """
+import argparse
 import copy
 import json
 import os
@@ -57,6 +58,7 @@ def batched(model, batch, base_dir):
 
 
 def main():
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     os.makedirs(OUT, exist_ok=True)
     block = mobilenet_v2_block()
     save(block)
