@@ -144,6 +144,11 @@ struct KernelCacheStats {
     int hits = 0;                    // distinct groups loaded from it
     int stored = 0;                  // distinct groups compiled and stored in it
     double hit_cold_compile_ms = 0;  // what the hits cost to compile when they were stored
+    // Whether the cache's size was measured against its bound (ExecutorOptions::kernel_cache_max_bytes),
+    // which reads every entry: only when this executor stored groups. And the least recently used
+    // entries it then removed.
+    bool bound_checked = false;
+    int evicted = 0;
     // Problems, one line each (a corrupt entry removed and compiled again; the cache turned off for
     // the rest of the model because a kernel could not be linked).
     std::vector<std::string> notes;

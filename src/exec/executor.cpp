@@ -617,7 +617,9 @@ void Executor::Impl::compile(const FusedGraph &plan) {
         }
     });
     if (cache) {
-        cache->evict();
+        const exec::Eviction eviction = cache->evict();
+        cache_stats.bound_checked = eviction.measured;
+        cache_stats.evicted = eviction.removed;
         for (const std::string &n : cache->notes()) cache_stats.notes.push_back(n);
     }
     // Failures in plan order: an autoscheduler's fall back to the templates (compiled here, one by

@@ -356,15 +356,25 @@ std::shared_ptr<CachedKernel> KernelCache::store(const std::string &key, Halide:
     // (which need no runtime): the thread that builds it does not hold up the others' compiles.
     fs::rename(t, entry_dir(key), ec);
     if (ec) fs::remove_all(t, ec);
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stored_++;
+    }
     std::shared_ptr<CachedKernel> kernel = load(key);
     if (!kernel) throw Error("kernel cache: an entry just stored in " + entry_dir(key) + " does not load");
     return kernel;
 }
 
-void KernelCache::evict() {
+Eviction KernelCache::evict() {
+    Eviction done;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (stored_ == 0) return done;  // loads alone do not grow the cache
+    }
     const fs::path k = fs::path(dir_) / "k";
     std::error_code ec;
-    if (!fs::exists(k, ec)) return;
+    if (!fs::exists(k, ec)) return done;
+    done.measured = true;
     struct Entry {
         fs::path path;
         fs::file_time_type used;
@@ -380,7 +390,7 @@ void KernelCache::evict() {
         if (ec) used = fs::file_time_type::min();
         entries.push_back({e.path(), used, bytes});
     }
-    if (total <= max_bytes_) return;
+    if (total <= max_bytes_) return done;
     std::sort(entries.begin(), entries.end(), [](const Entry &a, const Entry &b) { return a.used < b.used; });
     std::vector<std::string> used;
     {
@@ -391,7 +401,9 @@ void KernelCache::evict() {
         if (total <= max_bytes_) break;
         if (std::find(used.begin(), used.end(), e.path.string()) != used.end()) continue;
         fs::remove_all(e.path, ec);
-        if (!ec) total -= e.bytes;
+        if (ec) continue;
+        total -= e.bytes;
+        done.removed++;
     }
     // Writers that died left their temporary directories: remove those a day old.
     const fs::path tmp = fs::path(dir_) / "tmp";
@@ -399,6 +411,7 @@ void KernelCache::evict() {
         auto age = fs::file_time_type::clock::now() - fs::last_write_time(e.path(), ec);
         if (!ec && age > std::chrono::hours(24)) fs::remove_all(e.path(), ec);
     }
+    return done;
 }
 
 KernelCacheInfo KernelCache::info() const {

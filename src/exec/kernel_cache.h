@@ -14,10 +14,11 @@
 // Before a library is loaded its meta.json is parsed and checked (format, key, size, hash): a corrupt,
 // truncated or foreign entry is reported once as a note, removed and compiled again, never loaded.
 // Entries are evicted least recently used (meta.json's mtime, touched by every load) beyond a size
-// bound. The kernels share one Halide runtime, compiled for the target once into the cache as a
-// shared library of its own and loaded with its symbols global; hfuse installs its allocator, error
-// handler and parallel loop there. Every kernel takes a user context naming the parallel runtime a
-// call runs on (OpenMP or Halide's pool), so one entry serves either.
+// bound, measured after a process stored entries (only stores grow the cache: measuring walks every
+// entry, 1.4 s for 14,000 of them, which a process that only loads does not pay). The kernels share one Halide runtime,
+// compiled for the target once into the cache as a shared library of its own and loaded with its symbols global; hfuse
+// installs its allocator, error handler and parallel loop there. Every kernel takes a user context naming the parallel
+// runtime a call runs on (OpenMP or Halide's pool), so one entry serves either.
 #pragma once
 
 #include "hfuse/executor.h"
@@ -66,6 +67,12 @@ private:
     nlohmann::json meta_;
 };
 
+// What KernelCache::evict() did.
+struct Eviction {
+    bool measured = false;  // the cache's size was measured against its bound (every entry read)
+    int removed = 0;        // entries removed to keep it within the bound
+};
+
 struct KernelCacheInfo {
     std::string dir;
     int entries = 0;
@@ -92,9 +99,10 @@ public:
     std::shared_ptr<CachedKernel> store(const std::string &key, Halide::Pipeline pipeline,
                                         const std::vector<Halide::Argument> &args, nlohmann::json meta);
 
-    // Removes the least recently used entries until the cache holds at most its bound (the entries
-    // this process loaded or stored stay).
-    void evict();
+    // Keeps the cache within its bound after this object stored entries: removes the least recently
+    // used ones until it holds at most its bound (those this process loaded or stored stay), and
+    // writers' temporary directories a day old. Reads no directory when nothing was stored.
+    Eviction evict();
 
     KernelCacheInfo info() const;
     // Removes every entry (and the runtime library); returns how many entries there were.
@@ -114,6 +122,7 @@ private:
     mutable std::mutex mutex_;
     std::vector<std::string> notes_;
     std::vector<std::string> used_;  // entry directories this process loaded or stored
+    int stored_ = 0;                 // entries this object stored
 };
 
 }  // namespace hfuse::exec
