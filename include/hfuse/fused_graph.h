@@ -15,6 +15,7 @@
 // reading the value from memory. With no owner, every group that reads the node must recompute it.
 #pragma once
 
+#include "hfuse/error.h"
 #include "hfuse/fusion_rules.h"
 #include "hfuse/graph.h"
 
@@ -49,6 +50,7 @@ struct FusedGraph {
     std::vector<FusedGroup> groups;  // in an order that respects data dependences
     std::vector<std::string> rules;  // the rule sets applied, in order
     bool rewritten = false;          // `graph` went through simplify() (planner plans do; --unfused not)
+    std::string source;              // the plan file it was read from (read_plan), "" if made in memory
 };
 
 // Every node its own group.
@@ -74,6 +76,12 @@ FusedGraph read_plan(const std::string &path, const Graph &graph);
 // the graph as written ("rewritten": false, as `--unfused` plans are).
 FusedGraph read_plan_for_model(const std::string &path, const Graph &model);
 void write_plan(const std::string &path, const FusedGraph &fused);
+
+// Locates `e`, met lowering, scheduling or compiling `group` of `plan`: names the group, its master
+// (unless a node is named already) and the file holding what it is about: the plan file
+// (plan.source) for the group's schedule (field "schedule..."), else the model (plan.graph.source).
+//   "p.json: group 'g0': node 'conv' (Conv): field 'schedule.tile_positions': 99 is outside [1, 16] ..."
+Error &in_group(Error &e, const FusedGraph &plan, const FusedGroup &group);
 
 // The values a group hands out: those of the nodes it owns (not its "recompute" copies) that the
 // model returns or that a group without its own copy reads.

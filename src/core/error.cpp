@@ -12,6 +12,18 @@ Error &Error::in_file(const std::string &file) {
     return *this;
 }
 
+Error &Error::moved_to_file(const std::string &file) {
+    file_ = file;
+    format();
+    return *this;
+}
+
+Error &Error::in_group(const std::string &group) {
+    if (group_.empty()) group_ = group;
+    format();
+    return *this;
+}
+
 Error &Error::at_node(const std::string &node, const std::string &op) {
     if (node_.empty()) {
         node_ = node;
@@ -30,6 +42,7 @@ Error &Error::at_field(const std::string &field) {
 void Error::format() {
     std::string s;
     if (!file_.empty()) s += file_ + ": ";
+    if (!group_.empty()) s += "group '" + group_ + "': ";
     if (!node_.empty()) s += "node '" + node_ + "'" + (op_.empty() ? "" : " (" + op_ + ")") + ": ";
     if (!field_.empty()) s += "field '" + field_ + "': ";
     formatted_ = s + message_;

@@ -452,10 +452,7 @@ void Executor::Impl::compile(const FusedGraph &plan) {
     std::atomic<bool> caching{static_cast<bool>(cache)};
     std::mutex note_mutex;
     std::vector<size_t> job_of_group;
-    auto fail_at = [&](const FusedGroup &grp, Error &e) -> Error & {
-        const Node *master = g.find_node(grp.master);
-        return e.at_node(master->name, master->op).in_file(g.source);
-    };
+    auto fail_at = [&](const FusedGroup &grp, Error &e) -> Error & { return in_group(e, plan, grp); };
     for (const FusedGroup &grp : plan.groups) {  // check_plan ordered them
         std::set<std::string> live_out = handed_out_values(plan, grp);
         // A group whose values nobody reads (dead nodes of a graph run as written, or an owner every
@@ -481,12 +478,18 @@ void Executor::Impl::compile(const FusedGraph &plan) {
             try {
                 lowered_on = &compose::group_graph(g, grp, options.target, *view);
             } catch (Error &e) {
-                throw e.in_file(g.source);
+                throw fail_at(grp, e);
             }
         }
         const bool constant_params = constant_params_for(grp, options.schedule);
-        exec::LoweredGroup lowered =
-            lower(*lowered_on, grp, live_out, weights, options.schedule, options.target, layouts, constant_params);
+        exec::LoweredGroup lowered;
+        try {
+            lowered =
+                lower(*lowered_on, grp, live_out, weights, options.schedule, options.target, layouts, constant_params);
+        } catch (Error &e) {
+            if (!grp.backend.empty()) throw;  // a backend's errors name its group
+            throw fail_at(grp, e);            // the templates' forms read the schedule (op_lowerings)
+        }
         std::vector<std::string> ops;
         double flops = 0;
         for (const std::string &name : grp.nodes) {
@@ -649,10 +652,10 @@ void Executor::Impl::compile(const FusedGraph &plan) {
             throw fail_at(grp, e);
         } catch (const Halide::Error &e) {
             std::string who = options.schedule == ScheduleSource::Templates
-                                  ? "Halide failed to compile group "
+                                  ? "Halide failed to compile the group: "
                                   : "Halide's " + exec::autoscheduler_name(options.schedule) +
-                                        " autoscheduler or compiler failed on group ";
-            Error err(who + grp.name + ": " + e.what());
+                                        " autoscheduler or compiler failed on the group: ";
+            Error err(who + e.what());
             throw fail_at(grp, err);
         }
     }

@@ -93,7 +93,7 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
             try {
                 lowered_on = &compose::group_graph(g, grp, target, view);
             } catch (Error &e) {
-                throw e.in_file(g.source);
+                throw in_group(e, plan, grp);
             }
         }
         const Graph &lg = *lowered_on;
@@ -109,8 +109,13 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
         }
         std::vector<const Node *> nodes;
         for (const std::string &name : grp.nodes) nodes.push_back(lg.find_node(name));
-        LoweredGroup lowered = lower_group(lg, nodes, live_out, weights, group_bound,
-                                           templates ? compose::op_lowerings(lg, grp, target) : OpLowerings{}, layouts);
+        LoweredGroup lowered;
+        try {
+            lowered = lower_group(lg, nodes, live_out, weights, group_bound,
+                                  templates ? compose::op_lowerings(lg, grp, target) : OpLowerings{}, layouts);
+        } catch (Error &e) {
+            throw in_group(e, plan, grp);  // the templates' forms read the schedule (op_lowerings)
+        }
         if (!lowered.params.empty()) {
             throw Error("internal: group " + grp.name + " reads '" + lowered.input_values[0] +
                         "', which no earlier group computes")
@@ -120,7 +125,7 @@ LoweredModel lower_model(const FusedGraph &plan, const BoundValues &inputs, cons
             try {
                 compose::compose_group(lg, grp, lowered, target);
             } catch (Error &e) {
-                throw e.at_node(master->name, master->op).in_file(g.source);
+                throw in_group(e, plan, grp);
             }
         }
         for (size_t i = 0; i < lowered.output_values.size(); i++) {

@@ -353,6 +353,7 @@ json plan_to_json(const FusedGraph &f) {
 FusedGraph plan_from_json(const json &plan, const Graph &graph, const std::string &source) {
     FusedGraph f;
     f.graph = graph;
+    f.source = source;
     try {
         if (!plan.is_object()) fail("expected a JSON object");
         if (!plan.contains("format") || plan["format"] != "hfuse-plan") fail_field("format", "expected \"hfuse-plan\"");
@@ -453,6 +454,14 @@ void write_plan(const std::string &path, const FusedGraph &fused) {
     std::ofstream out(path);
     if (!out) throw Error("cannot write plan file").in_file(path);
     out << plan_to_json(fused).dump(2) << "\n";
+}
+
+Error &in_group(Error &e, const FusedGraph &plan, const FusedGroup &group) {
+    e.in_group(group.name);
+    if (const Node *master = plan.graph.find_node(group.master)) e.at_node(master->name, master->op);
+    const bool schedule = e.field() == "schedule" || e.field().rfind("schedule.", 0) == 0;
+    if (schedule && !plan.source.empty()) return e.moved_to_file(plan.source);
+    return e.in_file(plan.graph.source);
 }
 
 std::set<std::string> handed_out_values(const FusedGraph &f, const FusedGroup &grp) {

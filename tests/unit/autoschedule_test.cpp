@@ -128,7 +128,7 @@ TEST(AutoscheduleFallback, OffMakesTheHalideFailureAnError) {
     } catch (const Error &e) {
         const std::string what = e.what();
         EXPECT_NE(what.find("Li2018"), std::string::npos) << what;
-        EXPECT_NE(what.find("group whole"), std::string::npos) << what;
+        EXPECT_NE(what.find("group 'whole'"), std::string::npos) << what;
         EXPECT_NE(what.find("mlp_softmax.json"), std::string::npos) << what;
     }
 }

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 namespace hfuse {
@@ -195,6 +196,48 @@ TEST(CliPlan, BadPlanFileIsOneLineNamingIt) {
     r = test::run_cli("run " + kCbrm + " --plan " + tmp_path("nonexistent.plan.json"), true);
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_TRUE(contains(r.out, tmp_path("nonexistent.plan.json"))) << r.out;
+}
+
+// A plan file of the conv+bias+relu+maxpool model (one group, g0, led by 'conv' on conv_cv) with
+// `edit` applied to that group's schedule; its path.
+std::string plan_with_schedule(const std::string &name, const std::function<void(nlohmann::json &)> &edit) {
+    const std::string plan = tmp_path(name);
+    EXPECT_EQ(test::run_cli("plan " + kCbrm + " -o " + plan).code, 0);
+    nlohmann::json j = nlohmann::json::parse(read_file(plan));
+    EXPECT_EQ(j["groups"][0]["schedule"]["template"], "conv_cv");
+    edit(j["groups"][0]["schedule"]);
+    std::ofstream(plan) << j.dump(2);
+    return plan;
+}
+
+TEST(CliPlan, ScheduleErrorsNameThePlanFileAndTheGroup) {
+    // Parameters read while lowering (op_lowerings: conv_cv's tile_positions) and while composing,
+    // missing or out of range, and an unknown template: each command that composes the plan says
+    // the plan file, the group, the node and the field, in one line.
+    const std::string at = ": group 'g0': node 'conv' (Conv): field 'schedule.";
+    struct Case {
+        std::string file;
+        std::function<void(nlohmann::json &)> edit;
+        std::string error;
+    };
+    const std::vector<Case> cases = {
+        {"range.plan.json", [](nlohmann::json &s) { s["tile_positions"] = 99; },
+         "tile_positions': 99 is outside [1, 16] for these shapes"},
+        {"missing.plan.json", [](nlohmann::json &s) { s.erase("tile_c_vectors"); },
+         "tile_c_vectors': missing (expected an integer)"},
+        {"template.plan.json", [](nlohmann::json &s) { s["template"] = "nope"; }, "template': unknown template 'nope'"},
+        {"type.plan.json", [](nlohmann::json &s) { s["block_rows"] = "x"; }, "block_rows': expected an integer"},
+    };
+    for (const Case &c : cases) {
+        const std::string plan = plan_with_schedule(c.file, c.edit);
+        for (const std::string &cmd : std::vector<std::string>{"run", "bench --runs 1", "explain",
+                                                               "compile -o " + tmp_path("lib") + " --name m"}) {
+            Result r = test::run_cli(cmd + " " + kCbrm + " --plan " + plan, true);
+            EXPECT_EQ(r.code, 1) << cmd << ": " << r.out;
+            EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << cmd << ": " << r.out;
+            EXPECT_EQ(r.out.rfind("hfuse: error: " + plan + at + c.error, 0), 0u) << cmd << ": " << r.out;
+        }
+    }
 }
 
 TEST(CliPlan, BadRulesFileIsOneLineNamingIt) {

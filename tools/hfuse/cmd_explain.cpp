@@ -36,6 +36,7 @@ FusedGraph plan_of(const FusedGraph &plan, std::vector<FusedGroup> groups) {
     f.graph = subgraph(plan.graph, nodes);
     f.rewritten = plan.rewritten;
     f.rules = plan.rules;
+    f.source = plan.source;
     f.groups = std::move(groups);
     return check_plan(std::move(f));
 }
@@ -99,6 +100,7 @@ int explain(const ExplainOptions &o) {
             FusedGroup alone;
             alone.nodes = {n};
             FusedGraph single = with_default_schedules(plan_of(plan, {alone}), target);
+            single.source.clear();  // its schedule is the defaults, not the plan file's
             std::printf("    %s (%s):\n%s", n.c_str(), plan.graph.find_node(n)->op.c_str(),
                         indented(nest(single, target, schedule), 6).c_str());
         }
