@@ -25,4 +25,10 @@ nlohmann::json default_schedule_params(const Graph &graph, const FusedGroup &gro
 // stored as they lie, the reader's copy gone; schedules/README.md).
 FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target);
 
+// Checks each group's schedule (but a backend's) as the executor and compiled models use it: lowers
+// and composes the group for `target`, compiling nothing. Throws the first misfit's Error, located by
+// in_group() (a plan file's: "p.json: group 'g0': node 'conv' (Conv): field 'schedule.tile_positions':
+// 99 is outside [1, 16] for these shapes"). `hfuse plan` checks its plans so.
+void check_schedules(const FusedGraph &plan, const Halide::Target &target);
+
 }  // namespace hfuse

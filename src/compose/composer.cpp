@@ -497,4 +497,38 @@ const Graph &group_graph(const Graph &g, const FusedGroup &grp, const Halide::Ta
     return view;
 }
 
+void lower_and_compose(const Graph &g, const FusedGraph &plan, const FusedGroup &grp,
+                       const exec::WeightBuffers &weights, const Halide::Target &target) {
+    if (!grp.backend.empty()) return;
+    const std::set<std::string> live_out = handed_out_values(plan, grp);
+    if (live_out.empty()) return;
+    Graph view;
+    const Graph &lg = group_graph(g, grp, target, view);
+    std::vector<const Node *> nodes;
+    for (const std::string &n : grp.nodes) nodes.push_back(lg.find_node(n));
+    exec::LoweredGroup lowered = exec::lower_group(lg, nodes, live_out, weights, {}, op_lowerings(lg, grp, target));
+    compose_group(lg, grp, lowered, target);
+}
+
 }  // namespace hfuse::compose
+
+namespace hfuse {
+
+void check_schedules(const FusedGraph &plan, const Halide::Target &target) {
+    const exec::WeightBuffers weights = exec::make_weight_buffers(plan.graph);
+    for (const FusedGroup &grp : plan.groups) {
+        try {
+            compose::lower_and_compose(plan.graph, plan, grp, weights, target);
+        } catch (Error &e) {
+            throw in_group(e, plan, grp);
+        } catch (const Halide::Error &e) {
+            std::string why = e.what();  // one line
+            std::replace(why.begin(), why.end(), '\n', ' ');
+            while (!why.empty() && why.back() == ' ') why.pop_back();
+            Error error("Halide rejected the group's schedule: " + why);
+            throw in_group(error, plan, grp);
+        }
+    }
+}
+
+}  // namespace hfuse

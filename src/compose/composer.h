@@ -76,4 +76,11 @@ RowBandSplit row_band_split(const Graph &graph, const FusedGroup &group, const H
 void compose_group(const Graph &graph, const FusedGroup &group, exec::LoweredGroup &lowered,
                    const Halide::Target &target);
 
+// Lowers `group` of `plan` (over `graph`, whose weights are `weights`) as its schedule needs it
+// (group_graph, op_lowerings) and composes it, compiling nothing: throws the Error (or
+// Halide::Error) a schedule that does not fit meets, unlocated (in_group() locates it). Nothing for a
+// backend's group or one whose values nobody reads.
+void lower_and_compose(const Graph &graph, const FusedGraph &plan, const FusedGroup &group,
+                       const exec::WeightBuffers &weights, const Halide::Target &target);
+
 }  // namespace hfuse::compose

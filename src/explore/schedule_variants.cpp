@@ -72,19 +72,10 @@ VariantChecker::VariantChecker(const Graph &graph, const Halide::Target &target)
 VariantChecker::~VariantChecker() = default;
 
 std::string VariantChecker::check(const FusedGraph &plan, const std::string &group) const {
-    const Graph &g = impl_->graph;
     for (const FusedGroup &grp : plan.groups) {
-        if (grp.name != group || !grp.backend.empty()) continue;
+        if (grp.name != group) continue;
         try {
-            std::set<std::string> live_out = handed_out_values(plan, grp);
-            if (live_out.empty()) return "";
-            Graph view;
-            const Graph &lg = compose::group_graph(g, grp, impl_->target, view);
-            std::vector<const Node *> nodes;
-            for (const std::string &n : grp.nodes) nodes.push_back(lg.find_node(n));
-            exec::LoweredGroup lowered = exec::lower_group(lg, nodes, live_out, impl_->weights, {},
-                                                           compose::op_lowerings(lg, grp, impl_->target));
-            compose::compose_group(lg, grp, lowered, impl_->target);
+            compose::lower_and_compose(impl_->graph, plan, grp, impl_->weights, impl_->target);
         } catch (const Error &e) {
             return e.what();
         } catch (const Halide::Error &e) {

@@ -240,6 +240,24 @@ TEST(CliPlan, ScheduleErrorsNameThePlanFileAndTheGroup) {
     }
 }
 
+TEST(CliPlan, PlanChecksThePlanFilesSchedules) {
+    // As run, bench, explain and compile do: the same error, and no plan printed or written.
+    const std::string plan =
+        plan_with_schedule("checked.plan.json", [](nlohmann::json &s) { s["tile_positions"] = 99; });
+    const std::string out = tmp_path("checked.out.json");
+    Result r = test::run_cli("plan " + kCbrm + " --plan " + plan + " -o " + out);
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_EQ(r.out, "hfuse: error: " + plan +
+                         ": group 'g0': node 'conv' (Conv): field 'schedule.tile_positions': 99 is outside [1, 16] "
+                         "for these shapes\n");
+    EXPECT_FALSE(std::ifstream(out).good());
+    // A good plan file is shown and written as before.
+    const std::string good = plan_with_schedule("good.plan.json", [](nlohmann::json &) {});
+    r = test::run_cli("plan " + kCbrm + " --plan " + good + " -o " + out);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "plan written to " + out)) << r.out;
+}
+
 TEST(CliPlan, BadRulesFileIsOneLineNamingIt) {
     const std::string rules = tmp_path("bad.rules.json");
     std::ofstream(rules) << R"({"format": "hfuse-rules", "version": 1, "name": "bad",

@@ -1,8 +1,10 @@
 // hfuse plan MODEL: plan fusion, print the groups, write the plan and a drawing.
 #include "cli_common.h"
+#include "hfuse/composer.h"
 #include "hfuse/error.h"
 #include "hfuse/model_io.h"
 #include "hfuse/plan_report.h"
+#include "hfuse/target.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +22,9 @@ struct PlanOptions {
 int plan(const PlanOptions &o) {
     Graph g = o.model.load();
     FusedGraph plan = o.choice.make(g);
+    // Schedules from outside (a plan file's, tuning records') are checked as run, bench, explain and
+    // compile use them, before the plan is shown or written; the planner's own are the defaults.
+    if (!o.choice.plan_file.empty() || !o.choice.tuned.empty()) check_schedules(plan, host_target());
     std::printf("%s", plan_table(plan).c_str());
     if (!o.out.empty()) {
         write_plan(o.out, plan);
