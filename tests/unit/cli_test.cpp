@@ -146,6 +146,27 @@ TEST(CliErrors, WrongInputFileSize) {
     EXPECT_NE(r.out.find("400 bytes"), std::string::npos) << r.out;
 }
 
+TEST(CliErrors, RunChecksThePlanBeforeSayingItsInputs) {
+    // A plan refused (its structure, or a group's schedule) is the only thing `run` prints.
+    const std::string plan = tmp_path("run_first.plan.json");
+    std::ofstream(plan)
+        << R"({"format": "hfuse-plan", "version": 1, "groups": [{"nodes": ["conv", "relu", "pool", "nope"]}]})";
+    Result r = test::run_cli("run " + kCbrm + " --plan " + plan);
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_EQ(r.out, "hfuse: error: " + plan + ": field 'groups[0].nodes': unknown node 'nope'\n");
+    std::ofstream(plan) << R"({"format": "hfuse-plan", "version": 1, "groups": [{"nodes": ["conv", "relu", "pool"],
+        "schedule": {"template": "simple", "vector_width": 3}}]})";
+    r = test::run_cli("run " + kCbrm + " --plan " + plan);
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+    EXPECT_TRUE(contains(r.out, "field 'schedule.vector_width'")) << r.out;
+    EXPECT_FALSE(contains(r.out, "generated")) << r.out;
+    // Run, it says the inputs it generated, as before.
+    r = test::run_cli("run " + kCbrm);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(r.out.rfind("input 'input' [1x64x56x56]: generated, uniform [-1, 1] seed 1000\n", 0), 0u) << r.out;
+}
+
 TEST(CliErrors, BadModelIsOneLineNonZero) {
     std::ofstream(tmp_path("bad.json"))
         << R"({"format": "hfuse-model", "version": 1, "inputs": [{"name": "x", "shape": [1, 2]}],

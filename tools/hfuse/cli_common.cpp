@@ -64,12 +64,21 @@ std::map<std::string, TensorBuffer> load_inputs(const Graph &g, const std::vecto
             continue;
         }
         inputs[in.name] = generated_input(in, i);
-        if (!quiet) {
-            std::printf("input '%s' [%s]: generated, uniform [-1, 1] seed %" PRIu64 "\n", in.name.c_str(),
-                        to_string(in.shape).c_str(), default_input_seed(i));
-        }
     }
+    if (!quiet) say_generated_inputs(g, args);
     return inputs;
+}
+
+void say_generated_inputs(const Graph &g, const std::vector<std::string> &args) {
+    std::vector<std::string> names;
+    for (const auto &in : g.inputs) names.push_back(in.name);
+    const std::map<std::string, std::string> files = bind_files(args, names, "--input");
+    for (size_t i = 0; i < g.inputs.size(); i++) {
+        const GraphInput &in = g.inputs[i];
+        if (files.count(in.name)) continue;
+        std::printf("input '%s' [%s]: generated, uniform [-1, 1] seed %" PRIu64 "\n", in.name.c_str(),
+                    to_string(in.shape).c_str(), default_input_seed(i));
+    }
 }
 
 void print_summary(const std::string &name, const TensorBuffer &b) {

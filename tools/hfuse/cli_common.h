@@ -55,6 +55,9 @@ std::map<std::string, std::string> bind_files(const std::vector<std::string> &ar
 
 // Model inputs from --input arguments; generated (and said on stdout unless quiet) where none is given.
 std::map<std::string, TensorBuffer> load_inputs(const Graph &g, const std::vector<std::string> &args, bool quiet);
+// Says on stdout, one line each, the model inputs load_inputs generates for `args` (those it names no
+// file for): their shape and seed.
+void say_generated_inputs(const Graph &g, const std::vector<std::string> &args);
 // Dense NCHW model inputs as `ex` takes them, and its outputs made dense NCHW (ExecutorOptions::blocked_io).
 std::map<std::string, TensorBuffer> pack_inputs(const Executor &ex, const std::map<std::string, TensorBuffer> &nchw);
 std::map<std::string, TensorBuffer> unpack_outputs(const Executor &ex,

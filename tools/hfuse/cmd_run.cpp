@@ -19,8 +19,11 @@ struct RunOptions {
 int run(const RunOptions &o) {
     Graph g = o.model.load();
     std::map<std::string, std::string> out_files = bind_files(o.outputs, g.outputs, "--output");
-    std::map<std::string, TensorBuffer> inputs = load_inputs(g, o.inputs, !out_files.empty());
+    // The input files read (and checked) first, then the plan checked and compiled, and only then
+    // the generated inputs said: a run refused prints nothing but its error.
+    std::map<std::string, TensorBuffer> inputs = load_inputs(g, o.inputs, /*quiet=*/true);
     Executor ex(o.plan.make(g), o.plan.options());
+    if (out_files.empty()) say_generated_inputs(g, o.inputs);
     report_fallbacks(ex);
     const std::map<std::string, TensorBuffer> packed = pack_inputs(ex, inputs);
     auto outputs = unpack_outputs(ex, ex.run(packed));
