@@ -122,6 +122,16 @@ TEST(Cli, BenchSaysTheSpreadAndCountsGroupsInEnglish) {
     EXPECT_TRUE(contains(r.out, "plan x86 (1 group)")) << r.out;
 }
 
+TEST(Cli, HelpShowsDefaultsAndFlagsPlainly) {
+    Result r = test::run_cli("bench --help");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "--runs INT:INT in [1 - 100000]=20")) << r.out;
+    r = test::run_cli("explore --help");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "  --no-cache ")) << r.out;
+    EXPECT_FALSE(contains(r.out, "{false}")) << r.out;
+}
+
 TEST(Cli, VersionNamesHfuseHalideAndTheTarget) {
     Result r = test::run_cli("--version");
     ASSERT_EQ(r.code, 0) << r.out;

@@ -361,7 +361,9 @@ Command add_bench(CLI::App &app) {
     o->plan.add_schedule_flags(cmd);
     o->plan.add_layout_flag(cmd);
     o->plan.add_runtime_flag(cmd);
-    cmd->add_option("--runs", o->runs, "timed runs after one warm-up run")->check(CLI::Range(1, 100000));
+    cmd->add_option("--runs", o->runs, "timed runs after one warm-up run")
+        ->check(CLI::Range(1, 100000))
+        ->capture_default_str();
     cmd->add_flag("--json", o->json, "print one JSON object");
     auto *compare =
         cmd->add_flag("--compare", o->compare, "also time the unfused model, interleaved, and print the speedup");

@@ -141,9 +141,11 @@ Command add_explore(CLI::App &app) {
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
     cmd->add_flag("--resume", o.resume, "continue an interrupted run in DIR: finished candidates are not run again");
-    cmd->add_flag("!--no-cache", o.kernel_cache,
-                  "compile every candidate's groups afresh instead of loading those an earlier candidate (or run) "
-                  "compiled from the kernel cache");
+    // A callback, not "!--no-cache" into o.kernel_cache: CLI11 would show that as "--no-cache{false}".
+    cmd->add_flag_callback(
+        "--no-cache", [&o] { o.kernel_cache = false; },
+        "compile every candidate's groups afresh instead of loading those an earlier candidate (or run) "
+        "compiled from the kernel cache");
     cmd->add_option("--runs", o.runs, "timed runs per candidate, after one warm-up run")
         ->check(CLI::Range(1, 100000))
         ->capture_default_str();
