@@ -413,9 +413,12 @@ TEST(KernelCacheCli, NoCacheNeitherLoadsNorStores) {
     EXPECT_EQ(json::parse(info.out).at("entries").get<int>(), 0);
     test::CommandResult filled = test::run_command("HFUSE_CACHE_DIR=" + dir + " " + HFUSE_CLI + " run " + model);
     ASSERT_EQ(filled.code, 0) << filled.out;
+    info = test::run_command("HFUSE_CACHE_DIR=" + dir + " " + HFUSE_CLI + " cache info");
+    ASSERT_EQ(info.code, 0) << info.out;
+    EXPECT_TRUE(test::contains(info.out, "kernel cache " + dir + ": 1 compiled group, ")) << info.out;
     test::CommandResult clear = test::run_command("HFUSE_CACHE_DIR=" + dir + " " + HFUSE_CLI + " cache clear");
     ASSERT_EQ(clear.code, 0) << clear.out;
-    EXPECT_TRUE(test::contains(clear.out, "removed 1 compiled group")) << clear.out;
+    EXPECT_EQ(clear.out, "kernel cache " + dir + ": removed 1 compiled group\n");
 }
 
 }  // namespace

@@ -38,13 +38,13 @@ Command add_cache(CLI::App &app) {
                             "%s\n",
                             nlohmann::json{{"dir", s.dir}, {"entries", s.entries}, {"bytes", s.bytes}}.dump().c_str());
                     } else {
-                        std::printf("kernel cache %s: %d compiled groups, %.1f MiB\n", s.dir.c_str(), s.entries,
-                                    s.bytes / 1048576.0);
+                        std::printf("kernel cache %s: %s, %.1f MiB\n", s.dir.c_str(),
+                                    counted(s.entries, "compiled group").c_str(), s.bytes / 1048576.0);
                     }
                 } else if (clear->parsed()) {
                     const std::string dir = cache_dir(*o);
                     const int n = clear_kernel_cache(dir);
-                    std::printf("kernel cache %s: removed %d compiled groups\n", dir.c_str(), n);
+                    std::printf("kernel cache %s: removed %s\n", dir.c_str(), counted(n, "compiled group").c_str());
                 }
                 return 0;
             }};
