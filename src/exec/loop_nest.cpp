@@ -1,8 +1,8 @@
 #include "hfuse/loop_nest.h"
 
 #include "hfuse/error.h"
+#include "hfuse/fusion_cost.h"
 
-#include <cstdio>
 #include <map>
 #include <sstream>
 
@@ -11,18 +11,6 @@ namespace {
 
 using namespace Halide::Internal;
 using Halide::Expr;
-
-std::string size_text(double bytes) {
-    char buf[32];
-    if (bytes >= 1024.0 * 1024.0) {
-        std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024.0));
-    } else if (bytes >= 1024.0) {
-        std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
-    } else {
-        std::snprintf(buf, sizeof buf, "%.0f B", bytes);
-    }
-    return buf;
-}
 
 // Buffer names as the lowered statement has them, without the ".buffer"/".host" suffixes.
 std::string buffer_name(std::string name) {
@@ -97,7 +85,7 @@ protected:
         std::ostringstream type;
         type << op->type;
         line("allocate " + op->name + ": " + type.str() + dims +
-             (known ? " (" + size_text(elements * op->type.bytes()) + ")" : "") +
+             (known ? " (" + human_bytes(static_cast<int64_t>(elements * op->type.bytes())) + ")" : "") +
              (op->memory_type == Halide::MemoryType::Stack ? ", on the stack" : ""));
         op->body.accept(this);
     }

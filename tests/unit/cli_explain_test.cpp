@@ -69,7 +69,8 @@ TEST(CliExplain, FusedTheConvIsProducedInsideThePoolsLoopsAndTheReluInlined) {
     }
     EXPECT_NE(indent_of(section(r.out, "relu (Relu):"), "produce relu"), std::string::npos) << r.out;
     // conv and relu outputs, 64 x 56 x 56 floats each, never reach memory.
-    EXPECT_TRUE(contains(r.out, "intermediates the fusion keeps out of memory: 1568.0 KiB")) << r.out;
+    // As `plan` says it (human_bytes).
+    EXPECT_TRUE(contains(r.out, "intermediates the fusion keeps out of memory: 1.5 MiB")) << r.out;
 }
 
 TEST(CliExplain, AnUnfusedPlanHasOneStagePerGroupAndNothingToCompare) {
@@ -79,6 +80,9 @@ TEST(CliExplain, AnUnfusedPlanHasOneStagePerGroupAndNothingToCompare) {
     EXPECT_FALSE(contains(r.out, "unfused, each op its own pipeline")) << r.out;
     EXPECT_FALSE(contains(r.out, "intermediates the fusion keeps")) << r.out;
     EXPECT_NE(indent_of(section(r.out, "group g1 (master relu)"), "produce relu"), std::string::npos) << r.out;
+    // Nothing is fused: each group's nest is just its pipeline.
+    EXPECT_FALSE(contains(r.out, "fused, one pipeline")) << r.out;
+    EXPECT_NE(indent_of(section(r.out, "group g1 (master relu)"), "one pipeline:"), std::string::npos) << r.out;
 }
 
 TEST(CliExplain, OneGroupByNameAndAnUnknownGroupIsAUsageError) {

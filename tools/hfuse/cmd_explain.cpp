@@ -6,6 +6,7 @@
 #include "cli_common.h"
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
+#include "hfuse/fusion_cost.h"
 #include "hfuse/loop_nest.h"
 #include "hfuse/model_pipeline.h"
 
@@ -49,12 +50,6 @@ std::string nest(const FusedGraph &plan, const Halide::Target &target, ScheduleS
     return loop_nest(mp.pipeline(), mp.halide_arguments(), target);
 }
 
-std::string kib(int64_t bytes) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
-    return buf;
-}
-
 int explain(const ExplainOptions &o) {
     const Halide::Target target = parse_target_flag(o.target);
     const Graph g = o.model.load();
@@ -89,7 +84,10 @@ int explain(const ExplainOptions &o) {
                 "  schedule: %s%s\n", grp.schedule.value("template", std::string("?")).c_str(),
                 grp.schedule.contains("why") ? (" (" + grp.schedule["why"].get<std::string>() + ")").c_str() : "");
         }
-        std::printf("  fused, one pipeline:\n%s", indented(nest(plan_of(plan, {grp}), target, schedule), 4).c_str());
+        // "fused" where there is something fused: not over a group of one op, nor an unfused plan's.
+        const bool fused = grp.nodes.size() > 1 && !o.choice.unfused;
+        std::printf("  %s:\n%s", fused ? "fused, one pipeline" : "one pipeline",
+                    indented(nest(plan_of(plan, {grp}), target, schedule), 4).c_str());
         std::vector<std::string> own;  // the nodes it computes (not a copy another group owns)
         for (const std::string &n : grp.nodes) {
             if (!is_recompute_copy(grp, n)) own.push_back(n);
@@ -105,7 +103,7 @@ int explain(const ExplainOptions &o) {
                         indented(nest(single, target, schedule), 6).c_str());
         }
         std::printf("  intermediates the fusion keeps out of memory: %s\n",
-                    kib(intermediate_bytes_saved(plan, grp)).c_str());
+                    human_bytes(intermediate_bytes_saved(plan, grp)).c_str());
     }
     return 0;
 }
