@@ -93,6 +93,23 @@ TEST(CliPlan, WrittenPlanRunsToTheSameBytes) {
     EXPECT_TRUE(contains(r.out, "ok")) << r.out;
 }
 
+TEST(CliPlan, WrittenToStdoutAlone) {
+    // -o - and -o /dev/stdout: the JSON alone on stdout (redirected to a file here), the same bytes as
+    // -o FILE writes; the table on stderr.
+    const std::string file = tmp_path("file.plan.json");
+    ASSERT_EQ(test::run_cli("plan " + kCbrm + " -o " + file).code, 0);
+    for (const std::string &out : {"-", "/dev/stdout"}) {
+        const std::string got = tmp_path("stdout.plan.json"), said = tmp_path("stderr.txt");
+        Result r = test::run_command("{ " + std::string(HFUSE_CLI) + " plan " + kCbrm + " -o " + out + " > " + got +
+                                     " 2> " + said + "; }");
+        ASSERT_EQ(r.code, 0) << out << ": " << r.out;
+        EXPECT_EQ(read_file(got), read_file(file)) << out;
+        EXPECT_TRUE(contains(read_file(said), "plan for 'conv_bias_relu_maxpool'")) << out << ": " << read_file(said);
+    }
+    Result help = test::run_cli("plan --help");
+    EXPECT_TRUE(contains(help.out, "- (or /dev/stdout) prints it alone on stdout")) << help.out;
+}
+
 TEST(CliPlan, PlanWithFoldedNodesRunsBack) {
     const std::string plan = tmp_path("resnet.plan.json");
     Result r = test::run_cli("plan " + kModels + "resnet_block.json --rules tvm -o " + plan);
