@@ -39,9 +39,9 @@ void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, con
                  Func producer, int producer_vw) {
     const int ny = get_int(p, "tile_y", 1, 64), cb = get_int(p, "channel_block", 1, 4096);
     if (s.pooled) fail_field("schedule.template", "conv_dw takes no window consumer");
-    if (vw > s.tile_output[3] || ny > s.tile_output[2] || cb > s.tile_output[1]) {
-        fail_field("schedule.tile_y", "the tile exceeds the output");
-    }
+    if (vw > s.tile_output[3]) fail_field("schedule.vector_width", "wider than the output's rows");
+    if (ny > s.tile_output[2]) fail_field("schedule.tile_y", "more rows than the output has");
+    if (cb > s.tile_output[1]) fail_field("schedule.channel_block", "more channels than the output has");
     const bool has_producer = producer.defined();
     for (const char *key : {"producer_vector_width", "producer_tile_x_vectors", "producer_tile_c"}) {
         if (!has_producer && p.contains(key)) {

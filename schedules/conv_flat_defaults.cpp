@@ -8,8 +8,8 @@
 
 namespace hfuse::schedules {
 
-// conv_flat's defaults: 2 vectors x 6 channels (x 8 with AVX-512's 32 registers), as conv_xv's 1x1
-// tiles (1 vector x 12 channels: 0.45 ms against 0.32 ms at 28x28; 3 x 4: 0.39 ms); blocks of the rows
+// conv_flat's defaults: 2 vectors x 5 channels (x 8 with AVX-512's 32 registers; why below), as
+// conv_xv's 1x1 tiles (1 vector x 12 channels: 0.45 ms against 0.32 ms at 28x28; 3 x 4: 0.39 ms); blocks of the rows
 // that waste the fewest lanes (a register tile shifts inwards at a strip's end, a block at the plane's),
 // fewer rows on a tie (28 wide: 4 rows, 0.317 ms; 2 rows 0.303, 14 rows 0.314, 1 row 0.327 ms).
 // Returns the parameters and the share of computed lanes that are used.

@@ -1,5 +1,5 @@
-// Schedule templates for a group led by a 2-D Conv (NCHW, batch any), after the study recorded in
-// schedules/README.md: the conv is computed per tile of the group's output T (its epilogue inlined,
+// Schedule templates for a group led by a 2-D Conv (NCHW, batch any; schedules/README.md describes
+// each template and its parameters): the conv is computed per tile of the group's output T (its epilogue inlined,
 // a pool after it as T), with a register tile of accumulators that stays in the 16 ymm registers.
 //
 //  conv_xv  x vectorized; tile of tile_x_vectors x-vectors x tile_y rows x tile_c output channels.

@@ -21,7 +21,8 @@
 //                                   2 tasks 6.1-6.9 us (58-66)
 //   transB=0, M=N=K=512 (standalone): gemm_nv 6x2 tile 0.53 ms on one core (63 GFLOP/s).
 // Batch-1 cells are bound by streaming B (2 FLOP per 4-byte element), so the register tile only has
-// to reuse A and hide the FMA latency; parallelism pays only above ~0.1 MFLOP (parallel_tasks).
+// to reuse A and hide the FMA latency; parallelism pays only above 0.3 MFLOP (parallel_tasks:
+// kParallelFlops in gemm_template.cpp).
 //
 // Parameters: vector_width, tile_x_vectors (gemm_nv) or tile_x (gemm_dot), tile_y, unroll_k (the
 // reduction loop split and its inner part unrolled), parallel_tasks (1: serial; n: the tile loop cut

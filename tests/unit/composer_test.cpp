@@ -2812,6 +2812,12 @@ TEST(Composer, BadTemplateParametersNameTheField) {
     expect_error(ew, "op", with(ew.groups[0].schedule, "task_elements", 0), "schedule.task_elements");
     expect_error(ew, "op", with(ew.groups[0].schedule, "tile_x", 4), "schedule.tile_x");
     expect_error(ew, "op", with(ew.groups[0].schedule, "template", "gemm_dot"), "schedule.template");
+    // conv_dw names the dimension its tile exceeds (the output is 16 channels x 14 x 14).
+    FusedGraph dw = fused_plan(conv_model(16, 14, 14, 16, 3, 1, 1, 16));
+    const json dwp = {{"template", "conv_dw"}, {"vector_width", 8}, {"tile_y", 1}, {"channel_block", 8}};
+    expect_error(dw, "conv", with(dwp, "vector_width", 16), "schedule.vector_width");
+    expect_error(dw, "conv", with(dwp, "tile_y", 15), "schedule.tile_y");
+    expect_error(dw, "conv", with(dwp, "channel_block", 32), "schedule.channel_block");
 }
 
 TEST(Composer, Avx512DefaultsDifferAndCompile) {
