@@ -41,6 +41,8 @@ struct EpilogueDescriptor {
     std::vector<std::string> nodes;  // the matched nodes, in order
 };
 
+// No Func of a lowering may be named like an extern function it calls (Halide names the group's
+// pipeline after its output Func, and would call one for the other): the executor refuses it.
 struct BackendLowering {
     Halide::Func output;                                   // the group's single output
     std::map<std::string, Halide::JITExtern> jit_externs;  // extern functions the Func calls

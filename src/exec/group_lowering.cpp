@@ -5,6 +5,7 @@
 #include "ops/halide_util.h"
 
 #include <cctype>
+#include <set>
 
 namespace hfuse::exec {
 namespace {
@@ -283,6 +284,28 @@ LoweredGroup lower_backend_group(const Graph &graph, const std::vector<const Nod
         throw Error(std::string("backend '") + pattern.id() + "' failed: " + e.what())
             .at_node(d.master, d.master_op)
             .in_file(graph.source);
+    }
+    // Halide names the group's pipeline, a function of its own, after its output Func (by the name
+    // Halide gave it: a repeated name gets "$1", ...): an extern function of that name is then called
+    // with the pipeline's arguments, and LLVM fails inside Halide ("Incorrect number of arguments
+    // passed to called function!"), or the process crashes. Refuse any Func of the backend's named
+    // like a function it calls.
+    if (lowered.output.defined()) {
+        std::set<std::string> symbols;
+        for (const auto &kv : lowered.jit_externs) symbols.insert(kv.first);
+        const auto funcs = Halide::Internal::find_transitive_calls(lowered.output.function());
+        for (const auto &kv : funcs) {
+            if (kv.second.has_extern_definition()) symbols.insert(kv.second.extern_function_name());
+        }
+        for (const auto &kv : funcs) {
+            if (symbols.count(kv.first)) {
+                throw Error("backend '" + pattern.id() + "' names a Halide Func '" + kv.first +
+                            "' like the extern function it calls; Halide cannot tell them apart: name the Func "
+                            "otherwise")
+                    .at_node(d.master, d.master_op)
+                    .in_file(graph.source);
+            }
+        }
     }
     group.values[result] = lowered.output;
     group.jit_externs = lowered.jit_externs;

@@ -153,6 +153,9 @@ namespace {
 
 constexpr const char *kKernelSymbol = "hfuse_test_eigen_gemm_bias_relu";
 
+// A test sets it to call the kernel by the name Halide gave the group's output Func.
+bool g_symbol_named_like_the_func = false;
+
 // What the kernel implements: Gemm without its own C input (describe_epilogue already refuses a
 // Gemm with C followed by a bias Add: two biases), a bias of rank <= 2 that broadcasts into the
 // Gemm's [M, N] without enlarging it, and the Relu we apply. transA, transB and alpha are passed on.
@@ -193,14 +196,16 @@ BackendLowering lower_gemm_bias_relu(const Graph &g, const EpilogueDescriptor &d
     // the region the kernel's bounds query asks for (the whole tensor here) before calling it. The
     // scalars describe the problem, so the kernel can answer the bounds query.
     Halide::Func out("eigen_gemm_bias_relu");
-    out.define_extern(kKernelSymbol,
+    // Halide makes a repeated Func name unique ("eigen_gemm_bias_relu$1"): the name it gave.
+    const std::string symbol = g_symbol_named_like_the_func ? out.name() : kKernelSymbol;
+    out.define_extern(symbol,
                       {values.at(d.input), values.at(d.weight), values.at(d.bias), Halide::Expr(m), Halide::Expr(n),
                        Halide::Expr(k), Halide::Expr(trans_a), Halide::Expr(trans_b), Halide::Expr(alpha),
                        Halide::Expr(bias_rows), Halide::Expr(bias_cols)},
                       Halide::Float(32), output.rank(), Halide::NameMangling::C);
     BackendLowering lowered;
     lowered.output = out;
-    lowered.jit_externs.emplace(kKernelSymbol, Halide::JITExtern(hfuse_test_eigen_gemm_bias_relu));
+    lowered.jit_externs.emplace(symbol, Halide::JITExtern(hfuse_test_eigen_gemm_bias_relu));
     return lowered;
 }
 
@@ -528,6 +533,36 @@ TEST_F(BackendPatternTest, PlanNamingAnUnregisteredPatternIsRejected) {
         EXPECT_NE(msg.find(group_of(plan, "gemm")->name), std::string::npos) << "does not name the group: " << msg;
         EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     }
+}
+
+TEST_F(BackendPatternTest, FuncNamedLikeItsExternFunctionIsRefused) {
+    // Halide would name the pipeline after the Func and call it for the kernel: an internal LLVM
+    // error ("Incorrect number of arguments passed to called function!"), not hfuse's.
+    Graph g = gemm_bias_relu_model({3, 37, 29});
+    FusedGraph plan = plan_fusion(g, {x86_}, {"eigen"});
+    ASSERT_EQ(claimed_groups(plan), 1);
+    g_symbol_named_like_the_func = true;
+    const int before = g_kernel_runs.load();
+    try {
+        Executor ex(plan);
+        ADD_FAILURE() << "compiled a backend Func named like its extern function";
+    } catch (const Error &e) {
+        const std::string what = e.what();
+        EXPECT_EQ(what.rfind("<test gemm_bias_relu>: node 'gemm' (Gemm): backend 'eigen:gemm_bias_relu' names a "
+                             "Halide Func 'eigen_gemm_bias_relu",
+                             0),
+                  0u)
+            << what;
+        EXPECT_TRUE(what.find("' like the extern function it calls; Halide cannot tell them apart: name the Func "
+                              "otherwise") != std::string::npos)
+            << what;
+        EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    } catch (const std::exception &e) {
+        ADD_FAILURE() << "not an hfuse::Error: " << e.what();
+    }
+    g_symbol_named_like_the_func = false;
+    EXPECT_EQ(g_kernel_runs.load(), before);
+    expect_matches_reference(g, plan);
 }
 
 // A hand-edited plan may put the pattern on a group it does not fit (here Gemm -> Add without the
