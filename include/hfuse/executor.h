@@ -190,8 +190,10 @@ public:
     std::vector<GroupInfo> groups() const;
     // Distinct pipelines JIT-compiled (<= num_groups(): identical groups share one).
     int num_compiled() const;
-    // Milliseconds this executor spent compiling Halide's shared JIT runtime before its first group:
-    // once per process (0 when an earlier executor or pipeline did), and in no group's compile_ms.
+    // Milliseconds this executor spent compiling Halide's shared runtime: the JIT's, before its first
+    // group, or the kernel cache's, built ahead of time into a cache directory without one while the
+    // groups compile. Once per process (0 when an earlier executor or pipeline did, or the cache had
+    // it), and in no group's compile_ms.
     double runtime_compile_ms() const;
     KernelCacheStats kernel_cache_stats() const;
 

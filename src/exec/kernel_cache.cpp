@@ -156,8 +156,8 @@ bool matches_check(const fs::path &library, const fs::path &check) {
 // Loads (compiling and storing it first if need be) the Halide runtime for `target` from `dir`, and
 // installs hfuse's allocator, error handler and loop dispatch in it. Once per process. The library is
 // checked against runtime-ID.check (its size and hash) before it is loaded; one that fails is built
-// again, and `note` says so.
-AotRuntime &load_runtime(const fs::path &dir, const Halide::Target &target, std::string *note) {
+// again, and `note` says so. `built_ms`: the milliseconds building it took (0 when it was loaded).
+AotRuntime &load_runtime(const fs::path &dir, const Halide::Target &target, std::string *note, double *built_ms) {
     static std::mutex mutex;
     static std::map<std::string, AotRuntime> loaded;
     std::lock_guard<std::mutex> lock(mutex);
@@ -171,6 +171,7 @@ AotRuntime &load_runtime(const fs::path &dir, const Halide::Target &target, std:
         *note = "kernel cache: the runtime library " + path.string() + " fails its check; built again";
     }
     if (!library) {
+        const auto start = std::chrono::steady_clock::now();
         const fs::path t = temp_dir(dir);
         Halide::compile_standalone_runtime((t / "runtime.o").string(), target);
         link_shared(t / "runtime.o", t / "runtime.so", t / "link.log");
@@ -182,6 +183,7 @@ AotRuntime &load_runtime(const fs::path &dir, const Halide::Target &target, std:
         fs::remove_all(t);
         library = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
         if (!library) throw Error(std::string("kernel cache: cannot load the Halide runtime: ") + dlerror());
+        *built_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
     AotRuntime rt;
     rt.library = library;
@@ -266,7 +268,12 @@ std::vector<std::string> KernelCache::notes() const {
     return notes_;
 }
 
-std::shared_ptr<CachedKernel> KernelCache::load(const std::string &key) {
+double KernelCache::runtime_compile_ms() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return runtime_compile_ms_;
+}
+
+std::shared_ptr<CachedKernel> KernelCache::load(const std::string &key, double *runtime_ms) {
     const fs::path entry = entry_dir(key);
     std::error_code ec;
     if (!fs::exists(entry / "meta.json", ec)) return nullptr;
@@ -298,8 +305,15 @@ std::shared_ptr<CachedKernel> KernelCache::load(const std::string &key) {
     if (hex_hash(code) != meta["hash"].get<std::string>()) return reject("is corrupt (its content hash differs)");
     try {
         std::string runtime_note;
-        load_runtime(entry.parent_path().parent_path(), target_, &runtime_note);  // the kernels' symbols
+        double built_ms = 0;
+        const auto start = std::chrono::steady_clock::now();
+        load_runtime(entry.parent_path().parent_path(), target_, &runtime_note, &built_ms);  // the kernels' symbols
+        if (runtime_ms) {
+            *runtime_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        }
         if (!runtime_note.empty()) note(runtime_note);
+        std::lock_guard<std::mutex> lock(mutex_);
+        runtime_compile_ms_ += built_ms;
     } catch (const Halide::Error &e) {
         throw Error(std::string("kernel cache: Halide failed to compile its runtime: ") + e.what());
     }
@@ -318,7 +332,8 @@ std::shared_ptr<CachedKernel> KernelCache::load(const std::string &key) {
 }
 
 std::shared_ptr<CachedKernel> KernelCache::store(const std::string &key, Halide::Pipeline pipeline,
-                                                 const std::vector<Halide::Argument> &args, nlohmann::json meta) {
+                                                 const std::vector<Halide::Argument> &args, nlohmann::json meta,
+                                                 double *runtime_ms) {
     const fs::path dir(dir_);
     fs::create_directories(dir / "k");
     const std::string function = "hfuse_" + hex_hash(full_key(key));
@@ -360,7 +375,7 @@ std::shared_ptr<CachedKernel> KernelCache::store(const std::string &key, Halide:
         std::lock_guard<std::mutex> lock(mutex_);
         stored_++;
     }
-    std::shared_ptr<CachedKernel> kernel = load(key);
+    std::shared_ptr<CachedKernel> kernel = load(key, runtime_ms);
     if (!kernel) throw Error("kernel cache: an entry just stored in " + entry_dir(key) + " does not load");
     return kernel;
 }

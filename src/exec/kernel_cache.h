@@ -89,15 +89,25 @@ public:
     const std::string &dir() const { return dir_; }
 
     // The kernel stored under `key`, or null if there is none. An entry that fails its checks is
-    // removed, and why is added to notes().
-    std::shared_ptr<CachedKernel> load(const std::string &key);
+    // removed, and why is added to notes(). Adds to `runtime_ms` (if given) the milliseconds the call
+    // spent on the shared runtime rather than the kernel: loading it, building it (runtime_compile_ms)
+    // or waiting for another thread that does.
+    std::shared_ptr<CachedKernel> load(const std::string &key, double *runtime_ms = nullptr);
 
     // Compiles `pipeline` (scheduled) ahead of time for the target into an entry under `key` and loads
     // it. The kernel's buffers: `args` (inputs and constants, in order), then the pipeline's outputs.
     // `meta` is stored beside it (compile_ms, schedule, ...) and returned by CachedKernel::meta().
-    // Throws an Error if the system cannot link it (no `cc`); Halide::Error if Halide fails.
+    // Throws an Error if the system cannot link it (no `cc`); Halide::Error if Halide fails. Loading it
+    // builds the shared runtime if the cache has none (the kernel's own compile needs none): the time
+    // that takes is added to `runtime_ms`, as load() does, and is not in the entry's compile_ms.
     std::shared_ptr<CachedKernel> store(const std::string &key, Halide::Pipeline pipeline,
-                                        const std::vector<Halide::Argument> &args, nlohmann::json meta);
+                                        const std::vector<Halide::Argument> &args, nlohmann::json meta,
+                                        double *runtime_ms = nullptr);
+
+    // Milliseconds this object spent building (compiling and linking) the shared Halide runtime into
+    // the cache: once per process and target, by the first load or store in a cache without it; 0
+    // when it was loaded from the cache, or this process had it already.
+    double runtime_compile_ms() const;
 
     // Keeps the cache within its bound after this object stored entries: removes the least recently
     // used ones until it holds at most its bound (those this process loaded or stored stay), and
@@ -123,6 +133,7 @@ private:
     std::vector<std::string> notes_;
     std::vector<std::string> used_;  // entry directories this process loaded or stored
     int stored_ = 0;                 // entries this object stored
+    double runtime_compile_ms_ = 0;  // runtime_compile_ms()
 };
 
 }  // namespace hfuse::exec

@@ -400,6 +400,26 @@ TEST(KernelCacheCli, CorruptRuntimeLibraryIsBuiltAgain) {
     EXPECT_FALSE(test::contains(again.out, "note")) << again.out;
 }
 
+TEST(KernelCacheCli, BuildingTheRuntimeIsTheRuntimesTimeNotAGroups) {
+    // In a new cache directory the first group stored builds the cache's shared Halide runtime (once
+    // per process, hence through the CLI): runtime_compile_ms, not the group's compile_ms.
+    const std::string dir = fresh_dir("runtime_time");
+    const std::string bench = "HFUSE_CACHE_DIR=" + dir + " " + HFUSE_CLI + " bench " + test::kCbrm + " --runs 1 --json";
+    test::CommandResult cold = test::run_command(bench);
+    ASSERT_EQ(cold.code, 0) << cold.out;
+    json j = json::parse(cold.out);
+    ASSERT_EQ(j.at("kernel_cache").at("stored").get<int>(), 1) << cold.out;
+    const double runtime_ms = j.at("runtime_compile_ms").get<double>();
+    EXPECT_GT(runtime_ms, 0) << cold.out;
+    EXPECT_LE(j.at("group_compile_max_ms").get<double>() + runtime_ms, j.at("compile_ms").get<double>()) << cold.out;
+    // The next process loads the runtime the first one left in the cache: nothing to build.
+    test::CommandResult warm = test::run_command(bench);
+    ASSERT_EQ(warm.code, 0) << warm.out;
+    j = json::parse(warm.out);
+    EXPECT_EQ(j.at("kernel_cache").at("hits").get<int>(), 1) << warm.out;
+    EXPECT_EQ(j.at("runtime_compile_ms").get<double>(), 0) << warm.out;  // loaded from the cache
+}
+
 TEST(KernelCacheCli, NoCacheNeitherLoadsNorStores) {
     const std::string dir = fresh_dir("nocache");
     const std::string model = std::string(HFUSE_SOURCE_DIR) + "/models/conv_bias_relu_maxpool.json";
