@@ -4,11 +4,11 @@
 #                PyTorch, timed interleaved in rounds (bench/dev_networks.py)
 #   kernels.md   the bundled convolution workloads: hfuse beside oneDNN, interleaved repetitions
 #                (build/bin/hfuse_bench, tabled by bench/plot.py)
-# and machine.txt (the CPU as lscpu names it, its widest vectors, the commit). Needs the peers and the
-# networks, neither of which the build or the tests need:
+# and machine.txt (the CPU as lscpu names it, its widest vectors, hfuse's version and the checkout).
+# Needs the peers and the networks, neither of which the build or the tests need:
 #   tools/install_deps.sh --peers && /usr/bin/python3 tools/make_dev_networks.py
 # Usage: bench/summary.sh [OUT_DIR (default: summary)] [--rounds N (default 3)] [--threads T (default 2)]
-# About 25 minutes on 2 cores; keep the machine otherwise idle.
+# About 15 minutes on 2 Zen 3 cores; keep the machine otherwise idle.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT=summary
@@ -32,7 +32,8 @@ mkdir -p "$OUT"
   echo "$(lscpu | sed -n 's/^Model name: *//p'), family $(lscpu | sed -n 's/^CPU family: *//p')" \
        "model $(lscpu | sed -n 's/^Model: *//p'), $(nproc) CPUs," \
        "$(grep -q avx512f /proc/cpuinfo && echo AVX-512 || echo 'AVX2, no AVX-512')"
-  echo "commit $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet || echo ' (modified)')"
+  "$HFUSE_BIN/hfuse" --version | sed -n 1p   # the binary's own version and source hash
+  echo "checkout $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet || echo ' (modified)')"
   echo "threads $THREADS"
 } > "$OUT/machine.txt"
 
