@@ -15,10 +15,11 @@
 // truncated or foreign entry is reported once as a note, removed and compiled again, never loaded.
 // Entries are evicted least recently used (meta.json's mtime, touched by every load) beyond a size
 // bound, measured after a process stored entries (only stores grow the cache: measuring walks every
-// entry, 1.4 s for 14,000 of them, which a process that only loads does not pay). The kernels share one Halide runtime,
-// compiled for the target once into the cache as a shared library of its own and loaded with its symbols global; hfuse
-// installs its allocator, error handler and parallel loop there. Every kernel takes a user context naming the parallel
-// runtime a call runs on (OpenMP or Halide's pool), so one entry serves either.
+// entry, 1.4 s for 14,000 of them, which a process that only loads does not pay). The kernels share
+// one Halide runtime, compiled for the target once into the cache as a shared library of its own and
+// loaded with its symbols global; hfuse installs its allocator, error handler and parallel loop there.
+// Every kernel takes a user context naming the parallel runtime a call runs on (OpenMP or Halide's
+// pool), so one entry serves either.
 #pragma once
 
 #include "hfuse/executor.h"
