@@ -5,6 +5,7 @@
 #include "compose/composer.h"
 #include "compose/position_view.h"
 #include "exec/group_lowering.h"
+#include "exec/value_layout.h"
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
 #include "hfuse/executor.h"
@@ -666,6 +667,49 @@ TEST(Composer, ChannelVectorConvReadingItsProducersBlocksTakesAFittingTile) {
         }
         expect_pipeline_matches_reference(g, plan);
         std::remove(path.c_str());
+    }
+}
+
+TEST(Composer, ChannelVectorConvReadingABlockedValueOthersReadTooTakesAFittingTile) {
+    // A bottleneck block's input `a` (a conv_cv group's output) read by the block's first 1x1 and by
+    // its residual Add: the plan stores it channel-blocked, as both can read it so. Under AVX2 the 1x1
+    // 256->256 at 7x7, whose planar defaults take 3 x 4 tiles (19 vectors: the blocks then read channel
+    // by channel), takes the defaults for its blocked input, a tile that fits the 16 registers. Then
+    // the plan against the reference; also on a 5x5 plane with 200 channels in the middle.
+    for (const int size : {7, 5}) {
+        const int mid = size == 7 ? 256 : 200;
+        const std::string text = R"({"format": "hfuse-model", "version": 1, "name": "bottleneck",
+      "inputs": [{"name": "x", "shape": [1, 64, )" +
+                                 std::to_string(size) + ", " + std::to_string(size) + R"(]}],
+      "weights": {"w0": {"shape": [256, 64, 1, 1], "uniform": [-0.2, 0.2], "seed": 1},
+                  "w1": {"shape": [)" +
+                                 std::to_string(mid) +
+                                 R"(, 256, 1, 1], "uniform": [-0.1, 0.1], "seed": 2},
+                  "w2": {"shape": [256, )" +
+                                 std::to_string(mid) +
+                                 R"(, 1, 1], "uniform": [-0.1, 0.1], "seed": 3}},
+      "nodes": [{"name": "c0", "op": "Conv", "inputs": ["x", "w0"], "attrs": {"kernel_shape": [1, 1]}},
+                {"name": "a", "op": "Relu", "inputs": ["c0"]},
+                {"name": "c1", "op": "Conv", "inputs": ["a", "w1"], "attrs": {"kernel_shape": [1, 1]}},
+                {"name": "b", "op": "Relu", "inputs": ["c1"]},
+                {"name": "c2", "op": "Conv", "inputs": ["b", "w2"], "attrs": {"kernel_shape": [1, 1]}},
+                {"name": "sum", "op": "Add", "inputs": ["c2", "a"]},
+                {"name": "out", "op": "Relu", "inputs": ["sum"]}],
+      "outputs": ["out"]})";
+        const std::string path = tmp_path("bottleneck_" + std::to_string(size) + ".json");
+        std::ofstream(path) << text;
+        const Graph g = load_model(path);
+        std::remove(path.c_str());
+        const FusedGraph plan = fused_plan(g);
+        ASSERT_EQ(plan.groups.size(), 3u);
+        const exec::ValueLayouts layouts = exec::choose_value_layouts(plan, kTarget);
+        EXPECT_EQ(exec::layout_of(layouts, "a").block, 8);
+        const nlohmann::json &p = plan.groups[1].schedule;
+        ASSERT_EQ(plan.groups[1].master, "c1");
+        ASSERT_EQ(p.value("template", ""), "conv_cv") << p.dump();
+        const int np = p["tile_positions"], nc = p["tile_c_vectors"];
+        EXPECT_LE(np * nc + np + nc, 16) << p.dump();
+        expect_pipeline_matches_reference(g, plan);
     }
 }
 
