@@ -290,13 +290,15 @@ FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target)
     }
     // Then a conv_cv group whose input the plan stores channel-blocked though other groups read it too
     // (exec::choose_value_layouts: every reader can read it so; a bottleneck block's output, read by
-    // the next block's first 1x1 and by that block's residual Add), where its defaults, chosen for a
+    // the next block's first 1x1 and by that block's residual Add), or computed at root (a network's
+    // last conv before its global pool, after a conv_cv), where its defaults, chosen for a
     // planar input, have a register tile that does not fit the registers: the template then reads the
     // blocks channel by channel (schedules::register_tile_fits). Its defaults for the blocked input
     // instead, kept where the input stays blocked under them. Zen 3, AVX2, 2 threads: three ResNeXt-50
     // layer4 blocks, the 1x1 2048->1024 at 7x7 after a block (3 x 4 tiles) 2.32-2.49 ms, with the
     // defaults for its blocked input (3 x 3) 1.74-1.80, the same conv reading the planar model input
-    // 1.95; in ResNeXt-50, layer4.1's 2.43 -> 1.82 ms. The same defaults for groups whose tiles fit
+    // 1.95; in ResNeXt-50, layer4.1's 2.43 -> 1.82 ms; MobileNet-V2 at batch 8, its 320->1280 at 7x7
+    // at root before the pool, 4.92-4.95 -> 2.86-3.19 ms. The same defaults for groups whose tiles fit
     // (they change only the input copy) moved ResNeXt-50's and RegNet-Y 800MF's 1x1s 0.97-1.02x.
     if (!filled.empty()) {
         std::map<size_t, std::pair<nlohmann::json, PlanFacts>> before;
@@ -315,9 +317,8 @@ FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target)
             const exec::ValueLayouts layouts = exec::choose_value_layouts(plan, target);
             for (size_t i : filled) {
                 const FusedGroup &grp = plan.groups[i];
-                if (grp.schedule.value("template", "") != "conv_cv" || grp.schedule.contains("compute") ||
-                    schedules::conv_cv_winograd(grp.schedule) || facts[i].input_read_blocked ||
-                    tile_fits(grp.schedule) || !input_stored_blocked(layouts, i))
+                if (grp.schedule.value("template", "") != "conv_cv" || schedules::conv_cv_winograd(grp.schedule) ||
+                    facts[i].input_read_blocked || tile_fits(grp.schedule) || !input_stored_blocked(layouts, i))
                     continue;
                 before[i] = {grp.schedule, facts[i]};
                 take_cv_defaults_with(i, &PlanFacts::input_read_blocked);

@@ -713,6 +713,35 @@ TEST(Composer, ChannelVectorConvReadingABlockedValueOthersReadTooTakesAFittingTi
     }
 }
 
+TEST(Composer, ChannelVectorConvAtRootReadingBlocksTakesAFittingTile) {
+    // A network's head: a 1x1 320->1280 at 7x7 + ReLU + global pool (the conv at root, the rest by the
+    // simple schedule) after a conv_cv group that stores its output channel-blocked for it. Under AVX2
+    // the conv takes a tile that fits the 16 registers (its planar defaults, 3 x 4, read the blocks
+    // channel by channel), and the plan matches the reference.
+    const std::string text = R"({"format": "hfuse-model", "version": 1, "name": "head",
+      "inputs": [{"name": "x", "shape": [1, 64, 7, 7]}],
+      "weights": {"w0": {"shape": [320, 64, 1, 1], "uniform": [-0.2, 0.2], "seed": 1},
+                  "w1": {"shape": [1280, 320, 1, 1], "uniform": [-0.1, 0.1], "seed": 2}},
+      "nodes": [{"name": "c0", "op": "Conv", "inputs": ["x", "w0"], "attrs": {"kernel_shape": [1, 1]}},
+                {"name": "c1", "op": "Conv", "inputs": ["c0", "w1"], "attrs": {"kernel_shape": [1, 1]}},
+                {"name": "r1", "op": "Relu", "inputs": ["c1"]},
+                {"name": "gap", "op": "GlobalAveragePool", "inputs": ["r1"]}],
+      "outputs": ["gap"]})";
+    const std::string path = tmp_path("head.json");
+    std::ofstream(path) << text;
+    const Graph g = load_model(path);
+    std::remove(path.c_str());
+    const FusedGraph plan = fused_plan(g);
+    ASSERT_EQ(plan.groups.size(), 2u);
+    EXPECT_EQ(exec::layout_of(exec::choose_value_layouts(plan, kTarget), "c0").block, 8);
+    const nlohmann::json &p = plan.groups[1].schedule;
+    ASSERT_EQ(p.value("template", ""), "conv_cv") << p.dump();
+    EXPECT_EQ(p.value("compute", ""), "root") << p.dump();
+    const int np = p["tile_positions"], nc = p["tile_c_vectors"];
+    EXPECT_LE(np * nc + np + nc, 16) << p.dump();
+    expect_pipeline_matches_reference(g, plan);
+}
+
 TEST(Composer, PointwiseConvTakesChannelVectorsWhereItsReaderWouldCopyItBlocked) {
     // A 1x1 (conv_xv or conv_flat by its shapes) whose only reader, a padded 3x3 by conv_cv, would copy
     // its output channel-blocked: conv_cv, storing its tiles blocked, and the copy goes. With a second
