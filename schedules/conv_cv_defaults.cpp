@@ -490,6 +490,24 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits 
         rows = chosen.rows;
         channel_block = chosen.channel_block;
     }
+    // A task running every channel tile over a row or two (the weights the smaller operand, above)
+    // with 16 registers, a 1x1 reading its input channel-blocked: 2 x 4 tiles where 3 x 3 tiles would
+    // compute 5% more positions than they (a row of 14: 15). The two pay 6 loads for 8 and for 9
+    // FMAs, which the cost model prices apart (kLoadCost) but which ran alike where they compute alike
+    // (Zen 3, AVX2, 2 threads, 1x1 576->576 at 14x14). Zen 3, AVX2, 2 threads: alone, 672->112 and
+    // 480->112 at 14x14 (a row a task) 0.29-0.34 -> 0.25-0.27 ms and 0.21-0.24 -> 0.20; in the
+    // networks (bench --against --profile, 2 rounds), MobileNet-V2's three 576->96 at 14x14 1.17-1.21x,
+    // at batch 8 1.00-1.18x, MobileNet-V3's 480->112 and 672->112 1.08-1.10x. Where the positions
+    // tile alike the two went either way: over two rows of 28 (57 positions against 56) RegNet-Y
+    // 800MF's 144->320 1.11-1.16x, ResNeXt-50's and Wide ResNet-50's 1x1s 1.00-1.04x, RegNet-Y 3.2GF's
+    // 216->576 0.97-0.99x; Inception-V3's 768->128 at 17x17 over 3 rows (51 against 52) 0.90-0.97x.
+    if (!grouped && !winograd && input_order && blocked_read && tt.vector_registers < 32 && channel_block == cout &&
+        ct.positions == 3 && ct.vectors == 3) {
+        const ChannelTile two = fitting_tile(4, tt.vector_registers);
+        const int64_t positions = rows * s.tile_output[3];
+        auto computed = [&](const ChannelTile &t) { return ceil_div(positions, t.positions) * t.positions; };
+        if (computed(ct) >= 1.05 * static_cast<double>(computed(two))) ct = two;
+    }
     nlohmann::json p = {{"template", "conv_cv"},
                         {"vector_width", vw},
                         {"tile_positions", std::min<int64_t>(ct.positions, rows * s.tile_output[3])},  // 2 positions: 2

@@ -742,6 +742,44 @@ TEST(Composer, ChannelVectorConvAtRootReadingBlocksTakesAFittingTile) {
     expect_pipeline_matches_reference(g, plan);
 }
 
+TEST(Composer, ChannelVectorConvOverARowOf14TakesTwoPositionTiles) {
+    // MobileNet-V2's project conv, 576->96 at 14x14, reading the expand conv's channel-blocked output:
+    // the weights are the smaller operand, so a task is a row of 14 positions x all 96 channels. Under
+    // AVX2, 3 x 3 tiles would compute 15 positions of the 14: 2 x 4 tiles. At 17x17 over rows where
+    // 3-position tiles compute no more than 2-position ones, 3 x 3 stays. Both against the reference.
+    for (const int size : {14, 17}) {
+        const std::string text = R"({"format": "hfuse-model", "version": 1, "name": "proj",
+      "inputs": [{"name": "x", "shape": [1, 96, )" +
+                                 std::to_string(size) + ", " + std::to_string(size) + R"(]}],
+      "weights": {"w0": {"shape": [576, 96, 1, 1], "uniform": [-0.2, 0.2], "seed": 1},
+                  "w1": {"shape": [96, 576, 1, 1], "uniform": [-0.1, 0.1], "seed": 2}},
+      "nodes": [{"name": "c0", "op": "Conv", "inputs": ["x", "w0"], "attrs": {"kernel_shape": [1, 1]}},
+                {"name": "a", "op": "Relu", "inputs": ["c0"]},
+                {"name": "c1", "op": "Conv", "inputs": ["a", "w1"], "attrs": {"kernel_shape": [1, 1]}},
+                {"name": "out", "op": "Relu", "inputs": ["c1"]}],
+      "outputs": ["out"]})";
+        const std::string path = tmp_path("proj_" + std::to_string(size) + ".json");
+        std::ofstream(path) << text;
+        const Graph g = load_model(path);
+        std::remove(path.c_str());
+        const FusedGraph plan = fused_plan(g);
+        ASSERT_EQ(plan.groups.size(), 2u);
+        const nlohmann::json &p = plan.groups[1].schedule;
+        ASSERT_EQ(p.value("template", ""), "conv_cv") << p.dump();
+        ASSERT_EQ(p.value("channel_block", 0), 96) << p.dump();
+        const int np = p["tile_positions"], nc = p["tile_c_vectors"];
+        const int64_t positions = int64_t{p["block_rows"].get<int>()} * size;
+        if (size == 14) {
+            EXPECT_EQ(np, 2) << p.dump();
+            EXPECT_EQ(nc, 4) << p.dump();
+        } else if ((positions + 2) / 3 * 3 < 1.05 * ((positions + 1) / 2 * 2)) {
+            EXPECT_EQ(np, 3) << p.dump();
+            EXPECT_EQ(nc, 3) << p.dump();
+        }
+        expect_pipeline_matches_reference(g, plan);
+    }
+}
+
 TEST(Composer, PointwiseConvTakesChannelVectorsWhereItsReaderWouldCopyItBlocked) {
     // A 1x1 (conv_xv or conv_flat by its shapes) whose only reader, a padded 3x3 by conv_cv, would copy
     // its output channel-blocked: conv_cv, storing its tiles blocked, and the copy goes. With a second
