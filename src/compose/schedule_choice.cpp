@@ -290,8 +290,8 @@ FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target)
     }
     // Then a conv_cv group whose input the plan stores channel-blocked though other groups read it too
     // (exec::choose_value_layouts: every reader can read it so; a bottleneck block's output, read by
-    // the next block's first 1x1 and by that block's residual Add), or computed at root (a network's
-    // last conv before its global pool, after a conv_cv), where its defaults, chosen for a
+    // the next block's first 1x1 and by that block's residual Add), or whose conv runs at root (a
+    // network's last conv before its global pool, after a conv_cv), where its defaults, chosen for a
     // planar input, have a register tile that does not fit the registers: the template then reads the
     // blocks channel by channel (schedules::register_tile_fits). Its defaults for the blocked input
     // instead, kept where the input stays blocked under them. Zen 3, AVX2, 2 threads: three ResNeXt-50
