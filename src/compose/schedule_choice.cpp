@@ -314,13 +314,19 @@ FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target)
             return master && !master->inputs.empty() && exec::layout_of(layouts, master->inputs[0]).block > 0;
         };
         try {
-            const exec::ValueLayouts layouts = exec::choose_value_layouts(plan, target);
+            // The layouts only where a group could take the defaults (none under AVX-512: its tiles fit).
+            std::vector<size_t> candidates;
             for (size_t i : filled) {
-                const FusedGroup &grp = plan.groups[i];
-                if (grp.schedule.value("template", "") != "conv_cv" || schedules::conv_cv_winograd(grp.schedule) ||
-                    facts[i].input_read_blocked || tile_fits(grp.schedule) || !input_stored_blocked(layouts, i))
-                    continue;
-                before[i] = {grp.schedule, facts[i]};
+                const nlohmann::json &p = plan.groups[i].schedule;
+                if (p.value("template", "") == "conv_cv" && !schedules::conv_cv_winograd(p) &&
+                    !facts[i].input_read_blocked && !tile_fits(p))
+                    candidates.push_back(i);
+            }
+            const exec::ValueLayouts layouts =
+                candidates.empty() ? exec::ValueLayouts{} : exec::choose_value_layouts(plan, target);
+            for (size_t i : candidates) {
+                if (!input_stored_blocked(layouts, i)) continue;
+                before[i] = {plan.groups[i].schedule, facts[i]};
                 take_cv_defaults_with(i, &PlanFacts::input_read_blocked);
             }
             if (!before.empty()) {
