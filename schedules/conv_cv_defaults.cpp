@@ -490,6 +490,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits 
         rows = chosen.rows;
         channel_block = chosen.channel_block;
     }
+    const int64_t block_positions = rows * s.tile_output[3];
     // A task running every channel tile over a row or two (the weights the smaller operand, above)
     // with 16 registers, a 1x1 reading its input channel-blocked: 2 x 4 tiles where 3 x 3 tiles would
     // compute 5% more positions than they (a row of 14: 15). The two pay 6 loads for 8 and for 9
@@ -504,13 +505,12 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits 
     if (!grouped && !winograd && input_order && blocked_read && tt.vector_registers < 32 && channel_block == cout &&
         ct.positions == 3 && ct.vectors == 3) {
         const ChannelTile two = fitting_tile(4, tt.vector_registers);
-        const int64_t positions = rows * s.tile_output[3];
-        auto computed = [&](const ChannelTile &t) { return ceil_div(positions, t.positions) * t.positions; };
+        auto computed = [&](const ChannelTile &t) { return ceil_div(block_positions, t.positions) * t.positions; };
         if (computed(ct) >= 1.05 * static_cast<double>(computed(two))) ct = two;
     }
     nlohmann::json p = {{"template", "conv_cv"},
                         {"vector_width", vw},
-                        {"tile_positions", std::min<int64_t>(ct.positions, rows * s.tile_output[3])},  // 2 positions: 2
+                        {"tile_positions", std::min<int64_t>(ct.positions, block_positions)},  // 2 positions: 2
                         {"tile_c_vectors", ct.vectors},
                         {"block_rows", rows},
                         {"channel_block", channel_block},

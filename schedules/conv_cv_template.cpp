@@ -183,8 +183,7 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
         u.split(r[0], rco, rci, ci_block);
         rc = rci;
     }
-    const int registers_per_vector = std::max(1, vw / tt.vector_width);
-    const bool tile_fits = register_tile_fits({np, nc}, tt.vector_registers / registers_per_vector);
+    const bool tile_fits = register_tile_fits({np, nc}, vw, tt);
     // The blocks read: the copy's, or those another group stored the input in (read in place, or
     // copied block for block), by whole stored blocks: ResNeXt-50's layer3 1x1s after its grouped
     // 3x3s (conv_cv, their output stored blocked), AVX-512, 2 threads, in the network, 4 rounds:

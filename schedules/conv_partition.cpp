@@ -29,6 +29,10 @@ bool register_tile_fits(const ChannelTile &tile, int registers) {
     return tile.positions * tile.vectors + tile.positions + tile.vectors <= registers;
 }
 
+bool register_tile_fits(const ChannelTile &tile, int vector_width, const TargetTraits &tt) {
+    return register_tile_fits(tile, tt.vector_registers / std::max(1, vector_width / tt.vector_width));
+}
+
 ChannelTile fitting_tile(int vectors, int registers) {
     int positions = 16;
     while (positions > 1 && !register_tile_fits({positions, vectors}, registers)) positions--;

@@ -38,6 +38,9 @@ struct CvPartition {
 // constant; otherwise channel by channel, each broadcast's block and lane computed again
 // (conv_cv_template.cpp: unrolled, such a tile spilled).
 bool register_tile_fits(const ChannelTile &tile, int registers);
+// The same for vectors of `vector_width` lanes on `tt`'s registers (a vector wider than the target's
+// takes several): the check conv_cv's template makes, and the plan's defaults predict.
+bool register_tile_fits(const ChannelTile &tile, int vector_width, const TargetTraits &tt);
 
 // The tile of `vectors` channel vectors with the most positions (at most 16) that fits `registers`.
 ChannelTile fitting_tile(int vectors, int registers);

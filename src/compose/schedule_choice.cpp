@@ -304,9 +304,8 @@ FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target)
         std::map<size_t, std::pair<nlohmann::json, PlanFacts>> before;
         const schedules::TargetTraits tt = schedules::target_traits(target);
         const auto tile_fits = [&](const nlohmann::json &p) {
-            const int per_vector = std::max(1, p.value("vector_width", tt.vector_width) / tt.vector_width);
             return schedules::register_tile_fits({p.value("tile_positions", 1), p.value("tile_c_vectors", 1)},
-                                                 tt.vector_registers / per_vector);
+                                                 p.value("vector_width", tt.vector_width), tt);
         };
         const auto input_stored_blocked = [&](const exec::ValueLayouts &layouts, size_t i) {
             const FusedGroup &grp = plan.groups[i];
