@@ -37,6 +37,12 @@ struct PlanFacts {
     bool input_just_made = false;
 };
 
+// The value `grp`'s master reads first (a conv's input), or null when the master has no inputs.
+const std::string *master_input(const Graph &g, const FusedGroup &grp) {
+    const Node *master = g.find_node(grp.master);
+    return master && !master->inputs.empty() ? &master->inputs[0] : nullptr;
+}
+
 nlohmann::json defaults_for_shapes(const Graph &g, const FusedGroup &grp, const Halide::Target &target,
                                    const PlanFacts &facts = {}) {
     compose::GroupFacts a = compose::analyse_group(g, grp);
@@ -124,9 +130,9 @@ nlohmann::json defaults_with_readers(const Graph &g, const FusedGroup &grp, cons
 // per broadcast; DenseNet-121's BN + ReLU + 1x1s, 64-256 -> 128 at 56x56, ran 20-40% slower).
 bool output_read_blocked(const FusedGraph &plan, const FusedGroup &producer, const Halide::Target &target) {
     const Graph &g = plan.graph;
-    const Node *master = g.find_node(producer.master);
-    if (!master || master->inputs.empty()) return false;
-    if (const Node *in = g.producer(master->inputs[0]);
+    const std::string *input = master_input(g, producer);
+    if (!input) return false;
+    if (const Node *in = g.producer(*input);
         in && std::find(producer.nodes.begin(), producer.nodes.end(), in->name) != producer.nodes.end())
         return false;
     const std::set<std::string> out = handed_out_values(plan, producer);
@@ -180,9 +186,9 @@ bool readers_split_rows(const FusedGraph &plan, const FusedGroup &producer) {
 // hands out rows), hands out that value alone, and `grp` is its only reader.
 bool input_stored_blocked_for(const FusedGraph &plan, const FusedGroup &grp) {
     const Graph &g = plan.graph;
-    const Node *master = g.find_node(grp.master);
-    if (!master || master->inputs.empty()) return false;
-    const std::string &v = master->inputs[0];
+    const std::string *input = master_input(g, grp);
+    if (!input) return false;
+    const std::string &v = *input;
     const Node *in = g.producer(v);
     if (!in || std::find(grp.nodes.begin(), grp.nodes.end(), in->name) != grp.nodes.end()) return false;
     for (const FusedGroup &producer : plan.groups) {
@@ -217,9 +223,9 @@ bool input_just_made(const FusedGraph &plan, size_t i, const exec::ValueLayouts 
         p.value("input_block", 0) == 0)
         return false;
     const Graph &g = plan.graph;
-    const Node *master = g.find_node(grp.master);
-    if (!master || master->inputs.empty()) return false;
-    const std::string &v = master->inputs[0];
+    const std::string *input = master_input(g, grp);
+    if (!input) return false;
+    const std::string &v = *input;
     const Node *in = g.producer(v);
     if (!in || in->op == "Concat" || !exec::layout_of(layouts, v).planar()) return false;
     const std::vector<std::string> &before = plan.groups[i - 1].nodes;
@@ -308,9 +314,8 @@ FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target)
                                                  p.value("vector_width", tt.vector_width), tt);
         };
         const auto input_stored_blocked = [&](const exec::ValueLayouts &layouts, size_t i) {
-            const FusedGroup &grp = plan.groups[i];
-            const Node *master = plan.graph.find_node(grp.master);
-            return master && !master->inputs.empty() && exec::layout_of(layouts, master->inputs[0]).block > 0;
+            const std::string *input = master_input(plan.graph, plan.groups[i]);
+            return input && exec::layout_of(layouts, *input).block > 0;
         };
         try {
             // The layouts only where a group could take the defaults (none under AVX-512: its tiles fit).
