@@ -73,17 +73,25 @@ void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, con
     conv.update().reorder(v.x, v.y, r[0], r[1], r[2]).vectorize(v.x).unroll(v.y).unroll(r[1]).unroll(r[2]);
     if (padded.defined()) {
         // A channel's padded plane fits in L1: build it per channel rather than in one pass at root
-        // (from the producer's strip, its epilogue inlined, where there is one), in vectors (scalar,
-        // it cost more than the conv where the epilogue has a Sigmoid: SiLU), its rows starting on
-        // whole vectors: without that, a strided conv's loads from the plane met a Halide 14 bug
-        // (stride-2 loads given alignments they do not have: an aligned vmovaps 8 bytes off, a
-        // crash; Composer.StridedDepthwiseConvTilesMatchTheReference), which had kept strided planes
-        // at root, 2x slower (3x3 stride 2, 144 channels at 56x56, one thread: 0.21 -> 0.105 ms;
-        // ONNX Runtime 0.088 ms in the same run).
-        Func plane = padded.in(conv);
-        plane.compute_at(tile, ci)
-            .align_storage(plane.args()[0], vw)
-            .vectorize(plane.args()[0], vw, Halide::TailStrategy::GuardWithIf);
+        // (from the producer's strip, its epilogue inlined, where there is one), in whole vectors.
+        // Where the rows are padded it is lowered filled (ConvLowering::padding_fill_lanes: the pad
+        // value, then the input's rows over it, a row's last vector shifted inwards; the copy's
+        // overlapping vectors write equal values, hence allow_race_conditions). As one select per
+        // element, every vector of a 14-wide row straddled its edge and read through a gather; with
+        // a guarded tail instead, the tails' masked stores (vmaskmovps, microcoded on Zen) cost as
+        // much: 512 channels at 14x14, Zen 3, 2 threads, 52-59 us either way, 31-35 filled (oneDNN
+        // 33-39 us in the same runs). Not scalar: with a Sigmoid in the producer's epilogue (SiLU) a
+        // scalar plane cost more than the conv. Its rows start on whole vectors: without that, a
+        // strided conv's loads from the plane met a Halide 14 bug (stride-2 loads given alignments
+        // they do not have: an aligned vmovaps 8 bytes off, a crash;
+        // Composer.StridedDepthwiseConvTilesMatchTheReference). Padded only in y, it is a select
+        // per row (the same for every lane), its rows' last vectors shifted inwards.
+        const bool filled = padded.has_update_definition();
+        Func plane = filled ? padded : padded.in(conv);
+        const Var x = plane.args()[0];
+        plane.compute_at(tile, ci).align_storage(x, vw).vectorize(
+            x, vw, filled ? Halide::TailStrategy::RoundUp : Halide::TailStrategy::ShiftInwards);
+        if (filled) plane.update().allow_race_conditions().vectorize(plane.rvars(0)[0]);
         if (has_producer) schedule_dw_producer(producer, tile, task, s, p, producer_vw, cb);
     }
 }

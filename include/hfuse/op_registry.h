@@ -78,6 +78,13 @@ struct ConvLowering {
     // its positions' addresses are the tile's plus constants; the columns past the row are computed
     // from a zero-extended input and dropped.
     bool rows_padded = false;
+    // Direct (conv_dw), > 0: the padded input built as the pad value everywhere, then the input's
+    // rows written over it in whole vectors of this many lanes, a row's last vector shifted inwards
+    // (overlapping the one before it), rather than as one select per element: no vector of the
+    // padded plane straddles the input's edge (where a select reads its lanes through a gather of
+    // clamped positions) or ends in a masked store. Lowered::parts["padded_input"] then has an update
+    // definition, whose lanes are its first RVar, and the template must place it (it cannot be inlined).
+    int padding_fill_lanes = 0;
 };
 
 // How a Gemm packs a constant B stored [N, K] (transB=1) for the template that will place it

@@ -286,8 +286,12 @@ OpLowerings op_lowerings(const Graph &g, const FusedGroup &grp, const Halide::Ta
     ConvLowering l;
     try {
         if (tmpl == "conv_dw") {
-            // Its pointwise producer, computed per task, runs flat (as conv_flat): rows of any width
-            // tile by whole vectors, and the depthwise conv's padded planes read it densely.
+            // Its padded planes filled (the pad value, then the input's rows over it, in whole vectors);
+            // its pointwise producer, computed per task, runs flat (as conv_flat): rows of any width
+            // tile by whole vectors, and the planes read it densely.
+            ConvLowering dw;
+            dw.padding_fill_lanes = schedules::vector_width_param(params, target, true);
+            forms.conv[grp.master] = dw;
             const GroupFacts a = analyse_group(g, grp);
             if (a.family != Family::Conv || !a.producer) return forms;
             l.form = ConvLowering::Form::Flat;

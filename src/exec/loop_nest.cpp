@@ -33,6 +33,23 @@ protected:
     void visit(const Variable *op) override { names.push_back(op->name); }
 };
 
+// How a vector statement reads memory: through a gather (a vector load whose lanes' addresses are no
+// ramp), or masked (a predicated load, a guarded tail's).
+class VectorLoads : public IRVisitor {
+public:
+    bool gathered = false, masked = false;
+
+protected:
+    using IRVisitor::visit;
+    void visit(const Load *op) override {
+        if (op->type.lanes() > 1) {
+            if (!op->index.as<Ramp>() && !op->index.as<Broadcast>()) gathered = true;
+            if (!is_const_one(op->predicate)) masked = true;
+        }
+        IRVisitor::visit(op);
+    }
+};
+
 class Printer : public IRVisitor {
 public:
     // `functions`: the module's lowered functions, where Halide put the bodies of parallel loops
@@ -101,9 +118,21 @@ protected:
         depth_--;
     }
 
+    // A vector store says what costs more than a dense access: a masked store (a guarded tail's:
+    // vmaskmovps, microcoded on AMD before Zen 4), masked loads, loads through a gather.
     void visit(const Store *op) override {
         const int lanes = op->value.type().lanes();
-        line("store " + buffer_name(op->name) + (lanes > 1 ? " (vectors of " + std::to_string(lanes) + ")" : ""));
+        std::string how;
+        if (lanes > 1) {
+            VectorLoads loads;
+            op->value.accept(&loads);
+            how = " (vectors of " + std::to_string(lanes);
+            if (!is_const_one(op->predicate)) how += ", masked";
+            if (loads.masked) how += ", masked loads";
+            if (loads.gathered) how += ", gathered loads";
+            how += ")";
+        }
+        line("store " + buffer_name(op->name) + how);
     }
 
     void visit(const IfThenElse *op) override {

@@ -173,6 +173,34 @@ Func pad_spatial(const Func &x, const Shape &x_shape, const WindowGeometry &g, c
     return any ? constant_exterior_by_dim(x, value, bounds) : x;
 }
 
+// pad_spatial as the pad value everywhere, then the input's rows written over it in whole vectors of
+// `lanes` (ConvLowering::padding_fill_lanes), a row's last vector shifted inwards: an update over the
+// innermost dim, its first RVar the lanes, the other dims pure and tested as pad_spatial tests them
+// (one test a row, the same for every lane). Only where the rows read outside the input.
+Func pad_spatial_filled(const Func &x, const Shape &x_shape, const WindowGeometry &g, const Expr &value, int lanes,
+                        const std::string &name) {
+    const int rank = static_cast<int>(x_shape.size()), spatial = g.spatial_rank();
+    if (!g.reads_outside(spatial - 1)) return pad_spatial(x, x_shape, g, value);
+    Halide::Region bounds(rank);  // the outer spatial dims' tests, as pad_spatial's
+    bool outer = false;
+    for (int i = 0; i + 1 < spatial; i++) {
+        if (!g.reads_outside(i)) continue;
+        bounds[halide_arg(2 + i, rank)] = Halide::Range(0, to_int(x_shape[2 + i], "input 0 (X)"));
+        outer = true;
+    }
+    const Func rows = outer ? constant_exterior_by_dim(x, value, bounds) : x;
+    const int width = to_int(x_shape[rank - 1], "input 0 (X)");
+    lanes = std::min(lanes, width);
+    RDom r({{0, lanes}, {0, (width + lanes - 1) / lanes}}, name + "_x");  // (lane, vector)
+    const std::vector<Var> args = x.args();
+    std::vector<Expr> at(args.begin(), args.end());
+    at[0] = Halide::min(r[1] * lanes, width - lanes) + r[0];
+    Func padded(name);
+    padded(args) = value;
+    padded(at) = rows(at);
+    return padded;
+}
+
 RDom window_rdom(const WindowGeometry &g, Halide::Region leading, const std::string &name) {
     const int spatial = g.spatial_rank();
     for (int j = 0; j < spatial; j++) leading.emplace_back(0, to_int(g.kernel[spatial - 1 - j], "kernel_shape"));
@@ -657,7 +685,10 @@ Lowered lower_conv(const LowerContext &ctx) {
     const int c_in_per_group = static_cast<int>(c.c_in / c.group);
     const int c_out_per_group = static_cast<int>(c.c_out / c.group);
 
-    Func x = pad_spatial(ctx.inputs[0], ctx.input_types[0]->shape, c.g, 0.0f);
+    const Shape &xs = ctx.input_types[0]->shape;
+    const int fill = ctx.conv_lowering.padding_fill_lanes;
+    Func x = fill > 0 ? pad_spatial_filled(ctx.inputs[0], xs, c.g, 0.0f, fill, func_name(ctx, "padded"))
+                      : pad_spatial(ctx.inputs[0], xs, c.g, 0.0f);
     const Func &w = ctx.inputs[1];
     // r[0] is the input channel within the group, listed first so that a schedule can keep the
     // channel loop innermost; r[1...] are the kernel offsets, innermost spatial dim first.

@@ -9,6 +9,7 @@
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
 #include "hfuse/executor.h"
+#include "hfuse/loop_nest.h"
 #include "hfuse/model_io.h"
 #include "hfuse/model_pipeline.h"
 #include "hfuse/passes.h"
@@ -2179,6 +2180,41 @@ TEST(Composer, TallDepthwiseKernelsTakeTwoRowsOfWideVectors) {
         const int64_t out_w = (w - 1) / stride + 1;
         plan.groups[0].schedule = {
             {"template", "conv_dw"}, {"vector_width", out_w >= 16 ? 16 : 8}, {"tile_y", 2}, {"channel_block", 8}};
+        expect_matches_reference(plan);
+    }
+}
+
+TEST(Composer, DepthwisePlanesAreBuiltInDenseVectors) {
+    // conv_dw's padded plane per channel: the pad value, then the input's rows over it in whole
+    // vectors (the last shifted inwards). No store of the group is masked (a guarded tail: vmaskmovps,
+    // microcoded on Zen 3) or reads through a gather (a select per element whose vector straddles the
+    // input's edge: every vector of a 14-wide row did). Rows of 14, 7 (4 lanes), 13 (5x5), stride 2,
+    // and a plane built from the pointwise producer's strip; each against the reference.
+    std::vector<std::pair<std::string, FusedGraph>> plans;
+    for (const auto &[c, hw, k, stride] :
+         {std::tuple{16, 14, 3, 1}, std::tuple{12, 7, 3, 1}, std::tuple{8, 13, 5, 1}, std::tuple{8, 28, 3, 2}}) {
+        plans.emplace_back(std::to_string(c) + " channels at " + std::to_string(hw) + "x" + std::to_string(hw) + ", " +
+                               std::to_string(k) + "x" + std::to_string(k) + " stride " + std::to_string(stride),
+                           fused_plan(conv_model(c, hw, hw, c, k, stride, k / 2, c)));
+    }
+    plans.emplace_back("expand 8->24 + depthwise at 14x14", fused_plan(pointwise_depthwise_model(1, 8, 24, 14, 14)));
+    for (const auto &[name, plan] : plans) {
+        SCOPED_TRACE(name);
+        ASSERT_EQ(plan.groups[0].schedule.value("template", ""), "conv_dw") << plan.groups[0].schedule.dump();
+        exec::LoweredGroup lowered = composed_first_group(plan, kTarget);
+        const std::string nest =
+            loop_nest(Halide::Pipeline(lowered.output_funcs),
+                      std::vector<Halide::Argument>(lowered.params.begin(), lowered.params.end()), kTarget);
+        // Every store of the group (the plane's, the conv's and the producer's strip): whole vectors.
+        std::istringstream lines(nest);
+        int vector_stores = 0;
+        for (std::string line; std::getline(lines, line);) {
+            if (line.find("store ") == std::string::npos) continue;
+            vector_stores += line.find("(vectors of") != std::string::npos;
+            EXPECT_EQ(line.find("masked"), std::string::npos) << nest;
+            EXPECT_EQ(line.find("gathered"), std::string::npos) << nest;
+        }
+        EXPECT_GE(vector_stores, 3) << nest;  // the plane's two stages and the conv, at least
         expect_matches_reference(plan);
     }
 }
