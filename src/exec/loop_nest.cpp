@@ -118,8 +118,8 @@ protected:
         depth_--;
     }
 
-    // A vector store says what costs more than a dense access: a masked store (a guarded tail's:
-    // vmaskmovps, microcoded on AMD before Zen 4), masked loads, loads through a gather.
+    // A vector store says what costs more than a dense access: a masked store (a guarded tail's; on
+    // AVX2 a vmaskmovps, microcoded on Zen 3), masked loads, loads through a gather.
     void visit(const Store *op) override {
         const int lanes = op->value.type().lanes();
         std::string how;
