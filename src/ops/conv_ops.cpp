@@ -161,17 +161,29 @@ WindowGeometry resolve_window(const Attributes &attrs, const Shape &input, const
     return g;
 }
 
-Func pad_spatial(const Func &x, const Shape &x_shape, const WindowGeometry &g, const Expr &value) {
+namespace {
+
+// pad_spatial's boundary: `x` reading `value` outside the input along the first `dims` spatial dims
+// (outermost first) where the windows read outside it; `x` itself where they read outside none.
+Func pad_outer_spatial(const Func &x, const Shape &x_shape, const WindowGeometry &g, const Expr &value, int dims) {
     const int rank = static_cast<int>(x_shape.size());
     Halide::Region bounds(rank);  // an undefined Range leaves that dim unbounded
     bool any = false;
-    for (int i = 0; i < g.spatial_rank(); i++) {
+    for (int i = 0; i < dims; i++) {
         if (!g.reads_outside(i)) continue;
         bounds[halide_arg(2 + i, rank)] = Halide::Range(0, to_int(x_shape[2 + i], "input 0 (X)"));
         any = true;
     }
     return any ? constant_exterior_by_dim(x, value, bounds) : x;
 }
+
+}  // namespace
+
+Func pad_spatial(const Func &x, const Shape &x_shape, const WindowGeometry &g, const Expr &value) {
+    return pad_outer_spatial(x, x_shape, g, value, g.spatial_rank());
+}
+
+namespace {
 
 // pad_spatial as the pad value everywhere, then the input's rows written over it in whole vectors of
 // `lanes` (ConvLowering::padding_fill_lanes), a row's last vector shifted inwards: an update over the
@@ -181,14 +193,7 @@ Func pad_spatial_filled(const Func &x, const Shape &x_shape, const WindowGeometr
                         const std::string &name) {
     const int rank = static_cast<int>(x_shape.size()), spatial = g.spatial_rank();
     if (!g.reads_outside(spatial - 1)) return pad_spatial(x, x_shape, g, value);
-    Halide::Region bounds(rank);  // the outer spatial dims' tests, as pad_spatial's
-    bool outer = false;
-    for (int i = 0; i + 1 < spatial; i++) {
-        if (!g.reads_outside(i)) continue;
-        bounds[halide_arg(2 + i, rank)] = Halide::Range(0, to_int(x_shape[2 + i], "input 0 (X)"));
-        outer = true;
-    }
-    const Func rows = outer ? constant_exterior_by_dim(x, value, bounds) : x;
+    const Func rows = pad_outer_spatial(x, x_shape, g, value, spatial - 1);
     const int width = to_int(x_shape[rank - 1], "input 0 (X)");
     lanes = std::min(lanes, width);
     RDom r({{0, lanes}, {0, (width + lanes - 1) / lanes}}, name + "_x");  // (lane, vector)
@@ -200,6 +205,8 @@ Func pad_spatial_filled(const Func &x, const Shape &x_shape, const WindowGeometr
     padded(at) = rows(at);
     return padded;
 }
+
+}  // namespace
 
 RDom window_rdom(const WindowGeometry &g, Halide::Region leading, const std::string &name) {
     const int spatial = g.spatial_rank();
