@@ -88,21 +88,22 @@ nlohmann::json defaults_with_readers(const Graph &g, const FusedGroup &grp, cons
     if (p.value("template", "") == "conv_flat" && !p.contains("compute") && master &&
         planner::is_pointwise_conv(g, *master) && g.type_of(master->outputs[0]).shape[2] > 1 &&
         compose::position_view_blocker(g, grp).empty()) {
-        // Only where an image's input fits a core's L2 (512 KB; 1 MB on AVX-512 targets, whose cores
-        // have 1-2 MB): with more, the view ran no faster than conv_flat (MobileNet-V2's project conv,
-        // 144->24 at 56x56, Zen 5, 2 threads, its block: 0.20-0.21 ms either way, batch 8 likewise;
-        // its producer's row bands, which a view's dense planes cannot read, are then worth more:
-        // Sapphire Rapids, 0.92x). Within it, the channel tiles inside the row's tiles too (AVX2 above
-        // 256 KB): 1x1 128->256 at 28x28, Zen 3, one thread, the view 0.550 ms, conv_flat 0.579 (the
-        // view with the channel tiles outside 0.624). Sapphire Rapids, AVX-512, 2 threads, in the
-        // networks (bench --against --profile, 2-4 rounds, the changed groups summed): RegNet-Y
-        // 3.2GF's 1x1 216->216 at 28x28 (677 KB) 1.14-1.31x, SqueezeNet's squeezes 1.09x, GoogLeNet's
-        // 192->64 at 28x28 1.10x.
+        // On AVX-512 targets only where an image's input fits a core's L2 (1 MB): with more, the view
+        // ran no faster than conv_flat (MobileNet-V2's project conv, 144->24 at 56x56, Zen 5, 2
+        // threads, its block: 0.20-0.21 ms either way, batch 8 likewise; its producer's row bands,
+        // which a view's dense planes cannot read, are then worth more: Sapphire Rapids, 0.92x).
+        // Sapphire Rapids, 2 threads, in the networks (bench --against --profile, 2-4 rounds, the
+        // changed groups summed): RegNet-Y 3.2GF's 1x1 216->216 at 28x28 (677 KB) 1.14-1.31x,
+        // SqueezeNet's squeezes 1.09x, GoogLeNet's 192->64 at 28x28 1.10x. On AVX2 targets at any
+        // size: past 256 KB the view's channel tiles go inside its row tiles (conv_xv_one_row_defaults),
+        // so the image streams through once, and the view beat conv_flat on every group measured
+        // (Zen 3, 2 threads, in the networks: RegNet-Y 3.2GF's 216->216 at 28x28 1.34x, Inception-V3's
+        // 192->64 at 35x35 1.27x, MobileNet-V2's 144->24 at 56x56 1.25x, its batch 8 1.08x).
         const Shape &in = g.type_of(master->inputs[0]).shape;
         const int64_t image_bytes = num_elements(in) / in[0] * 4;
-        const int64_t l2_bytes = schedules::target_traits(target).avx512 ? 1 << 20 : 512 * 1024;
+        const bool fits = !schedules::target_traits(target).avx512 || image_bytes <= (int64_t{1} << 20);
         nlohmann::json row = defaults_for_shapes(compose::position_view(g, grp), grp, target);
-        if (row.value("template", "") == "conv_xv" && image_bytes <= l2_bytes) {
+        if (row.value("template", "") == "conv_xv" && fits) {
             row["flatten_positions"] = true;
             const std::string why = row.value("why", "");
             row["why"] = "on its position view, all positions as one row" + (why.empty() ? "" : ": " + why);

@@ -123,9 +123,11 @@ TEST(Composer, PointwiseReductionsUnrollOnAvx2) {
         return with_default_schedules(plan_fusion(g, {load_rules("x86")}), t).groups[0].schedule;
     };
     const Graph xv = conv_model(144, 6, 16, 24, 1, 1, 0, 1);     // rows of whole vectors: conv_xv
-    const Graph flat = conv_model(192, 28, 28, 32, 1, 1, 0, 1);  // 602 KB of input, 3.5 vectors a row
+    // Rows of 3.5 vectors, 602 KB of input: on AVX2 conv_xv on its position view (conv_flat by (x, y)).
+    const Graph flat = conv_model(192, 28, 28, 32, 1, 1, 0, 1);
     EXPECT_EQ(defaults(xv, avx2)["template"], "conv_xv");
-    EXPECT_EQ(defaults(flat, avx2)["template"], "conv_flat");
+    EXPECT_EQ(defaults(flat, avx2)["template"], "conv_xv");
+    EXPECT_EQ(defaults(flat, avx2)["flatten_positions"], true);
     for (const Graph *g : {&xv, &flat}) {
         EXPECT_EQ(defaults(*g, avx2).value("reduction_unroll", 1), 2);
         EXPECT_FALSE(defaults(*g, avx512).contains("reduction_unroll"));
@@ -142,6 +144,14 @@ TEST(Composer, PointwiseReductionsUnrollOnAvx2) {
             plan.groups[0].schedule["reduction_unroll"] = n;
             expect_matches_reference(plan);
         }
+    }
+    // conv_flat by (x, y), as the defaults took it before the view: unrolled likewise.
+    FusedGraph by_rows = with_default_schedules(plan_fusion(flat, {load_rules("x86")}), avx2);
+    by_rows.groups[0].schedule = {{"template", "conv_flat"}, {"vector_width", 8}, {"tile_c", 5},
+                                  {"tile_x_vectors", 2},     {"block_rows", 4},   {"channel_block", 32}};
+    for (int n : {2, 5}) {
+        by_rows.groups[0].schedule["reduction_unroll"] = n;
+        expect_matches_reference(by_rows);
     }
 }
 
@@ -2999,11 +3009,10 @@ TEST(Composer, Avx512DefaultsDifferAndCompile) {
     EXPECT_EQ(defaults(xv, avx512)["tile_c"], 8);
     EXPECT_EQ(defaults(flat, avx2)["tile_c"], 6);
     EXPECT_EQ(defaults(flat, avx512)["tile_c"], 8);
-    // conv_flat (MobileNet-V2's 192->32 at 28x28): 2 x 5 of 16 ymm (2 x 6 kept an accumulator on the
-    // stack), 2 x 8 of 32 zmm.
+    // MobileNet-V2's 192->32 at 28x28 on its position view: 2 x 6 of 16 ymm, 2 x 8 of 32 zmm.
     const Graph project = conv_model(192, 28, 28, 32, 1, 1, 0, 1);
-    EXPECT_EQ(defaults(project, avx2)["template"], "conv_flat");
-    EXPECT_EQ(defaults(project, avx2)["tile_c"], 5);
+    EXPECT_EQ(defaults(project, avx2)["template"], "conv_xv");
+    EXPECT_EQ(defaults(project, avx2)["tile_c"], 6);
     EXPECT_EQ(defaults(project, avx512)["tile_c"], 8);
     EXPECT_EQ(defaults(flat, avx512)["template"], "conv_xv");  // on its position view (20 wide)
     EXPECT_EQ(defaults(flat, avx512)["flatten_positions"], true);
