@@ -255,19 +255,28 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
     expect_matches_reference(deep);
     const nlohmann::json wide_3x3 = fused_plan(conv_model(16, 7, 7, 256, 3, 1, 1, 1)).groups[0].schedule;
     EXPECT_EQ(wide_3x3["channel_block"], wide_3x3["tile_c_vectors"].get<int>() * vw) << wide_3x3.dump();
-    // A pointwise conv on conv_flat whose weights are the smaller operand (32 channels against 784
-    // positions): at batch 1 every channel in one block and the tasks at least 8 blocks of rows; at
-    // batch 8 the images are the tasks, and channel blocks stay.
-    const FusedGraph rows_plan = fused_plan(conv_model(192, 28, 28, 32, 1, 1, 0, 1));
-    const nlohmann::json &by_rows = rows_plan.groups[0].schedule;
-    EXPECT_EQ(by_rows["template"], "conv_flat");
+    // A pointwise conv on conv_flat whose weights are the smaller operand (32 channels against 1400
+    // positions; with AVX-512, whose position view stops at 1 MB of input): at batch 1 every channel in
+    // one block and the tasks at least 8 blocks of rows; at batch 8 the images are the tasks, and
+    // channel blocks stay. On AVX2 such a conv whose rows tile badly goes on its position view.
+    const Halide::Target avx512("x86-64-linux-avx512_skylake");
+    const Graph pointwise_wide = conv_model(192, 14, 100, 32, 1, 1, 0, 1);  // 1.1 MB, rows of 6.25 vectors
+    const nlohmann::json by_rows =
+        with_default_schedules(plan_fusion(pointwise_wide, {load_rules("x86")}), avx512).groups[0].schedule;
+    EXPECT_EQ(by_rows["template"], "conv_flat") << by_rows.dump();
     EXPECT_EQ(by_rows["channel_block"], 32);
     EXPECT_EQ(by_rows.value("why", "").rfind("rows tile badly: ", 0), 0u) << by_rows.dump();
-    EXPECT_LE(by_rows["block_rows"].get<int>(), 3);
-    expect_matches_reference(rows_plan);
-    const nlohmann::json batch8 = fused_plan(conv_model(192, 28, 28, 32, 1, 1, 0, 1, 0, 0, 8)).groups[0].schedule;
-    EXPECT_EQ(batch8["template"], "conv_flat");
-    EXPECT_LT(batch8["channel_block"].get<int>(), 32);
+    EXPECT_GE((14 + by_rows["block_rows"].get<int>() - 1) / by_rows["block_rows"].get<int>(), 8) << by_rows.dump();
+    const nlohmann::json batch8 =
+        with_default_schedules(plan_fusion(conv_model(192, 14, 100, 32, 1, 1, 0, 1, 0, 0, 8), {load_rules("x86")}),
+                               avx512)
+            .groups[0]
+            .schedule;
+    EXPECT_EQ(batch8["template"], "conv_flat") << batch8.dump();
+    EXPECT_LT(batch8["channel_block"].get<int>(), 32) << batch8.dump();
+    const FusedGraph viewed = fused_plan(conv_model(192, 28, 28, 32, 1, 1, 0, 1));  // rows of 3.5 vectors
+    EXPECT_EQ(viewed.groups[0].schedule["flatten_positions"], true) << viewed.groups[0].schedule.dump();
+    expect_matches_reference(viewed);
     // Under a pool whose windows pad (or overlap): the conv at root by conv_cv, the pool by its
     // template. (Under one that does neither, in the tile: Composer.PoolInsideAConvChain.)
     auto cv_pooled = fused_plan(conv_model(8, 18, 18, 12, 3, 1, 1, 1, 2, 2)).groups[0].schedule;
