@@ -177,14 +177,6 @@ Func pad_outer_spatial(const Func &x, const Shape &x_shape, const WindowGeometry
     return any ? constant_exterior_by_dim(x, value, bounds) : x;
 }
 
-}  // namespace
-
-Func pad_spatial(const Func &x, const Shape &x_shape, const WindowGeometry &g, const Expr &value) {
-    return pad_outer_spatial(x, x_shape, g, value, g.spatial_rank());
-}
-
-namespace {
-
 // pad_spatial as the pad value everywhere, then the input's rows written over it in whole vectors of
 // `lanes` (ConvLowering::padding_fill_lanes), a row's last vector shifted inwards: an update over the
 // innermost dim, its first RVar the lanes, the other dims pure and tested as pad_spatial tests them
@@ -192,7 +184,7 @@ namespace {
 Func pad_spatial_filled(const Func &x, const Shape &x_shape, const WindowGeometry &g, const Expr &value, int lanes,
                         const std::string &name) {
     const int rank = static_cast<int>(x_shape.size()), spatial = g.spatial_rank();
-    if (!g.reads_outside(spatial - 1)) return pad_spatial(x, x_shape, g, value);
+    if (!g.reads_outside(spatial - 1)) return pad_outer_spatial(x, x_shape, g, value, spatial);
     const Func rows = pad_outer_spatial(x, x_shape, g, value, spatial - 1);
     const int width = to_int(x_shape[rank - 1], "input 0 (X)");
     lanes = std::min(lanes, width);
@@ -207,6 +199,10 @@ Func pad_spatial_filled(const Func &x, const Shape &x_shape, const WindowGeometr
 }
 
 }  // namespace
+
+Func pad_spatial(const Func &x, const Shape &x_shape, const WindowGeometry &g, const Expr &value) {
+    return pad_outer_spatial(x, x_shape, g, value, g.spatial_rank());
+}
 
 RDom window_rdom(const WindowGeometry &g, Halide::Region leading, const std::string &name) {
     const int spatial = g.spatial_rank();
