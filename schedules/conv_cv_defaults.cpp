@@ -305,8 +305,9 @@ std::vector<ChannelTile> priced_cv_tiles(const ConvGroupShape &s, const ChannelT
     return tiles;
 }
 
-// Whether a pointwise conv reads its planar input in place, just made by the group right before it
-// (ConvGroupShape::input_just_made), rather than through a blocked copy ("planar streams" below):
+// Whether a pointwise conv (a strided one too: its copy holds the positions it reads alone) reads its
+// planar input in place, just made by the group right before it (ConvGroupShape::input_just_made),
+// rather than through a blocked copy ("planar streams" below):
 // the copy pays where the planes stream in from L3 or memory, not where they are still in the
 // caches, and then costs a pass; so where an image's input is at most 512 KB (half a core's L2 on
 // this machine, as conv_xv's one-row rule). Zen 4, AVX-512, 2 threads, in the networks (bench
@@ -320,8 +321,8 @@ std::vector<ChannelTile> priced_cv_tiles(const ConvGroupShape &s, const ChannelT
 // with 32 vector registers only (AVX2's conv_cv reduces in passes of 64 channels).
 bool reads_just_made_in_place(const ConvGroupShape &s, bool input_order, const TargetTraits &tt) {
     const int64_t image_bytes = 4 * s.input[1] * s.input[2] * s.input[3];
-    return s.input_just_made && input_order && s.group == 1 && !s.padded && tt.vector_registers >= 32 &&
-           image_bytes <= 512 * 1024;
+    return s.input_just_made && (input_order || s.subsampling_pointwise) && s.group == 1 && !s.padded &&
+           tt.vector_registers >= 32 && image_bytes <= 512 * 1024;
 }
 
 // The padded or copied input's block (0: planar, no copy unless padded). A padded input is copied
@@ -345,15 +346,25 @@ bool reads_just_made_in_place(const ConvGroupShape &s, bool input_order, const T
 // 480 -> 80 1.10-1.16x, 672 -> 112 0.90-1.06x. (At 7x7 a plane is 3 cache lines: 1152 -> 192
 // 0.83-0.88x, the copy made per channel task; for 16 output channels the copy, a pass over the
 // input for 32 FLOPs a value, costs more than it saves: GoogLeNet's 480 -> 16 at 14x14 0.62x.)
+// A strided pointwise conv's copy holds the positions it reads alone (conv_cv_copy_subsamples), in
+// its order: as a stride-1 pointwise conv's, it pays where the planes stream. Zen 3, AVX2, 2 threads,
+// 1x1 stride 2 + BN + ReLU alone, planar in and out, 4 alternations, medians, read planar -> copied:
+// 144->320 from 28x28 0.184 -> 0.146 ms, 64->144 from 56x56 0.181 -> 0.166, 64->128 0.137 -> 0.117,
+// 128->256 from 28x28 0.132 -> 0.104, 256->512 from 56x56 2.00 -> 1.69 (the whole plane copied:
+// 1.80); also to 7x7, not taken (as the stride-1 rule): 320->784 from 14x14 0.227 -> 0.194,
+// 256->512 0.102 -> 0.096.
 // Blocks of 8 where a group's first input channel starts one, for whole blocks per unrolled step.
 // No copy where a pointwise conv reads a planar input the group right before it made
 // (reads_just_made_in_place).
 int conv_cv_input_copy_block(const ConvGroupShape &s, int64_t cin, int64_t group_inputs, bool input_order,
                              bool winograd, double flops_per_input, const TargetTraits &tt) {
+    // A strided pointwise conv's copy holds the positions it reads alone, in the order it reads them
+    // (conv_cv_copy_subsamples): it costs what a stride-1 conv's copy does.
+    const bool copied_in_order = input_order || s.subsampling_pointwise;
     if (reads_just_made_in_place(s, input_order, tt)) return 0;
     const int64_t cout = s.output[1];
     const bool planar_streams =
-        input_order && s.input_stored_block == 0 && cin >= 64 && cout >= 32 && s.output[2] * s.output[3] >= 14 * 14;
+        copied_in_order && s.input_stored_block == 0 && cin >= 64 && cout >= 32 && s.output[2] * s.output[3] >= 14 * 14;
     const bool copy_pays = s.padded || planar_streams || (!input_order && !winograd && flops_per_input >= 400);
     return copy_pays && group_inputs % 8 == 0 ? 8 : 0;
 }

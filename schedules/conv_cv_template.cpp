@@ -222,8 +222,14 @@ Func schedule_cv_input(Func reader, Func tile, Var task, Func padded, const Conv
     // rounded up).
     const int64_t over_x = wino_m > 0 ? ops::winograd_overreach(s.output[3], wino_m) : 0;
     const int64_t over_y = wino_m > 0 ? ops::winograd_overreach(s.output[2], wino_m) : 0;
-    const int64_t plane_x = (s.output[3] - 1) * s.stride_x + (s.weight[3] - 1) * s.dilation_x + 1 + over_x;
-    const int64_t plane_y = (s.output[2] - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1 + over_y;
+    int64_t plane_x = (s.output[3] - 1) * s.stride_x + (s.weight[3] - 1) * s.dilation_x + 1 + over_x;
+    int64_t plane_y = (s.output[2] - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1 + over_y;
+    // A strided pointwise conv's blocked copy of a planar input holds its strided positions alone
+    // (ops::subsampling_pointwise): the output's plane.
+    if (conv_cv_copy_subsamples(input_block, s)) {
+        plane_x = s.output[3];
+        plane_y = s.output[2];
+    }
     Func in;
     Var in_y;
     // A copy of an input another group stored blocked (its halo too narrow for the windows) is

@@ -45,6 +45,10 @@ int conv_cv_read_block(int input_block, const ConvGroupShape &shape) {
     return input_block > 0 ? input_block : shape.input_stored_block;
 }
 
+bool conv_cv_copy_subsamples(int input_block, const ConvGroupShape &s) {
+    return input_block > 0 && s.input_stored_block == 0 && s.subsampling_pointwise;
+}
+
 ConvGroupShape conv_at_root(ConvGroupShape s) {
     s.tile_output = s.output;
     s.tile_stride_x = s.tile_stride_y = 1;

@@ -46,6 +46,7 @@ struct ConvGroupShape {
     // the template, so conv_cv would transpose its tiles.
     bool output_planar = false;
     int stride_y = 1, stride_x = 1, dilation_y = 1, dilation_x = 1;  // the conv's own
+    bool subsampling_pointwise = false;  // a strided 1x1 reading its input only (ops::subsampling_pointwise)
     // conv_cv: T handed out channel-blocked by this many channels (src/exec/value_layout.h), its Func
     // then in storage order (bi, x, y, cb, n); 0: T is NCHW.
     int output_block = 0;
@@ -120,6 +121,11 @@ int conv_cv_input_block(const nlohmann::json &params);
 // else those another group stored the input in (0: planar). Its passes are read block by block
 // where these divide them (schedule_cv; conv_cv_defaults chooses the passes so).
 int conv_cv_read_block(int input_block, const ConvGroupShape &shape);
+
+// Whether conv_cv's blocked copy of its input (`input_block` > 0, from a planar input) holds the
+// strided positions of a strided pointwise conv alone (ops::subsampling_pointwise), as the output's
+// plane, which the conv then reads in its own order.
+bool conv_cv_copy_subsamples(int input_block, const ConvGroupShape &shape);
 
 // Whether conv_cv's "algorithm" is "winograd" rather than "direct" (the default).
 bool conv_cv_winograd(const nlohmann::json &params);

@@ -237,6 +237,12 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, GroupFacts &a) {
         a.conv.dilation_y = static_cast<int>(dilations[0]);
         a.conv.dilation_x = static_cast<int>(dilations[1]);
     }
+    if (a.conv.weight.size() == 4) {
+        const Shape &in = a.conv.input;
+        const ops::WindowGeometry w = ops::resolve_window(attrs, Shape(in.begin() + 2, in.end()),
+                                                          {a.conv.weight[2], a.conv.weight[3]}, false, "kernel_shape");
+        a.conv.subsampling_pointwise = ops::subsampling_pointwise(w);
+    }
     if (a.conv.group == 1 && strides == std::vector<int64_t>{1, 1}) {
         // Stride 1: the padded width is the output's plus the window's span beyond one column.
         a.conv.flat_width = conv_shape[3] + a.conv.dilation_x * (a.conv.weight[3] - 1);

@@ -30,6 +30,11 @@ struct WindowGeometry {
     int64_t reach(int i) const;
 };
 
+// A pointwise window (1 x 1) with a stride above 1 that reads nothing outside its input: it reads the
+// input at its strided positions alone, so a copy of its input (conv_cv's blocked copy) holds those
+// alone, indexed by the output's position.
+bool subsampling_pointwise(const WindowGeometry &g);
+
 // The m x m tiles of a Winograd F(m x m, 3x3) conv (conv_cv's "algorithm", m its "winograd_tile")
 // along a dim with `output` cells: ceil(output / m), the last rounded up past the output.
 int64_t winograd_tiles(int64_t output, int m);

@@ -236,8 +236,9 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
     }
     EXPECT_EQ(fused_plan(conv_model(80, 14, 14, 16, 3, 2, 1, 1)).groups[0].schedule["ci_block"], 40);
     // Unpadded, the input is copied blocked where the conv does at least 400 FLOPs per input value
-    // (2 x cout x taps / strides) and its positions do not read it in order: a 1x1 stride 2 to 128
-    // channels (64 FLOPs a value) and a 3x3 stride 2 to 64 (288) read it planar, to 256 (1152) blocked.
+    // (2 x cout x taps / strides) and its positions do not read it in order: a 3x3 stride 2 to 64
+    // (288) reads it planar, to 256 (1152) blocked. A 1x1 stride 2 from 16 channels reads it planar
+    // (a strided pointwise conv copies as a stride-1 one does: from 64 input channels).
     EXPECT_EQ(fused_plan(conv_model(16, 12, 20, 128, 1, 2, 0, 1)).groups[0].schedule["input_block"], 0);
     EXPECT_EQ(fused_plan(conv_model(16, 13, 13, 64, 3, 2, 0, 1)).groups[0].schedule["input_block"], 0);
     const FusedGraph blocked_in = fused_plan(conv_model(16, 13, 13, 256, 3, 2, 0, 1));
@@ -1814,6 +1815,33 @@ TEST(Composer, AStemCopiesItsPaddedInputPerTask) {
             EXPECT_EQ(p.value("input_at", "root"), c.per_task ? "task" : "root") << p.dump();
             if (t == kTarget) expect_matches_reference(plan);
         }
+    }
+}
+
+TEST(Composer, StridedPointwiseConvCopiesItsStridedPositionsAlone) {
+    // A 1x1 stride-2 conv reading a planar input copies it channel-blocked where a stride-1 pointwise
+    // conv would (64 input channels or more, an output of 14x14 or more), and the copy holds the
+    // positions it reads alone: the output's plane, 14 x 15 of the input's 27 x 29.
+    struct Case {
+        int cin, h, w, cout, input_block;  // input_block: -1, the default's
+    };
+    for (const Case &c : {Case{64, 29, 27, 32, -1}, Case{16, 13, 11, 24, 8}, Case{24, 9, 30, 16, 8}}) {
+        const Graph g = conv_model(c.cin, c.h, c.w, c.cout, 1, 2, 0, 1);
+        FusedGraph plan = fused_plan(g);
+        json &p = plan.groups[0].schedule;
+        SCOPED_TRACE(std::to_string(c.cin) + "->" + std::to_string(c.cout) + " on " + std::to_string(c.h) + "x" +
+                     std::to_string(c.w) + ": " + p.dump());
+        ASSERT_EQ(p["template"], "conv_cv");
+        if (c.input_block > 0) p["input_block"] = c.input_block;
+        EXPECT_EQ(p["input_block"], 8);
+        const std::string stmt = compiled_group_text(plan, kTarget, false);
+        const size_t at = stmt.find("allocate conv_blocked_input");
+        ASSERT_NE(at, std::string::npos) << stmt;
+        const std::string line = stmt.substr(at, stmt.find('\n', at) - at);
+        // (bi, x, y, ...): x the output's columns; y its rows, or a task's.
+        const std::string columns = "[float32 * 8 * " + std::to_string((c.w + 1) / 2) + " * ";
+        EXPECT_NE(line.find(columns), std::string::npos) << line;
+        expect_matches_reference(plan);
     }
 }
 
