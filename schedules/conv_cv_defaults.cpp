@@ -358,9 +358,7 @@ bool reads_just_made_in_place(const ConvGroupShape &s, bool input_order, const T
 // (reads_just_made_in_place).
 int conv_cv_input_copy_block(const ConvGroupShape &s, int64_t cin, int64_t group_inputs, bool input_order,
                              bool winograd, double flops_per_input, const TargetTraits &tt) {
-    // A strided pointwise conv's copy holds the positions it reads alone, in the order it reads them
-    // (conv_cv_copy_subsamples): it costs what a stride-1 conv's copy does.
-    const bool copied_in_order = input_order || s.subsampling_pointwise;
+    const bool copied_in_order = input_order || s.subsampling_pointwise;  // conv_cv_copy_subsamples
     if (reads_just_made_in_place(s, input_order, tt)) return 0;
     const int64_t cout = s.output[1];
     const bool planar_streams =

@@ -1843,6 +1843,21 @@ TEST(Composer, StridedPointwiseConvCopiesItsStridedPositionsAlone) {
         EXPECT_NE(line.find(columns), std::string::npos) << line;
         expect_matches_reference(plan);
     }
+    // Strides 2 down and 3 across, 24 channels of 13 x 17: the copy 6 wide (17 / 3 rounded up), 7 tall.
+    const json nodes = {{{"name", "conv"},
+                         {"op", "Conv"},
+                         {"inputs", {"x", "w"}},
+                         {"attrs", {{"kernel_shape", {1, 1}}, {"strides", {2, 3}}}}}};
+    FusedGraph plan = fused_plan(
+        json_model(model_json({{"x", {1, 24, 13, 17}}}, {{"w", uniform({16, 24, 1, 1}, 3)}}, nodes, "conv")));
+    json &p = plan.groups[0].schedule;
+    ASSERT_EQ(p["template"], "conv_cv") << p.dump();
+    p["input_block"] = 8;
+    const std::string stmt = compiled_group_text(plan, kTarget, false);
+    const size_t at = stmt.find("allocate conv_blocked_input");
+    ASSERT_NE(at, std::string::npos) << stmt;
+    EXPECT_NE(stmt.substr(at, stmt.find('\n', at) - at).find("[float32 * 8 * 6 * "), std::string::npos) << stmt;
+    expect_matches_reference(plan);
 }
 
 TEST(Composer, ChannelVectorConvAccumulatesInRegistersInOnePass) {
