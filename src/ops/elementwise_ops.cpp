@@ -85,7 +85,7 @@ const std::vector<UnaryOp> &unary_ops() {
              return Halide::select(x < 0.0f, ctx.attrs.get_float("alpha", 0.01f) * x, x);
          }},
         {"Clip", {}, clip, 3, {1, 2}, check_clip},
-        {"Sigmoid", {}, [](const Expr &x, const LowerContext &) { return 1.0f / (1.0f + vector_exp(-x)); }},
+        {"Sigmoid", {}, [](const Expr &x, const LowerContext &) { return vector_sigmoid(x); }},
         {"Tanh", {}, [](const Expr &x, const LowerContext &) { return vector_tanh(x); }},
         {"HardSigmoid",
          {"alpha", "beta"},

@@ -131,7 +131,7 @@ Halide::Expr vector_erf(const Halide::Expr &x) {
     const Halide::Expr t = 1.0f / (1.0f + 0.3275911f * a);
     const Halide::Expr poly =
         t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-    const Halide::Expr tail = 1.0f - poly * vector_exp(-x2);
+    const Halide::Expr tail = 1.0f - poly * vector_exp_nonpositive(-x2);
     return Halide::select(a < 0.5f, series, x < 0.0f, -tail, tail);
 }
 
@@ -139,6 +139,10 @@ Halide::Expr vector_tanh(const Halide::Expr &x) {
     // tanh(x) = 1 - 2 / (exp(2x) + 1): exact limits +-1, and no cancellation worse than 1e-7 absolute.
     Halide::Expr c = Halide::clamp(x, -10.0f, 10.0f);
     return 1.0f - 2.0f / (Halide::fast_exp(2.0f * c) + 1.0f);
+}
+
+Halide::Expr vector_sigmoid(const Halide::Expr &x) {
+    return 1.0f / (1.0f + Halide::fast_exp(Halide::clamp(-x, -87.0f, 88.0f)));
 }
 
 int to_int(int64_t v, const std::string &field) {

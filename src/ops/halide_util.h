@@ -59,6 +59,11 @@ Halide::Expr vector_exp(const Halide::Expr &x);
 // vector_exp for x <= 0 alone (x - max(x), as softmax takes it): the same values there, half the work.
 Halide::Expr vector_exp_nonpositive(const Halide::Expr &x);
 Halide::Expr vector_tanh(const Halide::Expr &x);
+// The logistic function 1 / (1 + e^-x) on one fast_exp: vector_exp computes two and selects between
+// them for the exact edges of e^x, which the logistic does not need. Its argument is clamped to
+// [-87, 88], where fast_exp is accurate (at the infinities it is NaN): below x = -88 the logistic is
+// then 6e-39 for values smaller still, above x = 87 it rounds to 1.
+Halide::Expr vector_sigmoid(const Halide::Expr &x);
 // log and erf that vectorize, as accurate (relative error ~1e-6; erf's absolute error below 1e-6).
 // log follows C's at the edges: log(0) = -inf, log(+inf) = +inf, NaN below 0 and for NaN.
 Halide::Expr vector_log(const Halide::Expr &x);

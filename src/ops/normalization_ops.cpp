@@ -96,8 +96,8 @@ Lowered lower_softmax(const LowerContext &ctx) {
     max_f(outer) = Halide::Float(32).min();
     max_f(outer) = Halide::max(max_f(outer), x(along));
     sum_f(outer) = 0.0f;
-    sum_f(outer) += vector_exp(x(along) - max_f(outer));
-    out(args) = vector_exp(x(args) - max_f(outer)) / sum_f(outer);
+    sum_f(outer) += vector_exp_nonpositive(x(along) - max_f(outer));  // x - max <= 0
+    out(args) = vector_exp_nonpositive(x(args) - max_f(outer)) / sum_f(outer);
     return {{out}, {max_f, sum_f}, {}};
 }
 
