@@ -30,8 +30,8 @@ TEST(ElementwiseOps, UnaryActivationsWideRange) {
     check_op({"HardSigmoid", {{"alpha", 0.7}, {"beta", 0.4}}, {weight({2, 9, 5}, -3, 3)}}, kTol);
     check_op({"LeakyRelu", {{"alpha", 0.3}}, {activation({1, 3, 5, 7})}}, kTol);
     check_op({"Sigmoid", {}, {weight({5, 11}, -40, 40)}}, kTol);
-    // Past +-88, where e^-x leaves float's range (its vector form relies on fast_exp saturating to 0
-    // and +inf there), up to the infinities.
+    // Past +-88, where e^-x leaves float's range (its vector form clamps the exponent's argument to
+    // where fast_exp is accurate; fast_exp of an infinity is NaN), up to the infinities.
     check_op({"Sigmoid", {}, {weight({9, 61}, -1000, 1000)}}, 1e-6);
     check_op({"Sigmoid", {}, {weight_values({8}, {-INFINITY, -1e30f, -88.5f, -87.0f, 87.0f, 88.5f, 1e30f, INFINITY})}},
              1e-6);
