@@ -47,6 +47,32 @@ nlohmann::json conv_dw_defaults(const ConvGroupShape &s, const TargetTraits &tt,
                         {"vector_width", dw_vw},
                         {"tile_y", std::min<int64_t>(avx512 && !tall ? 1 : 2, hout)},
                         {"channel_block", largest_divisor_at_most(cout, cout / 8)}};
+    // A conv strided across whose taps reuse each input column several times (kernel taps per input
+    // element, kx * ky / (sx * sy), of 4 or more: 5x5 stride 2 6.25) reads its plane deinterleaved,
+    // each phase's columns one dense row made per channel, rather than gathering every other column
+    // with 2 loads and a shuffle per tap; for 2.25 (3x3 stride 2) the copy costs more than the
+    // shuffles save. Needs the plane filled (a pad across), and vectors of 8 lanes or more (rows of 7
+    // in vectors of 4, AVX2 code on Zen 5, in MobileNet-V3, MnasNet and EfficientNet-B0: 0.93-0.96x).
+    // 2 threads, BN + ReLU, medians of 2
+    // alternations of 500 runs: Zen 5, AVX-512, 5x5 stride 2 on 72 channels 56 -> 28: 0.037 -> 0.031 ms;
+    // 480 channels 28 -> 14: 0.081 -> 0.066; 3x3 stride 2 on 96 channels 112 -> 56: 0.117 -> 0.151,
+    // 144 at 56 -> 28: 0.047 -> 0.048. AVX2 code on Zen 5: 72 at 56 -> 28 (with 2 vectors a tile,
+    // below) 0.041 -> 0.037, 96 at 112 0.125 -> 0.149. Zen 3, AVX2: 72 at 56 -> 28 1.34x.
+    const double taps_per_input =
+        static_cast<double>(s.weight[2] * s.weight[3]) / (static_cast<double>(s.stride_x) * s.stride_y);
+    const bool deinterleave =
+        s.stride_x > 1 && s.padded_x && s.producer_input_channels == 0 && taps_per_input >= 4 && dw_vw >= 8;
+    if (deinterleave) p["deinterleave_x"] = true;
+    // With AVX2's 16 registers a tile of one vector and 2 rows is 2 chains of FMAs, one per tap:
+    // 2 vectors across give 4, for kernels 5 or more wide (stride 1, or deinterleaved: the strided
+    // gathers' shuffles are the bound otherwise), where the row takes an even number of vectors.
+    // AVX2 code on Zen 5, 2 threads: 5x5 on 72 channels at 28x28 0.027 -> 0.025 ms; Zen 3, 0.051 ->
+    // 0.040. With AVX-512 (one row of up to 16 lanes) 2 vectors across were slower: 0.018 -> 0.024.
+    const int64_t row_vectors = (wout + dw_vw - 1) / dw_vw;
+    if (!avx512 && s.weight[3] >= 5 && s.producer_input_channels == 0 && (s.stride_x == 1 || deinterleave) &&
+        row_vectors % 2 == 0 && 2 * dw_vw <= wout) {
+        p["tile_x_vectors"] = 2;
+    }
     if (s.producer_input_channels > 0) {
         // The pointwise producer per task, flat over the plane, by conv_flat's register tiles of
         // 2 vectors x up to 8 channels (6 with 16 registers) dividing the block. Blocks: the largest

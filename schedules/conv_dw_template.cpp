@@ -35,8 +35,8 @@ void schedule_dw_producer(Func flat, Func tile, Var task, const ConvGroupShape &
 
 }  // namespace
 
-void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, const nlohmann::json &p, int vw,
-                 Func producer, int producer_vw) {
+void schedule_dw(Func tile, Func conv, Func padded, Func phases, const ConvGroupShape &s, const nlohmann::json &p,
+                 int vw, Func producer, int producer_vw) {
     const int ny = get_int(p, "tile_y", 1, 64), cb = get_int(p, "channel_block", 1, 4096);
     if (s.pooled) fail_field("schedule.template", "conv_dw takes no window consumer");
     if (vw > s.tile_output[3]) fail_field("schedule.vector_width", "wider than the output's rows");
@@ -51,16 +51,22 @@ void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, con
     }
     if (has_producer && !padded.defined())
         throw Error("internal: conv_dw computes a producer only for a padded depthwise conv");
+    // Each tile's vectors along a row are independent chains of FMAs, one per tap: more of them hide
+    // the FMA latency where a tile is one vector and few rows.
+    const int nx = int_or_absent(p, "tile_x_vectors", 1, 16);
+    if (int64_t{vw} * nx > s.tile_output[3]) fail_field("schedule.tile_x_vectors", "wider than the output's rows");
     const int64_t row_tiles = (s.tile_output[2] + ny - 1) / ny;
     const int bands = int_or_absent(p, "row_bands", 1, row_tiles);
     Dims t(tile), v(conv);
-    Var xo("xo"), xi("xi"), yo("yo"), yi("yi"), yb("yb"), co("co"), ci("ci"), task("task");
-    tile.split(t.x, xo, xi, vw)
+    Var xo("xo"), xi("xi"), xv("xv"), yo("yo"), yi("yi"), yb("yb"), co("co"), ci("ci"), task("task");
+    tile.split(t.x, xo, xi, vw * nx)
+        .split(xi, xi, xv, vw)
         .split(t.y, yo, yi, ny)
         .split(yo, yb, yo, static_cast<int>((row_tiles + bands - 1) / bands), Halide::TailStrategy::ShiftInwards)
         .split(t.c, co, ci, cb)
-        .reorder(xi, yi, xo, yo, ci, co, yb, t.n)
-        .vectorize(xi)
+        .reorder(xv, xi, yi, xo, yo, ci, co, yb, t.n)
+        .vectorize(xv)
+        .unroll(xi)
         .unroll(yi)
         // One parallel loop over the images' bands of rows and their channel blocks, the channel
         // blocks inside: a thread's contiguous share of the tasks is whole bands, the rows a consumer
@@ -68,9 +74,17 @@ void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, con
         .fuse(co, yb, task)
         .fuse(task, t.n, task)
         .parallel(task);
-    conv.compute_at(tile, xo).vectorize(v.x).unroll(v.y);
+    Var cx("cx"), cxv("cxv");
+    conv.compute_at(tile, xo).split(v.x, cx, cxv, vw).vectorize(cxv).unroll(cx).unroll(v.y);
     std::vector<RVar> r = conv.rvars(0);  // (ci = one channel, kx, ky)
-    conv.update().reorder(v.x, v.y, r[0], r[1], r[2]).vectorize(v.x).unroll(v.y).unroll(r[1]).unroll(r[2]);
+    conv.update()
+        .split(v.x, cx, cxv, vw)
+        .reorder(cxv, cx, v.y, r[0], r[1], r[2])
+        .vectorize(cxv)
+        .unroll(cx)
+        .unroll(v.y)
+        .unroll(r[1])
+        .unroll(r[2]);
     if (padded.defined()) {
         // A channel's padded plane fits in L1: build it per channel rather than in one pass at root
         // (from the producer's strip, its epilogue inlined, where there is one), in whole vectors.
@@ -92,6 +106,17 @@ void schedule_dw(Func tile, Func conv, Func padded, const ConvGroupShape &s, con
         plane.compute_at(tile, ci).align_storage(x, vw).vectorize(
             x, vw, filled ? Halide::TailStrategy::RoundUp : Halide::TailStrategy::ShiftInwards);
         if (filled) plane.update().allow_race_conditions().vectorize(plane.rvars(0)[0]);
+        if (phases.defined()) {
+            // Per channel, after its plane: each phase's columns one dense row (the lowering
+            // refuses it unless the plane is filled, so the phases may read past the input's edge).
+            const std::vector<Var> a = phases.args();  // (u, phase, y, c, n)
+            phases.compute_at(tile, ci)
+                .bound(a[1], 0, static_cast<int>(s.stride_x))
+                .align_storage(a[0], vw)
+                .reorder(a[0], a[1], a[2])
+                .vectorize(a[0], vw, Halide::TailStrategy::RoundUp)
+                .unroll(a[1]);
+        }
         if (has_producer) schedule_dw_producer(producer, tile, task, s, p, producer_vw, cb);
     }
 }

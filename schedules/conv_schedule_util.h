@@ -69,8 +69,9 @@ bool winograd_fits(const ConvGroupShape &s);
 // reads (the padded input or its own input), `vw` the lanes.
 void schedule_xv(Halide::Func tile, Halide::Func conv, Halide::Func padded, Halide::Func input,
                  const std::vector<Halide::Func> &per_tile, const ConvGroupShape &s, const nlohmann::json &p, int vw);
-void schedule_dw(Halide::Func tile, Halide::Func conv, Halide::Func padded, const ConvGroupShape &s,
-                 const nlohmann::json &p, int vw, Halide::Func producer, int producer_vw);
+// conv_dw's `phases`: the padded plane's columns by phase (ConvLowering::deinterleave_x), or undefined.
+void schedule_dw(Halide::Func tile, Halide::Func conv, Halide::Func padded, Halide::Func phases,
+                 const ConvGroupShape &s, const nlohmann::json &p, int vw, Halide::Func producer, int producer_vw);
 void schedule_flat(Halide::Func tile, Halide::Func flat, Halide::Func padded, const ConvGroupShape &s,
                    const nlohmann::json &p, int vw);
 void schedule_cv(Halide::Func tile, Halide::Func blocked, Halide::Func padded,

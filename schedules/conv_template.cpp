@@ -29,7 +29,7 @@ const std::map<std::string, nlohmann::json> &conv_absent_params(const std::strin
           {"reduction_order", "kx,ci,ky"},
           {"input_at", "root"}}},
         {"conv_flat", {{"reduction_unroll", 1}}},
-        {"conv_dw", {{"row_bands", 1}}},
+        {"conv_dw", {{"row_bands", 1}, {"tile_x_vectors", 1}, {"deinterleave_x", false}}},
         {"conv_cv", {{"algorithm", "direct"}, {"input_block", 0}, {"input_at", "root"}, {"position_tiles", "flat"}}},
     };
     static const std::map<std::string, nlohmann::json> kNone;
@@ -101,8 +101,8 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
             p, {"vector_width", "tile_x_vectors", "tile_y", "tile_c", "reduction_order", "reduction_unroll", "strip_y",
                 "strip_c", "channel_loop", "row_tasks", "input_at", "compute"});
     } else if (tmpl == "conv_dw") {
-        check_param_keys(p, {"vector_width", "tile_y", "channel_block", "row_bands", "producer_vector_width",
-                             "producer_tile_x_vectors", "producer_tile_c", "compute"});
+        check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_y", "channel_block", "row_bands", "deinterleave_x",
+                             "producer_vector_width", "producer_tile_x_vectors", "producer_tile_c", "compute"});
     } else if (tmpl == "conv_flat") {
         check_param_keys(p, {"vector_width", "tile_x_vectors", "tile_c", "block_rows", "channel_block",
                              "reduction_unroll", "compute"});
@@ -120,7 +120,7 @@ void schedule_conv(Func tile, Func conv, Func padded, const std::vector<Func> &p
         schedule_xv(tile, conv, padded, part("conv_input"), per_tile, s, p, vw);
     } else if (tmpl == "conv_dw") {
         if (!per_tile.empty()) fail_field("schedule.template", "conv_dw takes no window consumer");
-        schedule_dw(tile, conv, padded, s, p, vw, producer, target_traits(target).vector_width);
+        schedule_dw(tile, conv, padded, part("phases"), s, p, vw, producer, target_traits(target).vector_width);
     } else if (tmpl == "conv_flat") {
         if (!per_tile.empty()) fail_field("schedule.template", "conv_flat takes no window consumer");
         schedule_flat(tile, conv, padded, s, p, vw);

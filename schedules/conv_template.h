@@ -34,6 +34,7 @@ struct ConvGroupShape {
     int group = 1;
     bool padded = false;                       // some window reaches outside the input (for defaults:
                                                // known to, from a leading pad)
+    bool padded_x = false;                     // known to read outside across: a leading pad in x
     Shape tile_output;                         // NCHW shape of T, the Func the conv is computed per tile of
     int tile_stride_x = 1, tile_stride_y = 1;  // conv pixels per T pixel (a stride-2 pool after it: 2)
     bool pooled = false;                       // a pool after the conv (T is the pool or after it)

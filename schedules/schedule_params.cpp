@@ -52,6 +52,12 @@ int param_int_or(const nlohmann::json &p, const std::string &key, int64_t lo, in
     return p.contains(key) ? param_int(p, key, lo, hi) : fallback;
 }
 
+bool param_bool_or(const nlohmann::json &p, const std::string &key, bool fallback) {
+    if (!p.contains(key)) return fallback;
+    if (!p[key].is_boolean()) fail_field("schedule." + key, "expected true or false, got " + p[key].dump());
+    return p[key].get<bool>();
+}
+
 std::string param_choice(const nlohmann::json &p, const std::string &key, const std::vector<std::string> &allowed) {
     std::string expected;
     for (const std::string &a : allowed) expected += (expected.empty() ? "\"" : ", \"") + a + "\"";

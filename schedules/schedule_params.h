@@ -26,6 +26,8 @@ TargetTraits target_traits(const Halide::Target &target);
 int param_int(const nlohmann::json &params, const std::string &key, int64_t lo, int64_t hi);
 // As param_int, with `fallback` when `key` is absent.
 int param_int_or(const nlohmann::json &params, const std::string &key, int64_t lo, int64_t hi, int fallback);
+// The boolean parameter `key`, `fallback` when absent; an Error on "schedule.<key>" if not a boolean.
+bool param_bool_or(const nlohmann::json &params, const std::string &key, bool fallback);
 // The string parameter `key`, one of `allowed`.
 std::string param_choice(const nlohmann::json &params, const std::string &key, const std::vector<std::string> &allowed);
 

@@ -85,6 +85,11 @@ struct ConvLowering {
     // clamped positions) or ends in a masked store. Lowered::parts["padded_input"] then has an update
     // definition, whose lanes are its first RVar, and the template must place it (it cannot be inlined).
     int padding_fill_lanes = 0;
+    // Direct (conv_dw), with padding_fill_lanes and a stride s > 1 across: the filled plane's columns
+    // taken apart by phase, Lowered::parts["phases"](u, phase, y, c, n) = padded(u * s + phase, ...),
+    // and the conv reading phases(x + kx * d / s, kx * d % s, ...): each tap's vector one dense load
+    // rather than every s-th column gathered by loads and shuffles.
+    bool deinterleave_x = false;
 };
 
 // How a Gemm packs a constant B stored [N, K] (transB=1) for the template that will place it

@@ -291,6 +291,7 @@ OpLowerings op_lowerings(const Graph &g, const FusedGroup &grp, const Halide::Ta
             // tile by whole vectors, and the planes read it densely.
             ConvLowering dw;
             dw.padding_fill_lanes = schedules::vector_width_param(params, target, true);
+            dw.deinterleave_x = schedules::param_bool_or(params, "deinterleave_x", false);
             forms.conv[grp.master] = dw;
             const GroupFacts a = analyse_group(g, grp);
             if (a.family != Family::Conv || !a.producer) return forms;

@@ -227,8 +227,9 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, GroupFacts &a) {
     // padding (auto_pad, trailing pads a window may never reach) counts as none here.
     const Attributes attrs(m->attrs);
     const std::vector<int64_t> pads = attrs.get_ints("pads", {});
-    a.conv.padded =
-        attrs.get_string("auto_pad", "NOTSET") == "NOTSET" && pads.size() == 4 && (pads[0] > 0 || pads[1] > 0);
+    const bool explicit_pads = attrs.get_string("auto_pad", "NOTSET") == "NOTSET" && pads.size() == 4;
+    a.conv.padded = explicit_pads && (pads[0] > 0 || pads[1] > 0);
+    a.conv.padded_x = explicit_pads && pads[1] > 0;
     const std::vector<int64_t> strides = attrs.get_ints("strides", {1, 1});
     const std::vector<int64_t> dilations = attrs.get_ints("dilations", {1, 1});
     if (strides.size() == 2 && dilations.size() == 2) {

@@ -106,6 +106,8 @@ std::vector<ScheduleVariant> schedule_neighbours(const FusedGraph &plan, const V
             std::vector<json> values;
             if (value.is_number_integer()) {
                 for (int64_t x : integer_steps(key, value.get<int64_t>())) values.push_back(x);
+            } else if (value.is_boolean()) {
+                values.push_back(!value.get<bool>());
             } else if (value.is_string() && kChoices.count(key)) {
                 for (const std::string &c : kChoices.at(key)) {
                     if (c != value.get<std::string>()) values.push_back(c);

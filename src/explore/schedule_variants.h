@@ -1,6 +1,6 @@
 // Varying the templates' parameters: the plans one step away from a plan (one parameter of one group
-// changed: an integer by +-1 or x2 / /2, a choice to another value; a parameter the plan leaves out,
-// from the value its template then runs with, e.g. conv_xv's "reduction_unroll" 1 -> 2, as
+// changed: an integer by +-1 or x2 / /2, a choice to another value, a flag flipped; a parameter the
+// plan leaves out, from the value its template then runs with, e.g. conv_xv's "reduction_unroll" 1 -> 2, as
 // schedules::conv_absent_params gives it), each checked by lowering and scheduling its group in
 // process (no JIT compilation), so a variant the composer rejects never spends the budget.
 // Parameters and their ranges are the templates' own (schedules/README.md).

@@ -1355,13 +1355,101 @@ TEST(Composer, StridedDepthwiseConvTilesMatchTheReference) {
         EXPECT_EQ(plan.groups[0].schedule["template"], "conv_dw");
         expect_matches_reference(plan);
         const int64_t w = g.type_of("conv").shape[3], h = g.type_of("conv").shape[2];
+        // Tiles of 1 or 2 vectors across, the plane read as it is or deinterleaved by phase.
         for (int vw : {4, 8}) {
             for (int ny : {1, 2, 3}) {
-                if (vw > w || ny > h) continue;
-                plan.groups[0].schedule = {
-                    {"template", "conv_dw"}, {"vector_width", vw}, {"tile_y", ny}, {"channel_block", 2}};
-                expect_matches_reference(plan);
+                for (int nx : {1, 2}) {
+                    for (bool deinterleave : {false, true}) {
+                        if (vw * nx > w || ny > h) continue;
+                        plan.groups[0].schedule = {{"template", "conv_dw"},
+                                                   {"vector_width", vw},
+                                                   {"tile_y", ny},
+                                                   {"tile_x_vectors", nx},
+                                                   {"deinterleave_x", deinterleave},
+                                                   {"channel_block", 2}};
+                        expect_matches_reference(plan);
+                    }
+                }
             }
+        }
+    }
+}
+
+Graph expand_then_depthwise(int N, int C, int E, int H, int W, int k, int s);
+
+// A depthwise conv: C channels of H x W, k x k, strides (sy, sx), dilations (dy, dx), pads
+// (top, left, bottom, right), + ReLU.
+Graph depthwise_model(int C, int H, int W, int k, int sy, int sx, int dy, int dx, std::array<int, 4> pads) {
+    const json m = {{"format", "hfuse-model"},
+                    {"version", 1},
+                    {"name", "dw"},
+                    {"inputs", {{{"name", "x"}, {"shape", {1, C, H, W}}}}},
+                    {"weights",
+                     {{"w", {{"shape", {C, 1, k, k}}, {"uniform", {-0.3, 0.3}}, {"seed", 1}}},
+                      {"b", {{"shape", {C}}, {"uniform", {-0.3, 0.3}}, {"seed", 2}}}}},
+                    {"nodes",
+                     {{{"name", "conv"},
+                       {"op", "Conv"},
+                       {"inputs", {"x", "w", "b"}},
+                       {"attrs",
+                        {{"group", C},
+                         {"kernel_shape", {k, k}},
+                         {"strides", {sy, sx}},
+                         {"dilations", {dy, dx}},
+                         {"pads", {pads[0], pads[1], pads[2], pads[3]}}}}},
+                      {{"name", "relu"}, {"op", "Relu"}, {"inputs", {"conv"}}}}},
+                    {"outputs", {"relu"}}};
+    return json_model(m);
+}
+
+TEST(Composer, DeinterleavedDepthwiseConvMatchesTheReference) {
+    // conv_dw reading its filled plane by phase (ConvLowering::deinterleave_x): each tap
+    // phases(x + kx * d / s, kx * d % s). Strides 2 and 3 across (1 and 2 down), dilation 2, uneven
+    // pads whose last window reaches past the input or not, odd widths, 1 and 2 vectors across.
+    struct Case {
+        int C, H, W, k, sy, sx, dy, dx;
+        std::array<int, 4> pads;
+    };
+    int ran = 0;
+    for (const Case &c : {Case{3, 9, 23, 5, 2, 2, 1, 1, {2, 2, 2, 2}}, Case{5, 8, 29, 3, 1, 3, 1, 1, {1, 1, 0, 0}},
+                          Case{2, 11, 31, 3, 2, 2, 2, 2, {2, 2, 2, 1}}, Case{4, 7, 40, 7, 1, 2, 1, 1, {3, 3, 3, 3}},
+                          Case{3, 6, 19, 5, 2, 3, 1, 2, {0, 4, 0, 0}}}) {
+        FusedGraph plan = fused_plan(depthwise_model(c.C, c.H, c.W, c.k, c.sy, c.sx, c.dy, c.dx, c.pads));
+        ASSERT_EQ(plan.groups[0].schedule["template"], "conv_dw");
+        const int64_t w = plan.graph.type_of("conv").shape[3], h = plan.graph.type_of("conv").shape[2];
+        SCOPED_TRACE(std::to_string(c.k) + "x" + std::to_string(c.k) + " strides " + std::to_string(c.sy) + "x" +
+                     std::to_string(c.sx) + " dilation " + std::to_string(c.dx) + ", " + std::to_string(w) + " wide");
+        for (int vw : {4, 8}) {
+            for (int nx : {1, 2}) {
+                if (vw * nx > w) continue;
+                plan.groups[0].schedule = {
+                    {"template", "conv_dw"}, {"vector_width", vw},     {"tile_y", std::min<int64_t>(2, h)},
+                    {"tile_x_vectors", nx},  {"deinterleave_x", true}, {"channel_block", 1}};
+                expect_matches_reference(plan);
+                ran++;
+            }
+        }
+    }
+    EXPECT_EQ(ran, 14);
+    // With a pointwise producer computed per task: its strip fills the plane the phases read.
+    RuleSet rules = load_rules("x86");
+    rules.machine.cache_bytes = rules.machine.shared_cache_bytes = 1024;
+    FusedGraph plan =
+        with_default_schedules(plan_fusion(expand_then_depthwise(1, 5, 12, 13, 21, 5, 2), {rules}), kTarget);
+    ASSERT_EQ(plan.groups.size(), 1u);
+    ASSERT_TRUE(plan.groups[0].schedule.contains("producer_tile_c")) << plan.groups[0].schedule.dump();
+    plan.groups[0].schedule["deinterleave_x"] = true;
+    expect_matches_reference(plan);
+    // Refused where the plane is not filled (no pad across: the phases would read past the input's
+    // edge) and at stride 1 across.
+    for (const Case &c : {Case{3, 9, 23, 3, 2, 2, 1, 1, {1, 0, 1, 0}}, Case{3, 9, 23, 3, 1, 1, 1, 1, {1, 1, 1, 1}}}) {
+        FusedGraph bad = fused_plan(depthwise_model(c.C, c.H, c.W, c.k, c.sy, c.sx, c.dy, c.dx, c.pads));
+        bad.groups[0].schedule["deinterleave_x"] = true;
+        try {
+            Executor ex(bad);
+            ADD_FAILURE() << "accepted " << bad.groups[0].schedule.dump();
+        } catch (const Error &e) {
+            EXPECT_EQ(e.field(), "schedule.deinterleave_x") << e.what();
         }
     }
 }
@@ -1460,7 +1548,9 @@ TEST(Composer, LeftOutParametersRunWithTheirAbsentValues) {
                       {"reduction_order", "ci,kx,ky"},
                       {"input_at", "task"}}});
     cases.push_back({conv_model(16, 9, 26, 24, 1, 1, 0, 1), flat, {{"reduction_unroll", 2}}});
-    cases.push_back({conv_model(8, 14, 14, 8, 3, 1, 1, 8), json(), {{"row_bands", 2}}});
+    cases.push_back({conv_model(8, 14, 38, 8, 5, 2, 2, 8),  // 5x5 stride 2: 7 rows of 19
+                     json(),
+                     {{"row_bands", 2}, {"tile_x_vectors", 2}, {"deinterleave_x", true}}});
     cases.push_back(
         {conv_model(8, 14, 14, 16, 3, 1, 1, 1),
          json(),
@@ -1495,7 +1585,7 @@ TEST(Composer, LeftOutParametersRunWithTheirAbsentValues) {
             EXPECT_FALSE(other == left_out) << c.other.at(key).dump() << " runs as left out";
         }
     }
-    EXPECT_EQ(covered.size(), 11u);
+    EXPECT_EQ(covered.size(), 13u);
 }
 
 // MobileNet-V2's inverted-residual head: a 1x1 conv C -> E (+ bias) and ReLU6, then a 3x3 depthwise
@@ -2244,6 +2334,37 @@ TEST(Composer, TallDepthwiseKernelsTakeTwoRowsOfWideVectors) {
             {"template", "conv_dw"}, {"vector_width", out_w >= 16 ? 16 : 8}, {"tile_y", 2}, {"channel_block", 8}};
         expect_matches_reference(plan);
     }
+}
+
+TEST(Composer, DepthwiseDefaultsDeinterleaveWhereTapsReuseTheColumns) {
+    // A conv strided across with 4 or more taps per input element (5x5 stride 2: 6.25) reads its plane
+    // by phase, on AVX2 and AVX-512; 3x3 stride 2 (2.25) does not, nor a conv with its pointwise
+    // producer in the group, nor rows of 7 in vectors of 4. AVX2 takes 2 vectors across for kernels 5
+    // wide, at stride 1 or deinterleaved, where the row takes an even number of vectors.
+    const Halide::Target avx512("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
+    for (const Halide::Target &t : {kTarget, avx512}) {
+        SCOPED_TRACE(t.to_string());
+        const bool wide = t.has_feature(Halide::Target::AVX512);
+        const json s2 = conv_defaults_for(t, 72, 56, 72, 5, 2, 72);
+        EXPECT_EQ(s2.value("deinterleave_x", false), true) << s2.dump();
+        EXPECT_EQ(s2.value("tile_x_vectors", 1), wide ? 1 : 2) << s2.dump();
+        EXPECT_EQ(conv_defaults_for(t, 480, 28, 480, 5, 2, 480).value("deinterleave_x", false), true);
+        EXPECT_EQ(conv_defaults_for(t, 96, 112, 96, 3, 2, 96).value("deinterleave_x", false), false);
+        EXPECT_EQ(conv_defaults_for(t, 72, 28, 72, 5, 1, 72).value("deinterleave_x", false), false);
+        EXPECT_EQ(conv_defaults_for(t, 72, 28, 72, 5, 1, 72).value("tile_x_vectors", 1), wide ? 1 : 2);
+        EXPECT_EQ(conv_defaults_for(t, 72, 28, 72, 3, 1, 72).value("tile_x_vectors", 1), 1);
+    }
+    EXPECT_EQ(conv_defaults_for(kTarget, 672, 14, 672, 5, 2, 672).value("deinterleave_x", false), false);  // 7 wide
+    RuleSet rules = load_rules("x86");
+    rules.machine.cache_bytes = rules.machine.shared_cache_bytes = 1024;
+    const FusedGraph produced =
+        with_default_schedules(plan_fusion(expand_then_depthwise(1, 8, 32, 56, 56, 5, 2), {rules}), kTarget);
+    ASSERT_EQ(produced.groups.size(), 1u);
+    EXPECT_TRUE(produced.groups[0].schedule.contains("producer_tile_c")) << produced.groups[0].schedule.dump();
+    EXPECT_FALSE(produced.groups[0].schedule.contains("deinterleave_x")) << produced.groups[0].schedule.dump();
+    // The compiled group reads its phases.
+    const FusedGraph plan = fused_plan(conv_model(72, 56, 56, 72, 5, 2, 2, 72));
+    EXPECT_NE(compiled_group_text(plan, kTarget, false).find("phases"), std::string::npos);
 }
 
 TEST(Composer, DepthwisePlanesAreBuiltInDenseVectors) {
@@ -3027,6 +3148,9 @@ TEST(Composer, BadTemplateParametersNameTheField) {
     expect_error(dw, "conv", with(dwp, "vector_width", 16), "schedule.vector_width");
     expect_error(dw, "conv", with(dwp, "tile_y", 15), "schedule.tile_y");
     expect_error(dw, "conv", with(dwp, "channel_block", 32), "schedule.channel_block");
+    expect_error(dw, "conv", with(dwp, "tile_x_vectors", 2), "schedule.tile_x_vectors");  // 16 lanes
+    expect_error(dw, "conv", with(dwp, "tile_x_vectors", 0), "schedule.tile_x_vectors");
+    expect_error(dw, "conv", with(dwp, "deinterleave_x", 1), "schedule.deinterleave_x");
 }
 
 TEST(Composer, Avx512DefaultsDifferAndCompile) {

@@ -314,6 +314,41 @@ TEST(ExploreVariants, ParametersThePlanLeavesOutAreTriedToo) {
     ASSERT_GT(groups, 0) << "no conv_xv group without reduction_unroll: the test checks nothing";
 }
 
+TEST(ExploreVariants, FlagsAreFlipped) {
+    // A 5x5 stride-2 depthwise conv (a pad across): conv_dw's deinterleave_x, set by the defaults,
+    // is one neighbour away from false (left out: what the template runs with absent), and back.
+    const Halide::Target host = Halide::get_host_target();
+    json model = {{"format", "hfuse-model"},
+                  {"version", 1},
+                  {"name", "dw"},
+                  {"inputs", {{{"name", "x"}, {"shape", {1, 8, 20, 40}}}}},
+                  {"weights", {{"w", {{"shape", {8, 1, 5, 5}}, {"uniform", {-0.3, 0.3}}, {"seed", 1}}}}},
+                  {"nodes",
+                   {model_node("conv", "Conv", {"x", "w"},
+                               {{"kernel_shape", {5, 5}}, {"strides", {2, 2}}, {"pads", {2, 2, 2, 2}}, {"group", 8}}),
+                    model_node("relu", "Relu", {"conv"})}},
+                  {"outputs", {"relu"}}};
+    Graph g = simplify(load(model));
+    FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("x86")}), host);
+    ASSERT_EQ(plan.groups[0].schedule.value("template", ""), "conv_dw");
+    ASSERT_EQ(plan.groups[0].schedule.value("deinterleave_x", false), true) << plan.groups[0].schedule.dump();
+    explore::VariantChecker checker(g, host);
+    bool off = false;
+    for (const explore::ScheduleVariant &var : explore::schedule_neighbours(plan, checker, host, 3)) {
+        if (var.schedule_of(plan, 0).contains("deinterleave_x")) continue;
+        off = true;
+        EXPECT_TRUE(contains(var.description, "deinterleave_x true->false")) << var.description;
+    }
+    EXPECT_TRUE(off);
+    FusedGraph plain = plan;
+    plain.groups[0].schedule.erase("deinterleave_x");
+    bool on = false;
+    for (const explore::ScheduleVariant &var : explore::schedule_neighbours(plain, checker, host, 3)) {
+        on = on || var.schedule_of(plain, 0).value("deinterleave_x", false);
+    }
+    EXPECT_TRUE(on);
+}
+
 TEST(ExploreVariants, WinogradGroupsTryTheDirectConvAndBack) {
     // 16 -> 16 channels at 24x24 (36 tiles): Winograd F(4x4, 3x3) by default; F(2x2, 3x3) and the direct conv
     // (without Winograd's tile, and without "algorithm": the direct conv is what conv_cv runs with it

@@ -1182,6 +1182,25 @@ json perturb_schedule(const FusedGraph &f, const FusedGroup &grp, const json &de
             p["tile_y"] =
                 fit ? static_cast<int>(rng.uniform(1, std::min(64, th))) : static_cast<int>(rng.uniform(1, 64));
             p["channel_block"] = fit ? static_cast<int>(rng.uniform(1, tc)) : static_cast<int>(rng.uniform(1, 64));
+            p.erase("tile_x_vectors");
+            if (rng.chance(0.4)) {  // vectors across a tile: mostly as many as the row holds
+                const int most = std::max(1, tw / std::max(1, vw));
+                p["tile_x_vectors"] =
+                    fit ? static_cast<int>(rng.uniform(1, std::min(4, most))) : static_cast<int>(rng.uniform(1, 16));
+            }
+            // The plane by phase: the lowering refuses it unless the conv is strided across and its
+            // plane filled, and the group then runs its defaults.
+            bool strided_padded_x = false;  // a conv strided across with a leading pad there
+            for (const std::string &n : grp.nodes) {
+                const Node *node = g.find_node(n);
+                if (node->op != "Conv") continue;
+                const json &a = node->attrs;
+                strided_padded_x = strided_padded_x || (a.contains("strides") && a["strides"].size() == 2 &&
+                                                        a["strides"][1].get<int>() > 1 && a.contains("pads") &&
+                                                        a["pads"].size() == 4 && a["pads"][1].get<int>() > 0);
+            }
+            p.erase("deinterleave_x");
+            if (rng.chance(fit && !strided_padded_x ? 0.05 : 0.5)) p["deinterleave_x"] = rng.chance(0.7);
             if (rng.chance(0.5)) {
                 // Bands of rows as parallel tasks: up to one a row tile (the last shifting inwards).
                 const int row_tiles = (th + p["tile_y"].get<int>() - 1) / p["tile_y"].get<int>();
