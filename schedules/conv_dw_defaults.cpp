@@ -53,11 +53,11 @@ nlohmann::json conv_dw_defaults(const ConvGroupShape &s, const TargetTraits &tt,
     // with 2 loads and a shuffle per tap; for 2.25 (3x3 stride 2) the copy costs more than the
     // shuffles save. Needs the plane filled (a pad across), and vectors of 8 lanes or more (rows of 7
     // in vectors of 4, AVX2 code on Zen 5, in MobileNet-V3, MnasNet and EfficientNet-B0: 0.93-0.96x).
-    // 2 threads, BN + ReLU, medians of 2
-    // alternations of 500 runs: Zen 5, AVX-512, 5x5 stride 2 on 72 channels 56 -> 28: 0.037 -> 0.031 ms;
-    // 480 channels 28 -> 14: 0.081 -> 0.066; 3x3 stride 2 on 96 channels 112 -> 56: 0.117 -> 0.151,
-    // 144 at 56 -> 28: 0.047 -> 0.048. AVX2 code on Zen 5: 72 at 56 -> 28 (with 2 vectors a tile,
-    // below) 0.041 -> 0.037, 96 at 112 0.125 -> 0.149. Zen 3, AVX2: 72 at 56 -> 28 1.34x.
+    // 2 threads, BN + ReLU, medians of 2 alternations of 500 runs: Zen 5, AVX-512, 5x5 stride 2 on
+    // 72 channels 56 -> 28: 0.037 -> 0.031 ms; 480 channels 28 -> 14: 0.081 -> 0.066; 3x3 stride 2
+    // on 96 channels 112 -> 56: 0.117 -> 0.151, 144 at 56 -> 28: 0.047 -> 0.048. AVX2 code on Zen 5:
+    // 72 at 56 -> 28 (with 2 vectors a tile, below) 0.041 -> 0.037, 96 at 112 0.125 -> 0.149. Zen 3,
+    // AVX2: 72 at 56 -> 28 1.34x.
     const double taps_per_input =
         static_cast<double>(s.weight[2] * s.weight[3]) / (static_cast<double>(s.stride_x) * s.stride_y);
     const bool deinterleave =

@@ -3,6 +3,7 @@
 #include "hfuse/attributes.h"
 #include "hfuse/error.h"
 #include "hfuse/op_registry.h"
+#include "schedules/schedule_params.h"
 
 #include <algorithm>
 #include <set>
@@ -104,10 +105,7 @@ Graph position_view(const Graph &g, const FusedGroup &grp) {
 }
 
 bool flattens_positions(const nlohmann::json &schedule) {
-    if (!schedule.is_object() || !schedule.contains("flatten_positions")) return false;
-    const nlohmann::json &f = schedule["flatten_positions"];
-    if (!f.is_boolean()) fail_field("schedule.flatten_positions", "expected true or false, got " + f.dump());
-    return f.get<bool>();
+    return schedule.is_object() && schedules::param_bool_or(schedule, "flatten_positions", false);
 }
 
 TensorBuffer reshaped(const TensorBuffer &buffer, const Shape &shape) {

@@ -722,12 +722,12 @@ Lowered lower_conv(const LowerContext &ctx) {
     out(v) = ctx.has_input(2) ? ctx.inputs[2](co) : Expr(0.0f);
     Func phases;
     if (ctx.conv_lowering.deinterleave_x) {
-        const int sx = spatial == 2 ? static_cast<int>(c.g.strides[1]) : 1;
         // The filled plane is the pad value everywhere outside the input, so every phase may read
         // as far as bounds inference takes it; an unfilled one would be read past the input's edge.
-        if (fill == 0 || sx == 1 || spatial != 2 || !c.g.reads_outside(1))
+        if (fill == 0 || spatial != 2 || c.g.strides[1] == 1 || !c.g.reads_outside(1))
             fail_field("schedule.deinterleave_x", "needs a 2-D depthwise conv strided across with a filled plane");
-        const int px = static_cast<int>(c.g.pads_begin[1]), dx = static_cast<int>(c.g.dilations[1]);
+        const int sx = static_cast<int>(c.g.strides[1]), px = static_cast<int>(c.g.pads_begin[1]),
+                  dx = static_cast<int>(c.g.dilations[1]);
         Var u("u"), phase("phase");
         phases = Func(func_name(ctx, "phases"));
         phases(u, phase, v[1], v[2], v[3]) = x(u * sx + phase - px, v[1], v[2], v[3]);
