@@ -457,7 +457,13 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits 
     // schedule_winograd_stages).
     const int read_block = conv_cv_read_block(input_block, s);
     const bool blocked_read = read_block > 0;
-    const TileContext tiles{vw, tt.vector_registers, !winograd && cin >= 8 && (blocked_read || !input_order)};
+    // Weights streamed from L2 are priced with 32 registers only (conv_partition.h). With 16, a tile
+    // of 2 positions x 2 vectors, its weights in L1, was priced below 2 x 4 streaming them, and ran
+    // 0.69-0.72x as fast (Inception-V3's 1x7 and 7x1 160->192 at 17x17, AVX2 code on Zen 5, 2
+    // threads, in the network).
+    const int64_t l1 = tt.vector_registers >= 32 ? tt.l1_data_bytes : 0;
+    const TileContext tiles{vw, tt.vector_registers, !winograd && cin >= 8 && (blocked_read || !input_order),
+                            conv_cv_ci_block(cin, read_block, tt), l1};
     ChannelTile ct = grouped ? grouped_channel_tile(s, tt) : conv_cv_channel_tile(cout, tiles);
     const bool stem = !grouped && !winograd && cin < 8;  // a short reduction: a stem's 3 channels
     if (stem && !input_order) ct = short_reduction_tile(s, ct, flops_per_input, tt, &rows_padded);

@@ -11,6 +11,8 @@ constexpr int64_t kCoreCacheBytes = 1 << 20;     // an operand read again from t
 constexpr double kCoreCacheFlopsPerByte = 0.25;  // FLOPs at peak per byte read again from L2
 constexpr double kSharedCacheFlopsPerByte = 4;   // ... and from the shared cache
 constexpr double kCheaperBy = 0.9;               // the model's error
+constexpr double kStreamedWeightByteCost = 2.7 / 64;  // a weight byte from L2 beyond L1, in FMAs' time
+constexpr int64_t kL1ForTheInput = 8;                 // 1/8 of L1 left to the input's lines beside the weights
 
 // The share of `threads` x the longest thread's time that is work, inverted: 1 when the tasks split
 // evenly, (ceil(tasks / threads) x threads) / tasks otherwise.
@@ -69,7 +71,14 @@ double cv_partition_cost(const ConvGroupShape &s, const CvPartition &partition, 
         static_cast<double>(cout);
     const int64_t tasks = row_blocks * channel_blocks * images;
     const double idle = (idle_factor(tasks, 2) + idle_factor(tasks, 4)) / 2;
-    const double compute = flops * positions * channels * register_tile_cost(tile, context) * idle;
+    // A tile's weights for one pass, kept in L1 across the task's tiles of positions where they fit.
+    const int64_t pass = context.pass_channels > 0 ? std::min(context.pass_channels, cin_per_group) : cin_per_group;
+    const int64_t tile_weight_bytes = pass * taps * tile_channels * 4;
+    const bool weights_fit =
+        context.l1_bytes <= 0 || tile_weight_bytes <= context.l1_bytes - context.l1_bytes / kL1ForTheInput;
+    const double weights_streamed =
+        weights_fit ? 0.0 : kStreamedWeightByteCost * vector_width * 4 / static_cast<double>(tile.positions);
+    const double compute = flops * positions * channels * (register_tile_cost(tile, context) + weights_streamed) * idle;
 
     const int64_t input_bytes = s.input[1] * s.input[2] * s.input[3] * 4;
     const int64_t weight_bytes = cout * cin_per_group * taps * 4;

@@ -12,7 +12,18 @@
 //     and 4 threads: plans do not fix the thread count);
 //   - the bytes each task reads again: every block of channels reads its rows' input, every block of
 //     rows its channels' weights; a quarter of a FLOP a byte from a core's L2 (an operand within 1 MB:
-//     streamed in beside the FMAs), 4 from the shared cache beyond it.
+//     streamed in beside the FMAs), 4 from the shared cache beyond it;
+//   - where a register tile's weights for a pass over the input channels (the pass's channels x taps x
+//     its channel vectors) exceed 7/8 of the L1 data cache (an eighth left to the input's lines), they
+//     stream from L2 for every tile of positions:
+//     each weight byte a tile loads then costs a further 2.7 / 64 FMAs' time (an AVX-512 vector 2.7:
+//     tall tiles of few channel vectors load fewer per FMA, and their weights may fit). Zen 5
+//     (48 KB L1), AVX-512, 2 threads, RegNet-Y 800MF's eight 1x1 320->320 at 14x14 in the network
+//     (bench --profile, 3 rounds, summed): 4 x 5 tiles, 80 channels a task (100 KB of weights a
+//     tile) 1.49-1.66 ms; 10 x 2, 32 channels (40 KB) 1.19-1.32; 4 x 5 with passes of 64 channels
+//     (20 KB, the accumulators stored between passes) 1.49-1.58; 15 x 1, 16 channels 1.44-1.56. Where
+//     a tile's weights fill the L1 (7 x 3 over 256 channels: 48 KB) they ran as fast as 5 x 4's or
+//     slower (Wide ResNet-50's 1x1s 0.97-0.98x, ResNet-18's 256->512 stride 2 at batch 8 0.84-0.91x).
 // Sapphire Rapids, AVX-512, 2 threads, EfficientNet-B0's 1x1 1152->192 at 7x7 (+ Add), in the network,
 // against 3 blocks of 3 rows x 64 channels in 5 x 4 tiles (priced 74.2 MFLOPs): 1 block of 7 rows x
 // 64 channels (5 x 4; 3 tasks) 1.15x faster (priced 53.8), x 32 channels (7 x 2; 6 tasks) 1.36x
@@ -50,6 +61,8 @@ struct TileContext {
     int vector_width = 16;       // lanes a vector
     int registers = 32;          // vector registers of that width
     bool prices_spills = false;  // a tile that does not fit the registers pays for its spills
+    int64_t pass_channels = 0;   // input channels a pass of the reduction takes (0: all of a group's)
+    int64_t l1_bytes = 0;        // the L1 data cache a tile's weights are kept in (0: not priced)
 };
 
 // A register tile's time per FMA, as a factor on the FMA's: 1 + 1.8 x (np + nc) / (np x nc) for its

@@ -19,6 +19,9 @@ struct TargetTraits {
     int vector_width;      // lanes per vector: 8 with AVX2, 16 with AVX-512, 4 with SSE/NEON
     int vector_registers;  // 16 ymm (AVX2), 32 zmm (AVX-512), 32 on AArch64
     bool avx512 = false;   // x86 with any AVX-512 feature
+    // The L1 data cache a core is assumed to have (a target names no cache): 48 KB with AVX-512 (Ice
+    // Lake and later, Zen 5; Zen 4 has 32 KB), 32 KB otherwise (Zen 3, Skylake).
+    int64_t l1_data_bytes = 32 << 10;
 };
 TargetTraits target_traits(const Halide::Target &target);
 
