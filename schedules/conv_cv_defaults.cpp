@@ -462,8 +462,9 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits 
     // 0.69-0.72x as fast (Inception-V3's 1x7 and 7x1 160->192 at 17x17, AVX2 code on Zen 5, 2
     // threads, in the network).
     const int64_t l1 = tt.vector_registers >= 32 ? tt.l1_data_bytes : 0;
-    const TileContext tiles{vw, tt.vector_registers, !winograd && cin >= 8 && (blocked_read || !input_order),
-                            conv_cv_ci_block(cin, read_block, tt), l1};
+    const int64_t ci_block = conv_cv_ci_block(cin, read_block, tt);  // the pass the model prices is the one taken
+    const TileContext tiles{vw, tt.vector_registers, !winograd && cin >= 8 && (blocked_read || !input_order), ci_block,
+                            l1};
     ChannelTile ct = grouped ? grouped_channel_tile(s, tt) : conv_cv_channel_tile(cout, tiles);
     const bool stem = !grouped && !winograd && cin < 8;  // a short reduction: a stem's 3 channels
     if (stem && !input_order) ct = short_reduction_tile(s, ct, flops_per_input, tt, &rows_padded);
@@ -529,7 +530,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits 
                         {"tile_c_vectors", ct.vectors},
                         {"block_rows", rows},
                         {"channel_block", channel_block},
-                        {"ci_block", conv_cv_ci_block(cin, read_block, tt)},
+                        {"ci_block", ci_block},
                         {"input_block", input_block}};
     // A stem's padded planar copy (fewer than 8 input channels, each value read by many taps and
     // output channels) per task under the same bound: at root it is one more pass over the image

@@ -720,7 +720,7 @@ Lowered lower_conv(const LowerContext &ctx) {
 
     Func out(func_name(ctx));
     out(v) = ctx.has_input(2) ? ctx.inputs[2](co) : Expr(0.0f);
-    Func phases;
+    Lowered lowered{{out}, {}, {}};
     if (ctx.conv_lowering.deinterleave_x) {
         // The filled plane is the pad value everywhere outside the input, so every phase may read
         // as far as bounds inference takes it; an unfilled one would be read past the input's edge.
@@ -729,18 +729,17 @@ Lowered lower_conv(const LowerContext &ctx) {
         const int sx = static_cast<int>(c.g.strides[1]), px = static_cast<int>(c.g.pads_begin[1]),
                   dx = static_cast<int>(c.g.dilations[1]);
         Var u("u"), phase("phase");
-        phases = Func(func_name(ctx, "phases"));
+        Func phases(func_name(ctx, "phases"));
         phases(u, phase, v[1], v[2], v[3]) = x(u * sx + phase - px, v[1], v[2], v[3]);
         std::vector<Expr> args = window_input_args(c.g, v, r, 1, ci);
         const Expr tap = r[1] * dx;
         args[0] = v[0] + tap / sx;
         args.insert(args.begin() + 1, tap % sx);
         out(v) += phases(args) * w(w_args);
+        lowered.parts["phases"] = phases;
     } else {
         out(v) += x(window_input_args(c.g, v, r, 1, ci)) * w(w_args);
     }
-    Lowered lowered{{out}, {}, {}};
-    if (phases.defined()) lowered.parts["phases"] = phases;
     if (x.name() != ctx.inputs[0].name()) lowered.parts["padded_input"] = x;
     lowered.parts["conv_input"] = x;  // what the conv reads, padded or not: conv_xv may copy it per task
     return lowered;
