@@ -384,7 +384,9 @@ int conv_cv_input_copy_block(const ConvGroupShape &s, int64_t cin, int64_t group
 // RegNet-Y 3.2GF's 1x1s over 72 and 216 channels (passes of 36 and 54 read channel by channel),
 // Zen 3, AVX2, 2 threads, in the network (bench --against --profile, 2 rounds): one pass 1.53-1.77x
 // (the seven groups 8.4-8.6 -> 5.0-5.1 ms). One pass everywhere its accumulators pass half the L1 ran 0.68-0.93x on
-// ResNeXt-50's, Wide ResNet-50's and MobileNet-V2's 1x1s over 256-1024 channels.
+// ResNeXt-50's, Wide ResNet-50's and MobileNet-V2's 1x1s over 256-1024 channels. (With 32 registers
+// the cost model then takes passes where a tile's weights for all channels pass half the L2:
+// conv_partition.h.)
 int64_t conv_cv_ci_block(int64_t cin, int64_t read_block, const TargetTraits &tt) {
     if (tt.vector_registers >= 32) return cin;
     const int64_t pass = largest_divisor_at_most(cin, 64);
@@ -457,14 +459,20 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits 
     // schedule_winograd_stages).
     const int read_block = conv_cv_read_block(input_block, s);
     const bool blocked_read = read_block > 0;
-    // Weights streamed from L2 are priced with 32 registers only (conv_partition.h). With 16, a tile
-    // of 2 positions x 2 vectors, its weights in L1, was priced below 2 x 4 streaming them, and ran
-    // 0.69-0.72x as fast (Inception-V3's 1x7 and 7x1 160->192 at 17x17, AVX2 code on Zen 5, 2
-    // threads, in the network).
-    const int64_t l1 = tt.vector_registers >= 32 ? tt.l1_data_bytes : 0;
-    const int64_t ci_block = conv_cv_ci_block(cin, read_block, tt);  // the pass the model prices is the one taken
-    const TileContext tiles{vw, tt.vector_registers, !winograd && cin >= 8 && (blocked_read || !input_order), ci_block,
-                            l1};
+    // Weights streamed from L2 or beyond are priced, and passes chosen to keep them in L2, with 32
+    // registers only (conv_partition.h; with 16 conv_cv_ci_block's passes of at most 64 channels
+    // keep them there). With 16, a tile of 2 positions x 2 vectors, its weights in L1, was priced
+    // below 2 x 4 streaming them, and ran 0.69-0.72x as fast (Inception-V3's 1x7 and 7x1 160->192
+    // at 17x17, AVX2 code on Zen 5, 2 threads, in the network).
+    const bool prices_caches = tt.vector_registers >= 32;
+    int64_t ci_block = conv_cv_ci_block(cin, read_block, tt);  // the pass the model prices, unless it picks one
+    const TileContext tiles{vw,
+                            tt.vector_registers,
+                            !winograd && cin >= 8 && (blocked_read || !input_order),
+                            ci_block,
+                            prices_caches ? tt.l1_data_bytes : 0,
+                            prices_caches ? tt.l2_bytes : 0,
+                            std::max(read_block, 1)};
     ChannelTile ct = grouped ? grouped_channel_tile(s, tt) : conv_cv_channel_tile(cout, tiles);
     const bool stem = !grouped && !winograd && cin < 8;  // a short reduction: a stem's 3 channels
     if (stem && !input_order) ct = short_reduction_tile(s, ct, flops_per_input, tt, &rows_padded);
@@ -491,13 +499,13 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits 
         2 * s.output[0] * cout * s.output[2] * s.output[3] * s.weight[1] * s.weight[2] * s.weight[3];
     if (!grouped && !winograd && cin >= 8 && !s.pooled && s.tile_stride_x == 1 && s.tile_stride_y == 1 &&
         conv_flops >= 1'000'000) {
-        const CvPartition rules{ct, rows, channel_block};
+        const CvPartition rules{ct, rows, channel_block, ci_block};
         const CvPartition chosen = cheapest_cv_partition(s, rules, priced_cv_tiles(s, ct, input_order, tt), tiles);
         if (chosen.tile.positions != ct.positions || chosen.tile.vectors != ct.vectors || chosen.rows != rows ||
-            chosen.channel_block != channel_block) {
-            char why[160];
+            chosen.channel_block != channel_block || chosen.pass_channels != ci_block) {
+            char why[192];
             std::snprintf(why, sizeof why,
-                          "tiles, rows and channel block priced %.1f MFLOP against the rules' %.1f "
+                          "tiles, rows, channel block and passes priced %.1f MFLOP against the rules' %.1f "
                           "(schedules/conv_partition.h)",
                           cv_partition_cost(s, chosen, tiles) / 1e6, cv_partition_cost(s, rules, tiles) / 1e6);
             partition_why = why;
@@ -505,6 +513,7 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits 
         ct = chosen.tile;
         rows = chosen.rows;
         channel_block = chosen.channel_block;
+        ci_block = chosen.pass_channels;
     }
     const int64_t block_positions = rows * s.tile_output[3];
     // A task running every channel tile over a row or two (the weights the smaller operand, above)

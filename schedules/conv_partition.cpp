@@ -1,6 +1,7 @@
 #include "schedules/conv_partition.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace hfuse::schedules {
 namespace {
@@ -13,11 +14,33 @@ constexpr double kSharedCacheFlopsPerByte = 4;   // ... and from the shared cach
 constexpr double kCheaperBy = 0.9;               // the model's error
 constexpr double kStreamedWeightByteCost = 2.7 / 64;  // a weight byte from L2 beyond L1, in FMAs' time
 constexpr int64_t kL1ForTheInput = 8;                 // 1/8 of L1 left to the input's lines beside the weights
+constexpr double kSharedStreamedWeightByteCost = 5.5 / 64;  // ... from the shared cache beyond half the L2
+constexpr double kPassCost = 12;  // an accumulator stored and reloaded between passes, in FMAs' time
 
 // The share of `threads` x the longest thread's time that is work, inverted: 1 when the tasks split
 // evenly, (ceil(tasks / threads) x threads) / tasks otherwise.
 double idle_factor(int64_t tasks, int threads) {
     return static_cast<double>(ceil_div(tasks, threads) * threads) / static_cast<double>(tasks);
+}
+
+int64_t pass_channels(const CvPartition &partition, const TileContext &context, int64_t cin_per_group) {
+    if (partition.pass_channels > 0) return partition.pass_channels;
+    return context.pass_channels > 0 ? context.pass_channels : cin_per_group;
+}
+
+// The passes a partition of tiles of `tile_channels` may take: the context's, and where it prices the
+// L2, the longest of whole pass_steps dividing the channels whose tile weights fit half of it.
+std::vector<int64_t> pass_candidates(const ConvGroupShape &s, int64_t tile_channels, const TileContext &context) {
+    const int64_t cin_per_group = s.weight[1], taps = s.weight[2] * s.weight[3];
+    std::vector<int64_t> passes = {context.pass_channels > 0 ? context.pass_channels : cin_per_group};
+    if (context.l2_bytes <= 0) return passes;
+    const int64_t step = std::max<int64_t>(context.pass_step, 1);
+    for (int64_t pass = cin_per_group / step * step; pass >= step; pass -= step) {
+        if (cin_per_group % pass != 0 || pass * taps * tile_channels * 4 > context.l2_bytes / 2) continue;
+        if (pass < passes[0]) passes.push_back(pass);
+        break;
+    }
+    return passes;
 }
 
 double reread_flops(int64_t bytes, int64_t times) {
@@ -71,14 +94,21 @@ double cv_partition_cost(const ConvGroupShape &s, const CvPartition &partition, 
         static_cast<double>(cout);
     const int64_t tasks = row_blocks * channel_blocks * images;
     const double idle = (idle_factor(tasks, 2) + idle_factor(tasks, 4)) / 2;
-    // A tile's weights for one pass, kept in L1 across the task's tiles of positions where they fit.
-    const int64_t pass = context.pass_channels > 0 ? std::min(context.pass_channels, cin_per_group) : cin_per_group;
+    // A tile's weights for one pass, kept in L1 (or L2) across the task's tiles of positions where
+    // they fit.
+    const int64_t pass = std::min(pass_channels(partition, context, cin_per_group), cin_per_group);
     const int64_t tile_weight_bytes = pass * taps * tile_channels * 4;
-    const bool weights_fit =
-        context.l1_bytes <= 0 || tile_weight_bytes <= context.l1_bytes - context.l1_bytes / kL1ForTheInput;
-    const double weights_streamed =
-        weights_fit ? 0.0 : kStreamedWeightByteCost * vector_width * 4 / static_cast<double>(tile.positions);
-    const double compute = flops * positions * channels * (register_tile_cost(tile, context) + weights_streamed) * idle;
+    double byte_cost = 0;
+    if (context.l2_bytes > 0 && tile_weight_bytes > context.l2_bytes / 2)
+        byte_cost = kSharedStreamedWeightByteCost;
+    else if (context.l1_bytes > 0 && tile_weight_bytes > context.l1_bytes - context.l1_bytes / kL1ForTheInput)
+        byte_cost = kStreamedWeightByteCost;
+    const double weights_streamed = byte_cost * vector_width * 4 / static_cast<double>(tile.positions);
+    const int64_t passes = ceil_div(cin_per_group, pass);
+    const double reloads =
+        static_cast<double>(passes - 1) / static_cast<double>(passes) * kPassCost / static_cast<double>(pass * taps);
+    const double compute =
+        flops * positions * channels * (register_tile_cost(tile, context) + weights_streamed + reloads) * idle;
 
     const int64_t input_bytes = s.input[1] * s.input[2] * s.input[3] * 4;
     const int64_t weight_bytes = cout * cin_per_group * taps * 4;
@@ -100,15 +130,17 @@ CvPartition cheapest_cv_partition(const ConvGroupShape &s, const CvPartition &cu
     double best_cost = kCheaperBy * cv_partition_cost(s, current, context);
     for (const ChannelTile &tile : tiles) {
         const int64_t tile_channels = int64_t{tile.vectors} * vector_width;
-        for (int64_t rows = 1; rows <= hout; rows++) {
-            for (int64_t block = blocks_fixed ? cout : tile_channels; block < cout + tile_channels;
-                 block += tile_channels) {
-                const CvPartition candidate{tile, rows, std::min(block, cout)};
-                if (tile_channels >= candidate.channel_block + vector_width) continue;  // a tile past the block
-                const double cost = cv_partition_cost(s, candidate, context);
-                if (cost < best_cost) {
-                    best_cost = cost;
-                    best = candidate;
+        for (const int64_t pass : pass_candidates(s, tile_channels, context)) {
+            for (int64_t rows = 1; rows <= hout; rows++) {
+                for (int64_t block = blocks_fixed ? cout : tile_channels; block < cout + tile_channels;
+                     block += tile_channels) {
+                    const CvPartition candidate{tile, rows, std::min(block, cout), pass};
+                    if (tile_channels >= candidate.channel_block + vector_width) continue;  // a tile past the block
+                    const double cost = cv_partition_cost(s, candidate, context);
+                    if (cost < best_cost) {
+                        best_cost = cost;
+                        best = candidate;
+                    }
                 }
             }
         }

@@ -23,7 +23,17 @@
 //     tile) 1.49-1.66 ms; 10 x 2, 32 channels (40 KB) 1.19-1.32; 4 x 5 with passes of 64 channels
 //     (20 KB, the accumulators stored between passes) 1.49-1.58; 15 x 1, 16 channels 1.44-1.56. Where
 //     a tile's weights fill the L1 (7 x 3 over 256 channels: 48 KB) they ran as fast as 5 x 4's or
-//     slower (Wide ResNet-50's 1x1s 0.97-0.98x, ResNet-18's 256->512 stride 2 at batch 8 0.84-0.91x).
+//     slower (Wide ResNet-50's 1x1s 0.97-0.98x, ResNet-18's 256->512 stride 2 at batch 8 0.84-0.91x);
+//   - where they exceed half the core's L2 (the other half left to the input rows, the task's
+//     accumulators and the next pass's lines), they stream from the shared cache instead: 5.5 / 64
+//     FMAs' time a byte. A reduction in passes keeps them in L2, each pass after the first storing and
+//     reloading the tile's accumulators (12 FMAs' time each: a pass also zeroes, or reloads, the
+//     task's buffer outside the register tile). Zen 5 (1 MB L2), AVX-512, 2 threads, ResNet-18's three
+//     3x3 512->512 at 7x7 in the network (bench --profile, 5 rounds, summed), 5 x 4 tiles: one pass of
+//     512 channels (1.2 MB of weights a tile) 2.64-3.67 ms, passes of 256 (590 KB) 2.31-2.87, of 128
+//     (295 KB) 2.20-2.60; alone, 16 (37 KB, within L1), 32 and 64 as fast as 128. On Zen 4 (256-bit
+//     FMA units, the bytes half as dear in FMAs' time) passes of 64 channels ran 0.97-0.99x one pass
+//     on ResNet-18's direct 3x3s, and 0.86-0.97x on 1x1s (the accumulators' reloads).
 // Sapphire Rapids, AVX-512, 2 threads, EfficientNet-B0's 1x1 1152->192 at 7x7 (+ Add), in the network,
 // against 3 blocks of 3 rows x 64 channels in 5 x 4 tiles (priced 74.2 MFLOPs): 1 block of 7 rows x
 // 64 channels (5 x 4; 3 tasks) 1.15x faster (priced 53.8), x 32 channels (7 x 2; 6 tasks) 1.36x
@@ -41,6 +51,7 @@ struct CvPartition {
     ChannelTile tile;
     int64_t rows = 1;           // output rows a task ("block_rows")
     int64_t channel_block = 1;  // output channels a task ("channel_block")
+    int64_t pass_channels = 0;  // input channels a pass of the reduction ("ci_block"; 0: the context's)
 };
 
 // Whether a register tile's accumulators, a broadcast per position and a weight vector per channel
@@ -63,6 +74,8 @@ struct TileContext {
     bool prices_spills = false;  // a tile that does not fit the registers pays for its spills
     int64_t pass_channels = 0;   // input channels a pass of the reduction takes (0: all of a group's)
     int64_t l1_bytes = 0;        // the L1 data cache a tile's weights are kept in (0: not priced)
+    int64_t l2_bytes = 0;        // the core's L2 (0: not priced, and the passes not chosen)
+    int64_t pass_step = 1;       // a chosen pass takes whole multiples of this many channels (the read block)
 };
 
 // A register tile's time per FMA, as a factor on the FMA's: 1 + 1.8 x (np + nc) / (np x nc) for its
@@ -85,9 +98,11 @@ ChannelTile conv_cv_channel_tile(int64_t output_channels, const TileContext &con
 // FMA peak.
 double cv_partition_cost(const ConvGroupShape &s, const CvPartition &partition, const TileContext &context);
 
-// The cheapest partition of the direct conv `s` over register tiles `tiles`, every number of rows and
-// every channel block of whole tiles; `current` where none is priced at least 10% below it (the
-// model's error: within it, the measured defaults stay).
+// The cheapest partition of the direct conv `s` over register tiles `tiles`, every number of rows,
+// every channel block of whole tiles and, where the context prices the L2, the reduction in one pass
+// or in the longest passes (of whole `pass_step`s, dividing the channels) keeping a tile's weights in
+// half the L2; `current` where none is priced at least 10% below it (the model's error: within it,
+// the measured defaults stay).
 CvPartition cheapest_cv_partition(const ConvGroupShape &s, const CvPartition &current,
                                   const std::vector<ChannelTile> &tiles, const TileContext &context);
 

@@ -17,7 +17,10 @@ TargetTraits target_traits(const Halide::Target &target) {
                             target.has_feature(Halide::Target::AVX512_SapphireRapids);
         t.vector_registers = avx512 ? 32 : 16;
         t.avx512 = avx512;
-        if (avx512) t.l1_data_bytes = 48 << 10;
+        if (avx512) {
+            t.l1_data_bytes = 48 << 10;
+            t.l2_bytes = 1 << 20;
+        }
     } else if (target.arch == Halide::Target::ARM && target.bits == 64) {
         t.vector_registers = 32;
     } else {

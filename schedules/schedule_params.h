@@ -22,6 +22,9 @@ struct TargetTraits {
     // The L1 data cache a core is assumed to have (a target names no cache): 48 KB with AVX-512 (Ice
     // Lake and later, Zen 5; Zen 4 has 32 KB), 32 KB otherwise (Zen 3, Skylake).
     int64_t l1_data_bytes = 32 << 10;
+    // The L2 a core is assumed to have: 1 MB with AVX-512 (Zen 4, Zen 5, Skylake-SP; Sapphire Rapids
+    // has 2 MB), 512 KB otherwise (Zen 3).
+    int64_t l2_bytes = 512 << 10;
 };
 TargetTraits target_traits(const Halide::Target &target);
 

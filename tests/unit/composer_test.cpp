@@ -2310,9 +2310,11 @@ TEST(Composer, ConvCvKeepsATilesWeightsInL1) {
     EXPECT_EQ(schedules::cv_partition_cost(s, tall, l1_48k), schedules::cv_partition_cost(s, tall, l1_1m));
     EXPECT_GT(schedules::cv_partition_cost(s, wide, l1_48k), schedules::cv_partition_cost(s, tall, l1_48k));
     EXPECT_LT(schedules::cv_partition_cost(s, wide, l1_1m), schedules::cv_partition_cost(s, tall, l1_1m));
-    // In passes of 64 channels (pass_channels) a 5-vector tile's weights fit (20 KB).
+    // In passes of 64 channels (pass_channels) a 5-vector tile's weights fit (20 KB): cheaper than
+    // streaming them, dearer than one pass in an L1 they fit by the accumulators' reloads.
     const schedules::TileContext passes{16, 32, false, 64, 48 << 10};
-    EXPECT_EQ(schedules::cv_partition_cost(s, wide, passes), schedules::cv_partition_cost(s, wide, l1_1m));
+    EXPECT_LT(schedules::cv_partition_cost(s, wide, passes), schedules::cv_partition_cost(s, wide, l1_48k));
+    EXPECT_GT(schedules::cv_partition_cost(s, wide, passes), schedules::cv_partition_cost(s, wide, l1_1m));
     // A tile filling the L1 (3 vectors: 60 KB of a 64 KB L1) leaves none to the input: streamed.
     const schedules::CvPartition three{{7, 3}, 7, 96};
     const schedules::TileContext l1_64k{16, 32, false, 0, 64 << 10};
@@ -2322,6 +2324,58 @@ TEST(Composer, ConvCvKeepsATilesWeightsInL1) {
                   .l1_data_bytes,
               48 << 10);
     EXPECT_EQ(schedules::target_traits(Halide::Target("x86-64-linux-avx-avx2-f16c-fma-sse41")).l1_data_bytes, 32 << 10);
+}
+
+TEST(Composer, ConvCvReducesInPassesWhereATilesWeightsPassHalfTheL2) {
+    // A 3x3 512->512 at 7x7 (ResNet-18's and ResNet-34's last stage) on AVX-512: in one pass, a tile
+    // of 4 channel vectors has 1.2 MB of weights, past a 1 MB L2, streamed from the shared cache for
+    // every tile of positions. The defaults reduce in passes of whole input blocks whose tile weights
+    // fit half the L2, each pass's weights reused by the task's tiles.
+    const json p = avx512_conv_defaults(512, 7, 512, 3);
+    ASSERT_EQ(p.value("template", ""), "conv_cv") << p.dump();
+    const int pass = p.value("ci_block", 0), vectors = p.value("tile_c_vectors", 0);
+    EXPECT_LT(pass, 512) << p.dump();
+    EXPECT_EQ(512 % pass, 0) << p.dump();
+    EXPECT_EQ(pass % std::max(1, p.value("input_block", 0)), 0) << p.dump();
+    EXPECT_LE(int64_t{pass} * 9 * vectors * 16 * 4, 512 << 10) << p.dump();
+    EXPECT_NE(p.value("why", "").find("passes priced"), std::string::npos) << p.dump();
+    // Where a tile's weights for all channels fit half the L2 (a 1x1 2048->512: 512 KB for 4
+    // vectors; 320->320), one pass stays; under AVX2, the rules' passes of at most 64 channels.
+    EXPECT_EQ(avx512_conv_defaults(2048, 7, 512).value("ci_block", 0), 2048);
+    EXPECT_EQ(avx512_conv_defaults(320, 14, 320).value("ci_block", 0), 320);
+    EXPECT_LE(
+        conv_defaults_for(Halide::Target("x86-64-linux-avx-avx2-f16c-fma-sse41"), 512, 7, 512, 3).value("ci_block", 0),
+        64);
+
+    // The model: one pass costs more than passes keeping the weights in L2, by more than the
+    // accumulators' reloads; passes priced where nothing is streamed only cost their reloads.
+    schedules::ConvGroupShape s;
+    s.input = {1, 512, 7, 7};
+    s.weight = {512, 512, 3, 3};
+    s.output = s.tile_output = {1, 512, 7, 7};
+    s.padded = true;
+    const schedules::TileContext caches{16, 32, false, 0, 48 << 10, 1 << 20, 8}, none{16, 32, false, 0, 0, 0, 8};
+    const schedules::CvPartition one{{5, 4}, 7, 64, 512}, in_passes{{5, 4}, 7, 64, 128};
+    EXPECT_GT(schedules::cv_partition_cost(s, one, caches), 1.1 * schedules::cv_partition_cost(s, in_passes, caches));
+    EXPECT_LT(schedules::cv_partition_cost(s, one, none), schedules::cv_partition_cost(s, in_passes, none));
+    // cheapest_cv_partition offers the passes only where the context prices the L2.
+    EXPECT_EQ(schedules::cheapest_cv_partition(s, one, {{5, 4}}, caches).pass_channels, 128);
+    EXPECT_EQ(schedules::cheapest_cv_partition(s, one, {{5, 4}}, none).pass_channels, 512);
+    EXPECT_EQ(
+        schedules::target_traits(Halide::Target("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake")).l2_bytes,
+        1 << 20);
+
+    // AVX-512's passes on an odd shape (520 channels: passes of 104, 13 input blocks; 72 output
+    // channels, 4.5 vectors; a 9x11 plane) against the reference, on the host.
+    const Graph odd = conv_model(520, 9, 11, 72, 3, 1, 1, 1);
+    FusedGraph plan = fused_plan(odd);
+    plan.groups[0].schedule =
+        with_default_schedules(plan_fusion(odd, {load_rules("x86")}),
+                               Halide::Target("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake"))
+            .groups[0]
+            .schedule;
+    ASSERT_LT(plan.groups[0].schedule.value("ci_block", 520), 520) << plan.groups[0].schedule.dump();
+    expect_matches_reference(plan);
 }
 
 TEST(Composer, StridedDepthwiseTakesWholeVectorsWhereHalvesComputeAsMany) {
@@ -2460,10 +2514,11 @@ TEST(Composer, PointwiseChannelsOfSevenVectorsTakeOneTile) {
 
 TEST(Composer, ConvCvReducesInOnePassWithThirtyTwoRegisters) {
     // AVX-512: every input channel in one pass (no accumulators stored and reloaded between passes),
-    // 1x1 or 3x3, strided or not; AVX2 keeps passes of at most 64 channels. One pass over many
-    // channels on an odd plane against the reference.
+    // 1x1 or 3x3, strided or not, where a tile's weights fit half the L2 (else passes:
+    // ConvCvReducesInPassesWhereATilesWeightsPassHalfTheL2); AVX2 keeps passes of at most 64
+    // channels. One pass over many channels on an odd plane against the reference.
     for (const auto &[cin, hw, cout, k, stride] :
-         {std::tuple{256, 14, 128, 1, 1}, std::tuple{80, 14, 64, 3, 2}, std::tuple{384, 17, 192, 3, 2}}) {
+         {std::tuple{256, 14, 128, 1, 1}, std::tuple{80, 14, 64, 3, 2}, std::tuple{192, 17, 192, 3, 2}}) {
         const json p = avx512_conv_defaults(cin, hw, cout, k, stride);
         ASSERT_EQ(p.value("template", ""), "conv_cv") << p.dump();
         EXPECT_EQ(p["ci_block"], cin) << cin << "->" << cout << " " << k << "x" << k << ": " << p.dump();
