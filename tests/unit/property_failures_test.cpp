@@ -26,6 +26,7 @@ const std::string kDir = std::string(HFUSE_SOURCE_DIR) + "/tests/data/property_f
 const std::map<std::string, std::string> kRefused = {
     {"dwconv_maxpool", "conv_dw takes no window consumer"},
     {"vector_width_9", "is not a power of two"},
+    {"pool_vector_width_17", "is not a power of two"},
 };
 
 void expect_matches(const Graph &g, const std::map<std::string, TensorBuffer> &out, const test::ModelInputs &in,
@@ -59,7 +60,8 @@ TEST_P(PropertyFailure, StaysFixed) {
 
 INSTANTIATE_TEST_SUITE_P(Recorded, PropertyFailure,
                          testing::Values("conv_nopad_maxpool", "dwconv_maxpool", "dwconv_2x2_scalar",
-                                         "matmul_slice_rows", "softmax_rank1", "vector_width_9", "softmax_tail"));
+                                         "matmul_slice_rows", "softmax_rank1", "vector_width_9", "softmax_tail",
+                                         "pool_vector_width_17"));
 
 }  // namespace
 }  // namespace hfuse
