@@ -20,9 +20,7 @@ namespace {
 void schedule_dw_producer(Func flat, Func tile, Var task, const ConvGroupShape &s, const nlohmann::json &p,
                           int natural_vw, int cb) {
     const int vw = param_int_or(p, "producer_vector_width", 1, 64, natural_vw);
-    if ((vw & (vw - 1)) != 0) {
-        fail_field("schedule.producer_vector_width", std::to_string(vw) + " is not a power of two");
-    }
+    require_power_of_two("producer_vector_width", vw);
     const int nx = get_int(p, "producer_tile_x_vectors", 1, 16), nc = get_int(p, "producer_tile_c", 1, 64);
     if (int64_t{vw} * nx > s.input[2] * s.input[3]) {
         fail_field("schedule.producer_tile_x_vectors", "exceeds the plane's positions");

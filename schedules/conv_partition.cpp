@@ -32,7 +32,7 @@ int64_t pass_channels(const CvPartition &partition, const TileContext &context, 
 // L2, the longest of whole pass_steps dividing the channels whose tile weights fit half of it.
 std::vector<int64_t> pass_candidates(const ConvGroupShape &s, int64_t tile_channels, const TileContext &context) {
     const int64_t cin_per_group = s.weight[1], taps = s.weight[2] * s.weight[3];
-    std::vector<int64_t> passes = {context.pass_channels > 0 ? context.pass_channels : cin_per_group};
+    std::vector<int64_t> passes = {pass_channels(CvPartition{}, context, cin_per_group)};
     if (context.l2_bytes <= 0) return passes;
     const int64_t step = std::max<int64_t>(context.pass_step, 1);
     for (int64_t pass = cin_per_group / step * step; pass >= step; pass -= step) {

@@ -58,9 +58,7 @@ void schedule_pool(Func tile, Func pool, Func window_input, const PoolGroupShape
     check_param_keys(p, {"vector_width", "rows_per_task", "unroll_window", "window_input"});
     const int64_t width = s.output.back(), rows = num_elements(s.output) / width;
     const int vw = param_int(p, "vector_width", 1, std::min<int64_t>(64, width));
-    // As every template's (vector_width_param): Halide 14 fails to compile a guarded tail of other
-    // widths (tests/data/property_failures/pool_vector_width_17).
-    if ((vw & (vw - 1)) != 0) fail_field("schedule.vector_width", std::to_string(vw) + " is not a power of two");
+    require_power_of_two("vector_width", vw);  // tests/data/property_failures/pool_vector_width_17
     const int per_task = param_int(p, "rows_per_task", 1, rows);
     const bool unroll = param_int(p, "unroll_window", 0, 1) == 1;
     const bool input_per_task =

@@ -91,10 +91,12 @@ void check_param_keys(const nlohmann::json &p, const std::vector<std::string> &a
 
 int vector_width_param(const nlohmann::json &p, const Halide::Target &target, bool power_of_two) {
     const int vw = param_int_or(p, "vector_width", 1, 64, target.natural_vector_size<float>());
-    if (power_of_two && (vw & (vw - 1)) != 0) {
-        fail_field("schedule.vector_width", std::to_string(vw) + " is not a power of two");
-    }
+    if (power_of_two) require_power_of_two("vector_width", vw);
     return vw;
+}
+
+void require_power_of_two(const std::string &key, int lanes) {
+    if ((lanes & (lanes - 1)) != 0) fail_field("schedule." + key, std::to_string(lanes) + " is not a power of two");
 }
 
 }  // namespace hfuse::schedules

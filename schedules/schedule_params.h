@@ -53,5 +53,8 @@ void check_param_keys(const nlohmann::json &params, const std::vector<std::strin
 // `power_of_two` other widths are rejected: a template whose loops guard their tails vectorizes them
 // with masked loads and stores, which LLVM 14 fails to legalize for odd widths (e.g. 9 = 8 + 1 lanes).
 int vector_width_param(const nlohmann::json &params, const Halide::Target &target, bool power_of_two);
+// An Error on "schedule.<key>" unless `lanes` is a power of two: Halide 14 fails to compile guarded
+// vector tails of other widths (tests/data/property_failures/vector_width_9).
+void require_power_of_two(const std::string &key, int lanes);
 
 }  // namespace hfuse::schedules
