@@ -264,6 +264,7 @@ int bench(const BenchOptions &o) {
                                 {"median_ms", med},
                                 {"min_ms", best},
                                 {"runs", o.runs},
+                                {"runs_ms", t.ms},
                                 {"compile_ms", t.compile_ms},
                                 {"runtime_compile_ms", t.executor.runtime_compile_ms()},
                                 {"kernel_cache", kernel_cache_json(t.executor)}};
