@@ -43,6 +43,7 @@ struct ConvGroupShape {
                                     // flattened (conv_flat); 0 for other convs
     bool constant_weights = false;  // the weights are a constant (conv_cv packs them when lowering)
     bool input_in_group = false;    // the conv's input is computed in its group (a prologue, inlined)
+    bool input_made = false;        // the conv's input is another group's value, not a model input
     // T is a model output or read by a Concat (written into its value in place): stored NCHW whatever
     // the template, so conv_cv would transpose its tiles.
     bool output_planar = false;

@@ -65,30 +65,40 @@ nlohmann::json conv_xv_pool_strips(const ConvGroupShape &s, XvTile t, const std:
 // channel tiles go, and the row's tasks.
 void conv_xv_one_row_defaults(nlohmann::json &p, const ConvGroupShape &s, const TargetTraits &tt, XvTile t, int vw) {
     const int64_t cout = s.output[1], tw = s.tile_output[3];
-    // Channel tiles outside the row's tiles while an image's input stays in L2 (every channel tile
-    // reads it again); else inside, so that a tile's input stays in L1 while the channel tiles read
-    // it and the weights stream instead. Zen 5, 2 threads, medians: 1x1 128->256 at 28x28 (392 KB
-    // of input) outside 0.133 ms, inside in 2 tasks 0.134, 8 tasks 0.166; MobileNet-V2's project
-    // conv 144->24 at 56x56 (1.7 MB) outside 0.41 ms (its block), inside 0.20-0.21 (conv_flat 0.205).
-    // Zen 3 (512 KB of L2, AVX2), one thread, 1x1 128->256 at 28x28: outside 0.614 ms, inside
-    // 0.545 (93% of the peak; 2 threads 0.37 -> 0.31, noisy): the input, 77% of the L2, did not
-    // stay there beside the weights and the output. So on AVX2 targets only an input of up to
-    // half of 512 KB keeps the channel tiles outside; with AVX-512 (Zen 5, 1 MB) up to 512 KB.
+    // Another group's value (not a model input), which in a network that group wrote split by rows:
+    // channel tiles inside the row's tiles, the row in tasks of whole blocks of positions, so that a
+    // task reads only its positions' input and each core what it wrote. Channel tiles outside, every
+    // task read every position, half of them from the other core's cache. Zen 5, 2 threads,
+    // SqueezeNet 1.1's expand 1x1s 16->64 at 55x55 in the network (run --profile, 3 rounds): outside
+    // in 2 tasks 0.052 ms, inside in 8 tasks 0.027 (the whole net 1.02-1.07x); in a spell where the
+    // cores shared their lines cheaply 0.027 against 0.024 inside in 2 or 4 tasks, 0.025 in 8.
+    // A model input (no core wrote it): channel tiles outside while an image's input stays in L2
+    // (every channel tile reads it again); else inside, so that a tile's input stays in L1 while the
+    // channel tiles read it and the weights stream instead. Zen 5, 2 threads, medians: 1x1 128->256
+    // at 28x28 (392 KB of input) outside 0.133 ms, inside in 2 tasks 0.134 (0.96x in another
+    // spell), 4 tasks 0.90x, 8 tasks 0.166; MobileNet-V2's project conv 144->24 at 56x56 (1.7 MB)
+    // outside 0.41 ms (its block), inside 0.20-0.21 (conv_flat 0.205). Zen 3 (512 KB of L2, AVX2),
+    // one thread, 1x1 128->256 at 28x28: outside 0.614 ms, inside 0.545 (93% of the peak; 2 threads
+    // 0.37 -> 0.31, noisy): the input, 77% of the L2, did not stay there beside the weights and the
+    // output. So on AVX2 targets only an input of up to half of 512 KB keeps the channel tiles
+    // outside; with AVX-512 (Zen 5, 1 MB) up to 512 KB.
     const int64_t input_budget = tt.vector_registers >= 32 ? 512 * 1024 : 256 * 1024;
-    const bool inner = s.input[1] * tw * 4 > input_budget;
+    const bool inner = s.input_made || s.input[1] * tw * 4 > input_budget;
     p["channel_loop"] = inner ? "inner" : "outer";
-    // The row in as few tasks as give, with the channel tiles outside and the images, at least 8,
-    // an even number below 16. Counted as the schedule splits the row: blocks of ceil(tiles /
-    // row_tasks) tiles, so asking for 8 of 49 tiles makes 7 (one thread computes 4 of them). Zen 3,
-    // 2 threads, 128->256 at 28x28, channel tiles inside: 7 tasks 0.308 ms, 10 tasks 0.276, 2 0.280.
+    // The row in as few tasks as give, with the channel tiles outside and the images, at least 8
+    // (4 splitting another group's value by positions: each thread a contiguous share of them on 2 or 4
+    // threads), an even number below twice that. Counted as the schedule splits the row: blocks of
+    // ceil(tiles / row_tasks) tiles, so asking for 8 of 49 tiles makes 7 (one thread computes 4 of
+    // them). Zen 3, 2 threads, 128->256 at 28x28, channel tiles inside: 7 tasks 0.308 ms, 10 tasks
+    // 0.276, 2 0.280.
     const int64_t others = (inner ? 1 : (cout + t.channels - 1) / t.channels) * s.output[0],
-                  tiles = (tw + vw * t.x_vectors - 1) / (vw * t.x_vectors);
+                  tiles = (tw + vw * t.x_vectors - 1) / (vw * t.x_vectors), least = s.input_made ? 4 : 8;
     auto made = [&](int64_t asked) {
         const int64_t per_task = (tiles + asked - 1) / asked;
         return (tiles + per_task - 1) / per_task;
     };
     auto enough = [&](int64_t n) {
-        return n >= tiles || (others * n >= 8 && (others * n >= 16 || others * n % 2 == 0));
+        return n >= tiles || (others * n >= least && (others * n >= 2 * least || others * n % 2 == 0));
     };
     int64_t asked = 1;
     while (!enough(made(asked))) asked++;

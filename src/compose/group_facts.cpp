@@ -215,7 +215,10 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, GroupFacts &a) {
     a.conv.output = conv_shape;
     a.conv.group = static_cast<int>(Attributes(m->attrs).get_int("group", 1));
     a.conv.constant_weights = g.is_weight(m->inputs[1]);
-    if (const Node *in = g.producer(m->inputs[0])) a.conv.input_in_group = mem.in.count(mem.ng.index.at(in->name)) > 0;
+    if (const Node *in = g.producer(m->inputs[0])) {
+        a.conv.input_in_group = mem.in.count(mem.ng.index.at(in->name)) > 0;
+        a.conv.input_made = !a.conv.input_in_group;
+    }
     a.conv.tile_output = g.type_of(a.tile_value).shape;
     a.conv.output_planar = std::find(g.outputs.begin(), g.outputs.end(), a.tile_value) != g.outputs.end();
     for (int c : mem.ng.consumers[end]) a.conv.output_planar = a.conv.output_planar || g.nodes[c].op == "Concat";

@@ -35,6 +35,9 @@ struct PlanFacts {
     bool output_read_blocked = false;
     bool input_read_blocked = false;
     bool input_just_made = false;
+    // The conv's input is the value of a node of another group (the position view's graph has it as
+    // an input of its own).
+    bool input_made = false;
 };
 
 // The value `grp`'s master reads first (a conv's input), or null when the master has no inputs.
@@ -49,6 +52,7 @@ nlohmann::json defaults_for_shapes(const Graph &g, const FusedGroup &grp, const 
     a.conv.output_read_blocked = facts.output_read_blocked;
     a.conv.input_read_blocked = facts.input_read_blocked;
     a.conv.input_just_made = facts.input_just_made;
+    a.conv.input_made = a.conv.input_made || facts.input_made;
     nlohmann::json p;
     switch (a.family) {
     case compose::Family::Conv:
@@ -103,7 +107,11 @@ nlohmann::json defaults_with_readers(const Graph &g, const FusedGroup &grp, cons
         const Shape &in = g.type_of(master->inputs[0]).shape;
         const int64_t image_bytes = num_elements(in) / in[0] * 4;
         const bool fits = !schedules::target_traits(target).avx512 || image_bytes <= (int64_t{1} << 20);
-        nlohmann::json row = defaults_for_shapes(compose::position_view(g, grp), grp, target);
+        PlanFacts view_facts;
+        const Node *made_by = g.producer(master->inputs[0]);
+        view_facts.input_made =
+            made_by && std::find(grp.nodes.begin(), grp.nodes.end(), made_by->name) == grp.nodes.end();
+        nlohmann::json row = defaults_for_shapes(compose::position_view(g, grp), grp, target, view_facts);
         if (row.value("template", "") == "conv_xv" && fits) {
             row["flatten_positions"] = true;
             const std::string why = row.value("why", "");

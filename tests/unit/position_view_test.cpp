@@ -15,6 +15,7 @@
 #include "test_util.h"
 
 #include <gtest/gtest.h>
+#include <algorithm>
 
 namespace hfuse {
 namespace {
@@ -286,6 +287,36 @@ TEST(PositionView, DefaultsByTheInputsSize) {
     // row_tasks: at most the row's tiles (2704 positions, 2 vectors of 8 a tile: 169).
     plan.groups[0].schedule["row_tasks"] = 170;
     expect_refused(plan, "conv", "", "schedule.row_tasks");
+}
+
+TEST(PositionView, DefaultsSplitAnotherGroupsValueByPositions) {
+    // The same 1x1 64->256 at 28x28 as DefaultsByTheInputsSize's "quarter", reading a value a conv of
+    // another group made rather than the model's input: on AVX2 and AVX-512 alike the channel tiles
+    // inside the row's tiles, the row in 4 tasks (whole blocks of positions: each core reads the
+    // positions it computed in the group before, as that group split its rows).
+    const Graph g = model({{{"name", "x"}, {"shape", {1, 8, 28, 28}}}},
+                          {{"w0", uniform({64, 8, 3, 3}, 1)},
+                           {"b0", uniform({64}, 2)},
+                           {"w", uniform({256, 64, 1, 1}, 3)},
+                           {"b", uniform({256}, 4)}},
+                          {{{"name", "pre"},
+                            {"op", "Conv"},
+                            {"inputs", {"x", "w0", "b0"}},
+                            {"attrs", {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}}}},
+                           model_node("pre_relu", "Relu", {"pre"}),
+                           conv("conv", "pre_relu", "w"),
+                           model_node("relu", "Relu", {"conv"})},
+                          {"relu"});
+    const Halide::Target avx512("x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41");
+    for (const Halide::Target &target : {kTarget, avx512}) {
+        FusedGraph plan = with_default_schedules(plan_fusion(g, {load_rules("x86")}), target);
+        const FusedGroup &grp = group_of(plan, "conv");
+        ASSERT_EQ(std::count(grp.nodes.begin(), grp.nodes.end(), "pre"), 0) << plan_to_json(plan).dump();
+        EXPECT_EQ(grp.schedule["flatten_positions"], true) << grp.schedule.dump();
+        EXPECT_EQ(grp.schedule["channel_loop"], "inner") << grp.schedule.dump();
+        EXPECT_EQ(grp.schedule["row_tasks"], 4) << grp.schedule.dump();
+        if (target == kTarget) expect_matches_reference(plan);
+    }
 }
 
 TEST(PositionView, ReshapedBuffersShareTheData) {
