@@ -46,6 +46,15 @@ const std::string *master_input(const Graph &g, const FusedGroup &grp) {
     return master && !master->inputs.empty() ? &master->inputs[0] : nullptr;
 }
 
+// The node making the value `grp`'s master reads first where that node is in another group; null for
+// a model input or weight, or a value the group computes itself (an inlined prologue).
+const Node *input_made_by_another_group(const Graph &g, const FusedGroup &grp) {
+    const std::string *input = master_input(g, grp);
+    const Node *in = input ? g.producer(*input) : nullptr;
+    if (!in || std::find(grp.nodes.begin(), grp.nodes.end(), in->name) != grp.nodes.end()) return nullptr;
+    return in;
+}
+
 nlohmann::json defaults_for_shapes(const Graph &g, const FusedGroup &grp, const Halide::Target &target,
                                    const PlanFacts &facts = {}) {
     compose::GroupFacts a = compose::analyse_group(g, grp);
@@ -108,9 +117,7 @@ nlohmann::json defaults_with_readers(const Graph &g, const FusedGroup &grp, cons
         const int64_t image_bytes = num_elements(in) / in[0] * 4;
         const bool fits = !schedules::target_traits(target).avx512 || image_bytes <= (int64_t{1} << 20);
         PlanFacts view_facts;
-        const Node *made_by = g.producer(master->inputs[0]);
-        view_facts.input_made =
-            made_by && std::find(grp.nodes.begin(), grp.nodes.end(), made_by->name) == grp.nodes.end();
+        view_facts.input_made = input_made_by_another_group(g, grp) != nullptr;
         nlohmann::json row = defaults_for_shapes(compose::position_view(g, grp), grp, target, view_facts);
         if (row.value("template", "") == "conv_xv" && fits) {
             row["flatten_positions"] = true;
@@ -196,11 +203,9 @@ bool readers_split_rows(const FusedGraph &plan, const FusedGroup &producer) {
 // hands out rows), hands out that value alone, and `grp` is its only reader.
 bool input_stored_blocked_for(const FusedGraph &plan, const FusedGroup &grp) {
     const Graph &g = plan.graph;
-    const std::string *input = master_input(g, grp);
-    if (!input) return false;
-    const std::string &v = *input;
-    const Node *in = g.producer(v);
-    if (!in || std::find(grp.nodes.begin(), grp.nodes.end(), in->name) != grp.nodes.end()) return false;
+    const Node *in = input_made_by_another_group(g, grp);
+    if (!in) return false;
+    const std::string &v = *master_input(g, grp);
     for (const FusedGroup &producer : plan.groups) {
         if (std::find(producer.nodes.begin(), producer.nodes.end(), in->name) == producer.nodes.end()) continue;
         const nlohmann::json &p = producer.schedule;
