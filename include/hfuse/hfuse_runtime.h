@@ -8,9 +8,12 @@
  *   (the heap's top trimmed, or mmap'ed and unmapped), and every run faults its buffers in again: a
  *   compiled conv + bias + relu + 2x2 max-pool at 56x56 (14 tasks, two buffers each) took 2.1-2.8 ms
  *   a run on Halide's default allocator, 0.72 on this one (Zen 5, 2 threads).
- * - With OpenMP (compiled with -fopenmp), a halide_do_par_for on OpenMP's static schedule: each
- *   thread the same contiguous share of a loop's tasks in every loop, so a core reads back from its
- *   own caches what it wrote in the previous loop or run (src/exec/parallel_runtime.h for figures).
+ * - With OpenMP (compiled with -fopenmp), a halide_do_par_for split as OpenMP's static schedule
+ *   splits a loop: each thread the same contiguous share of a loop's tasks in every loop, so a core
+ *   reads back from its own caches what it wrote in the previous loop or run
+ *   (src/exec/parallel_runtime.h for figures), run on worker threads of its own that start a loop
+ *   faster than an OpenMP parallel region does (OpenMP's threads when another thread's loop holds
+ *   them).
  * - hfuse_runtime_install(): makes them Halide's, where the program has not installed its own.
  *
  *   halide_set_custom_malloc(hfuse_cached_malloc);  // what hfuse_runtime_install() does
@@ -31,6 +34,8 @@
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
+#include <sched.h>
+#include <time.h>
 #endif
 
 /* ---- the block cache ------------------------------------------------------------------------- */
@@ -155,23 +160,193 @@ static inline size_t hfuse_cached_bytes(void) {
     return bytes;
 }
 
-/* ---- parallel loops on OpenMP ---------------------------------------------------------------- */
+/* ---- parallel loops ------------------------------------------------------------------------- */
 
 #ifdef _OPENMP
-/* Tasks [min, min + extent) of `task` split statically over `threads` OpenMP threads (<= 0:
- * omp_get_max_threads()); 0, or the status of a task that failed (once one has, the tasks not yet
- * started are skipped). On the calling thread, in order, inside a parallel region (a nested loop),
- * with one task or one thread. */
+/* A loop's tasks split as OpenMP's static schedule splits them, share `t` of `threads`: [*front,
+ * *back), the first extent % threads shares one task longer. */
+static inline void hfuse_static_share(int extent, int threads, int t, int *front, int *back) {
+    const int q = extent / threads, r = extent % threads;
+    *front = q * t + (t < r ? t : r);
+    *back = *front + q + (t < r ? 1 : 0);
+}
+
+/* A worker spins this long for the next loop before it sleeps (the loops of one run of a model come
+ * microseconds apart; between runs, a spinning core costs the machine this much at most). */
+#define HFUSE_POOL_SPIN_NS 1000000
+
+/* Worker threads of hfuse's parallel loops, one loop at a time (`busy`). A loop is published by
+ * bumping `generation` (the job's fields written before); each worker runs its share and counts
+ * itself in `done`, which the caller waits for. The fields the two sides write are on lines of
+ * their own. */
+struct hfuse_pool {
+    pthread_mutex_t busy;
+    pthread_mutex_t sleep_lock;
+    pthread_cond_t wake;
+    int workers;               /* started, numbered 1..workers (the caller is share 0) */
+    int fork_handled;          /* hfuse_pool_after_fork registered */
+    uint64_t start_generation; /* the generation a worker starting now has seen */
+    int (*task)(void *, int, uint8_t *);
+    void *user_context;
+    uint8_t *closure;
+    int min, extent, threads;
+    uint64_t generation __attribute__((aligned(64)));
+    int sleepers __attribute__((aligned(64)));
+    int done __attribute__((aligned(64)));
+    int failure __attribute__((aligned(64)));
+};
+
+/* One pool per translation unit that includes this header, as the block cache. */
+static inline struct hfuse_pool *hfuse_pool(void) {
+    /* clang-format off */
+    static struct hfuse_pool pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                                     0, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0};
+    /* clang-format on */
+    return &pool;
+}
+
+/* Whether this thread is running a task of a pool loop (a loop it starts runs on it, in order). */
+static inline int *hfuse_pool_in_task(void) {
+    static __thread int in_task;
+    return &in_task;
+}
+
+static inline void hfuse_pool_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static inline uint64_t hfuse_pool_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void hfuse_pool_run_share(struct hfuse_pool *p, int t) {
+    int i, front, back;
+    hfuse_static_share(p->extent, p->threads, t, &front, &back);
+    for (i = front; i < back; i++) {
+        int status;
+        if (__atomic_load_n(&p->failure, __ATOMIC_RELAXED) != 0) break;
+        status = p->task(p->user_context, p->min + i, p->closure);
+        if (status != 0) __atomic_store_n(&p->failure, status, __ATOMIC_RELAXED);
+    }
+}
+
+static inline void *hfuse_pool_worker(void *arg) {
+    struct hfuse_pool *p = hfuse_pool();
+    const int index = (int)(intptr_t)arg;
+    uint64_t seen = __atomic_load_n(&p->start_generation, __ATOMIC_ACQUIRE);
+    *hfuse_pool_in_task() = 1;
+    for (;;) {
+        uint64_t generation = __atomic_load_n(&p->generation, __ATOMIC_SEQ_CST);
+        if (generation == seen) {
+            const uint64_t until = hfuse_pool_now_ns() + HFUSE_POOL_SPIN_NS;
+            int spins = 0;
+            while ((generation = __atomic_load_n(&p->generation, __ATOMIC_SEQ_CST)) == seen) {
+                hfuse_pool_pause();
+                if (++spins % 64 == 0 && hfuse_pool_now_ns() > until) break;
+            }
+        }
+        if (generation == seen) {
+            /* Asleep until the next loop: the caller wakes the sleepers it sees counted (both sides'
+             * accesses sequentially consistent, one of them sees the other's). */
+            pthread_mutex_lock(&p->sleep_lock);
+            __atomic_fetch_add(&p->sleepers, 1, __ATOMIC_SEQ_CST);
+            while ((generation = __atomic_load_n(&p->generation, __ATOMIC_SEQ_CST)) == seen)
+                pthread_cond_wait(&p->wake, &p->sleep_lock);
+            __atomic_fetch_sub(&p->sleepers, 1, __ATOMIC_SEQ_CST);
+            pthread_mutex_unlock(&p->sleep_lock);
+        }
+        seen = generation;
+        if (index < p->threads) hfuse_pool_run_share(p, index);
+        __atomic_fetch_add(&p->done, 1, __ATOMIC_ACQ_REL);
+    }
+    return NULL;
+}
+
+/* A forked child has none of the parent's workers: its pool starts anew. */
+static inline void hfuse_pool_after_fork(void) {
+    struct hfuse_pool *p = hfuse_pool();
+    pthread_mutex_init(&p->busy, NULL);
+    pthread_mutex_init(&p->sleep_lock, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    p->workers = 0;
+    p->sleepers = 0;
+}
+
+/* Runs tasks [min, min + extent) of `task` on the pool, `threads` - 1 workers and the caller, and
+ * returns 1 with the loop's status in *status; 0 if no worker could be started. Called with p->busy
+ * held. */
+static inline int hfuse_pool_par_for(struct hfuse_pool *p, void *user_context, int (*task)(void *, int, uint8_t *),
+                                     int min, int extent, uint8_t *closure, int threads, int *status) {
+    int spins = 0;
+    if (!p->fork_handled) p->fork_handled = pthread_atfork(NULL, NULL, hfuse_pool_after_fork) == 0;
+    __atomic_store_n(&p->start_generation, p->generation, __ATOMIC_RELEASE);
+    while (p->workers < threads - 1) {
+        pthread_t thread;
+        if (pthread_create(&thread, NULL, hfuse_pool_worker, (void *)(intptr_t)(p->workers + 1)) != 0) break;
+        pthread_detach(thread);
+        p->workers++;
+    }
+    if (p->workers == 0) return 0;
+    if (threads > p->workers + 1) threads = p->workers + 1;
+    p->task = task;
+    p->user_context = user_context;
+    p->closure = closure;
+    p->min = min;
+    p->extent = extent;
+    p->threads = threads;
+    __atomic_store_n(&p->failure, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->done, 0, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&p->generation, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&p->sleepers, __ATOMIC_SEQ_CST) > 0) {
+        pthread_mutex_lock(&p->sleep_lock);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->sleep_lock);
+    }
+    *hfuse_pool_in_task() = 1;
+    hfuse_pool_run_share(p, 0);
+    *hfuse_pool_in_task() = 0;
+    /* Every worker counts itself, those past `threads` too: none can miss a generation. */
+    while (__atomic_load_n(&p->done, __ATOMIC_ACQUIRE) < p->workers) {
+        hfuse_pool_pause();
+        if (++spins % 4096 == 0) sched_yield();
+    }
+    *status = __atomic_load_n(&p->failure, __ATOMIC_RELAXED);
+    return 1;
+}
+
+/* Tasks [min, min + extent) of `task` over `threads` threads (<= 0: omp_get_max_threads()), split
+ * as OpenMP's static schedule splits them: each thread the same contiguous share in every loop (the
+ * caller the first), so that a core reads back from its own caches what it wrote in the loop
+ * before. On hfuse's pool of worker threads, which spin a while between loops (HFUSE_POOL_SPIN_NS)
+ * and start a loop in a round trip between cores, where an OpenMP parallel region took ~3.5 us
+ * (src/exec/parallel_runtime.h); on OpenMP's static schedule while another thread's loop holds
+ * the pool. 0, or the status of a task that failed (once one has, the tasks not yet started are
+ * skipped). On the calling thread, in order, with one task or one thread, and inside a task of a
+ * loop or an OpenMP parallel region (a nested loop). */
 static inline int hfuse_openmp_par_for(void *user_context, int (*task)(void *, int, uint8_t *), int min, int extent,
                                        uint8_t *closure, int threads) {
+    struct hfuse_pool *p = hfuse_pool();
     int i, failure = 0;
     if (threads <= 0) threads = omp_get_max_threads();
-    if (extent <= 1 || threads <= 1 || omp_in_parallel()) {
+    if (threads > extent) threads = extent;
+    if (extent <= 1 || threads <= 1 || *hfuse_pool_in_task() || omp_in_parallel()) {
         for (i = min; i < min + extent; i++) {
             int status = task(user_context, i, closure);
             if (status != 0) return status;
         }
         return 0;
+    }
+    if (pthread_mutex_trylock(&p->busy) == 0) {
+        int status = 0;
+        const int ran = hfuse_pool_par_for(p, user_context, task, min, extent, closure, threads, &status);
+        pthread_mutex_unlock(&p->busy);
+        if (ran) return status;
     }
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (i = min; i < min + extent; i++) {
@@ -188,7 +363,7 @@ static inline int hfuse_openmp_par_for(void *user_context, int (*task)(void *, i
     return failure;
 }
 
-/* halide_do_par_for on OpenMP's threads (OMP_NUM_THREADS, omp_set_num_threads). */
+/* halide_do_par_for on as many threads as OpenMP would use (OMP_NUM_THREADS, omp_set_num_threads). */
 static inline int hfuse_openmp_do_par_for(void *user_context, halide_task_t task, int min, int extent,
                                           uint8_t *closure) {
     return hfuse_openmp_par_for(user_context, task, min, extent, closure, 0);

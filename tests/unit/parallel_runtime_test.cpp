@@ -1,7 +1,9 @@
-// Who runs the JIT pipelines' parallel loops: OpenMP's static schedule (every task once, each thread a
-// fixed contiguous share, the caller the first; a failing task's status returned; nested loops and
-// one thread on the caller), used by the executor and the whole-model pipeline unless they are told
-// to use Halide's pool, with the same results either way.
+// Who runs the JIT pipelines' parallel loops: hfuse's pool, split as OpenMP's static schedule (every
+// task once, each thread a fixed contiguous share, the caller the first; a failing task's status
+// returned; nested loops and one thread on the caller; sleeping workers woken, another thread's loop
+// meanwhile on OpenMP's threads, a forked child's loops on workers of its own), used by the executor
+// and the whole-model pipeline unless they are told to use Halide's pool, with the same results
+// either way.
 #include "exec/parallel_runtime.h"
 #include "hfuse/composer.h"
 #include "hfuse/error.h"
@@ -14,8 +16,11 @@
 #include "test_util.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -111,6 +116,73 @@ TEST(ParallelRuntime, NestedLoopsAndOneThreadRunOnTheCaller) {
             EXPECT_EQ(o.inner[i]->thread[t], o.outer[i]) << "outer task " << i << ", inner task " << t;
         }
     }
+}
+
+// The workers sleep when no loop has come for a while (HFUSE_POOL_SPIN_NS): the next loop wakes them
+// and still runs each share on its own thread.
+TEST(ParallelRuntime, ALoopAfterTheWorkersSleptWakesThem) {
+    ThreadCount two(2);
+    for (int call = 0; call < 3; call++) {
+        Record r(0, 6);
+        ASSERT_EQ(exec::openmp_do_par_for(nullptr, record_task, 0, 6, reinterpret_cast<uint8_t *>(&r)), 0);
+        for (int i = 0; i < 6; i++) EXPECT_EQ(r.runs[i].load(), 1) << "call " << call << ", task " << i;
+        EXPECT_EQ(r.thread[0], std::this_thread::get_id());
+        EXPECT_NE(r.thread[3], std::this_thread::get_id()) << "call " << call;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the workers' spinning
+    }
+}
+
+// Two threads' loops at once: one runs on the pool, the other on OpenMP's threads (not serially, nor
+// waiting for the first), every task of each once.
+TEST(ParallelRuntime, LoopsFromTwoThreadsAtOnceEachRunEveryTaskOnce) {
+    ThreadCount two(2);
+    // A's tasks hold the pool until B's loop has run on two threads.
+    struct Shared {
+        std::atomic<bool> b_done{false};
+        std::atomic<int> a_runs{0};
+        Record b{0, 4};
+    } sh;
+    Task hold = [](Halide::JITUserContext *, int, uint8_t *closure) {
+        auto *sh = reinterpret_cast<Shared *>(closure);
+        sh->a_runs++;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (!sh->b_done && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+        return 0;
+    };
+    std::thread a(
+        [&] { EXPECT_EQ(exec::openmp_do_par_for(nullptr, hold, 0, 2, reinterpret_cast<uint8_t *>(&sh)), 0); });
+    while (sh.a_runs.load() < 2) std::this_thread::yield();  // A's loop holds the pool and its worker
+    std::thread b([&] {
+        EXPECT_EQ(exec::openmp_do_par_for(nullptr, record_task, 0, 4, reinterpret_cast<uint8_t *>(&sh.b)), 0);
+        sh.b_done = true;
+    });
+    b.join();
+    a.join();
+    EXPECT_EQ(sh.a_runs.load(), 2);
+    for (int i = 0; i < 4; i++) EXPECT_EQ(sh.b.runs[i].load(), 1) << "task " << i;
+    EXPECT_NE(sh.b.thread[0], sh.b.thread[3]) << "B's loop ran serially";
+}
+
+// A forked child has none of its parent's workers: its loops start its own.
+TEST(ParallelRuntime, AForkedChildRunsItsLoops) {
+    ThreadCount two(2);
+    Record warm(0, 4);  // the parent's pool started
+    ASSERT_EQ(exec::openmp_do_par_for(nullptr, record_task, 0, 4, reinterpret_cast<uint8_t *>(&warm)), 0);
+    Record r(0, 4);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        alarm(20);  // a loop waiting for the parent's workers would hang: SIGALRM ends it
+        const int status = exec::openmp_do_par_for(nullptr, record_task, 0, 4, reinterpret_cast<uint8_t *>(&r));
+        bool once = true;
+        for (int i = 0; i < 4; i++) once = once && r.runs[i].load() == 1;
+        _exit(status == 0 && once && r.thread[0] != r.thread[3] ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << (WIFSIGNALED(status) ? "the child's loop hung (signal " + std::to_string(WTERMSIG(status)) + ")"
+                                : "the child's loop ran wrongly");
 }
 
 TEST(ParallelRuntime, NamesParseAndUnknownOnesAreRefused) {
