@@ -36,6 +36,7 @@
 #include <omp.h>
 #include <sched.h>
 #include <time.h>
+#include <unistd.h>
 #endif
 
 /* ---- the block cache ------------------------------------------------------------------------- */
@@ -172,7 +173,9 @@ static inline void hfuse_static_share(int extent, int threads, int t, int *front
 }
 
 /* A worker spins this long for the next loop before it sleeps (the loops of one run of a model come
- * microseconds apart; between runs, a spinning core costs the machine this much at most). */
+ * microseconds apart; between runs, a spinning core costs the machine this much at most). None when
+ * the loops ask for more threads than the machine has cores: a spinning worker would hold a core
+ * another thread of the loop needs. */
 #define HFUSE_POOL_SPIN_NS 1000000
 
 /* Worker threads of hfuse's parallel loops, one loop at a time (`busy`). A loop is published by
@@ -185,6 +188,7 @@ struct hfuse_pool {
     pthread_cond_t wake;
     int workers;               /* started, numbered 1..workers (the caller is share 0) */
     int fork_handled;          /* hfuse_pool_after_fork registered */
+    int spin;                  /* whether the workers spin between loops */
     uint64_t start_generation; /* the generation a worker starting now has seen */
     int (*task)(void *, int, uint8_t *);
     void *user_context;
@@ -200,7 +204,7 @@ struct hfuse_pool {
 static inline struct hfuse_pool *hfuse_pool(void) {
     /* clang-format off */
     static struct hfuse_pool pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-                                     0, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0};
+                                     0, 0, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0};
     /* clang-format on */
     return &pool;
 }
@@ -243,7 +247,7 @@ static inline void *hfuse_pool_worker(void *arg) {
     *hfuse_pool_in_task() = 1;
     for (;;) {
         uint64_t generation = __atomic_load_n(&p->generation, __ATOMIC_SEQ_CST);
-        if (generation == seen) {
+        if (generation == seen && __atomic_load_n(&p->spin, __ATOMIC_RELAXED)) {
             const uint64_t until = hfuse_pool_now_ns() + HFUSE_POOL_SPIN_NS;
             int spins = 0;
             while ((generation = __atomic_load_n(&p->generation, __ATOMIC_SEQ_CST)) == seen) {
@@ -286,6 +290,10 @@ static inline int hfuse_pool_par_for(struct hfuse_pool *p, void *user_context, i
     int spins = 0;
     if (!p->fork_handled) p->fork_handled = pthread_atfork(NULL, NULL, hfuse_pool_after_fork) == 0;
     __atomic_store_n(&p->start_generation, p->generation, __ATOMIC_RELEASE);
+    if (p->workers < threads - 1) {
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        __atomic_store_n(&p->spin, cores <= 0 || threads <= cores, __ATOMIC_RELAXED);
+    }
     while (p->workers < threads - 1) {
         pthread_t thread;
         if (pthread_create(&thread, NULL, hfuse_pool_worker, (void *)(intptr_t)(p->workers + 1)) != 0) break;
@@ -314,7 +322,7 @@ static inline int hfuse_pool_par_for(struct hfuse_pool *p, void *user_context, i
     /* Every worker counts itself, those past `threads` too: none can miss a generation. */
     while (__atomic_load_n(&p->done, __ATOMIC_ACQUIRE) < p->workers) {
         hfuse_pool_pause();
-        if (++spins % 4096 == 0) sched_yield();
+        if (++spins % (p->spin ? 4096 : 16) == 0) sched_yield();
     }
     *status = __atomic_load_n(&p->failure, __ATOMIC_RELAXED);
     return 1;

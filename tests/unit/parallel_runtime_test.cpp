@@ -163,6 +163,17 @@ TEST(ParallelRuntime, LoopsFromTwoThreadsAtOnceEachRunEveryTaskOnce) {
     EXPECT_NE(sh.b.thread[0], sh.b.thread[3]) << "B's loop ran serially";
 }
 
+// More threads than cores: the workers do not spin between loops (they would hold cores the loop's
+// other threads need), and every loop still runs every task once.
+TEST(ParallelRuntime, MoreThreadsThanCoresRunEveryTaskOnce) {
+    ThreadCount many(2 * static_cast<int>(std::thread::hardware_concurrency()) + 1);
+    for (int call = 0; call < 20; call++) {
+        Record r(3, 50);
+        ASSERT_EQ(exec::openmp_do_par_for(nullptr, record_task, 3, 50, reinterpret_cast<uint8_t *>(&r)), 0);
+        for (int i = 0; i < 50; i++) ASSERT_EQ(r.runs[i].load(), 1) << "call " << call << ", task " << 3 + i;
+    }
+}
+
 // A forked child has none of its parent's workers: its loops start its own.
 TEST(ParallelRuntime, AForkedChildRunsItsLoops) {
     ThreadCount two(2);
