@@ -35,7 +35,6 @@
 #ifdef _OPENMP
 #include <omp.h>
 #include <sched.h>
-#include <time.h>
 #include <unistd.h>
 #endif
 
@@ -172,11 +171,12 @@ static inline void hfuse_static_share(int extent, int threads, int t, int *front
     *back = *front + q + (t < r ? 1 : 0);
 }
 
-/* A worker spins this long for the next loop before it sleeps (the loops of one run of a model come
- * microseconds apart; between runs, a spinning core costs the machine this much at most). None when
+/* A worker spins this many pauses for the next loop before it sleeps, a millisecond or less on x86
+ * (the loops of one run of a model come microseconds apart; between runs, a spinning core costs the
+ * machine this much at most; counted rather than timed: C callers need no POSIX clock). None when
  * the loops ask for more threads than the machine has cores: a spinning worker would hold a core
  * another thread of the loop needs. */
-#define HFUSE_POOL_SPIN_NS 1000000
+#define HFUSE_POOL_SPINS 20000
 
 /* Worker threads of hfuse's parallel loops, one loop at a time (`busy`). A loop is published by
  * bumping `generation` (the job's fields written before); each worker runs its share and counts
@@ -223,12 +223,6 @@ static inline void hfuse_pool_pause(void) {
 #endif
 }
 
-static inline uint64_t hfuse_pool_now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static inline void hfuse_pool_run_share(struct hfuse_pool *p, int t) {
     int i, front, back;
     hfuse_static_share(p->extent, p->threads, t, &front, &back);
@@ -248,12 +242,10 @@ static inline void *hfuse_pool_worker(void *arg) {
     for (;;) {
         uint64_t generation = __atomic_load_n(&p->generation, __ATOMIC_SEQ_CST);
         if (generation == seen && __atomic_load_n(&p->spin, __ATOMIC_RELAXED)) {
-            const uint64_t until = hfuse_pool_now_ns() + HFUSE_POOL_SPIN_NS;
             int spins = 0;
-            while ((generation = __atomic_load_n(&p->generation, __ATOMIC_SEQ_CST)) == seen) {
+            while ((generation = __atomic_load_n(&p->generation, __ATOMIC_SEQ_CST)) == seen &&
+                   spins++ < HFUSE_POOL_SPINS)
                 hfuse_pool_pause();
-                if (++spins % 64 == 0 && hfuse_pool_now_ns() > until) break;
-            }
         }
         if (generation == seen) {
             /* Asleep until the next loop: the caller wakes the sleepers it sees counted (both sides'
@@ -331,7 +323,7 @@ static inline int hfuse_pool_par_for(struct hfuse_pool *p, void *user_context, i
 /* Tasks [min, min + extent) of `task` over `threads` threads (<= 0: omp_get_max_threads()), split
  * as OpenMP's static schedule splits them: each thread the same contiguous share in every loop (the
  * caller the first), so that a core reads back from its own caches what it wrote in the loop
- * before. On hfuse's pool of worker threads, which spin a while between loops (HFUSE_POOL_SPIN_NS)
+ * before. On hfuse's pool of worker threads, which spin a while between loops (HFUSE_POOL_SPINS)
  * and start a loop in a round trip between cores, where an OpenMP parallel region took ~3.5 us
  * (src/exec/parallel_runtime.h); on OpenMP's static schedule while another thread's loop holds
  * the pool. 0, or the status of a task that failed (once one has, the tasks not yet started are

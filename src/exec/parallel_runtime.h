@@ -9,7 +9,7 @@
 // conv_bias_relu_maxpool 0.600 -> 0.585; the MobileNet-V2 block and the 1x1 conv alike (0.25, 0.13).
 //
 // The loops split so run on worker threads of hfuse_runtime.h's own rather than in an OpenMP parallel
-// region: a loop is published by one counter the workers spin on (1 ms, then they sleep), and done
+// region: a loop is published by one counter the workers spin on (20000 pauses, then they sleep), and done
 // when each has counted itself in another. An empty loop of 2 tasks on 2 threads took 3.6 us in an
 // OpenMP region, 1.2 us so (Zen 5, 2 vCPUs), and the networks run dozens of loops a run: alternating
 // the two builds, 5 rounds of medians, ShuffleNet-V2 x0.5 1.22x, SqueezeNet 1.1 1.07x, MobileNet-V2

@@ -118,7 +118,7 @@ TEST(ParallelRuntime, NestedLoopsAndOneThreadRunOnTheCaller) {
     }
 }
 
-// The workers sleep when no loop has come for a while (HFUSE_POOL_SPIN_NS): the next loop wakes them
+// The workers sleep when no loop has come for a while (HFUSE_POOL_SPINS): the next loop wakes them
 // and still runs each share on its own thread.
 TEST(ParallelRuntime, ALoopAfterTheWorkersSleptWakesThem) {
     ThreadCount two(2);
