@@ -171,7 +171,7 @@ static inline void hfuse_static_share(int extent, int threads, int t, int *front
     *back = *front + q + (t < r ? 1 : 0);
 }
 
-/* A worker spins this many pauses for the next loop before it sleeps, a millisecond or less on x86
+/* A worker spins this many pauses for the next loop before it sleeps, about a millisecond on x86
  * (the loops of one run of a model come microseconds apart; between runs, a spinning core costs the
  * machine this much at most; counted rather than timed: C callers need no POSIX clock). None when
  * the loops ask for more threads than the machine has cores: a spinning worker would hold a core
@@ -281,16 +281,17 @@ static inline int hfuse_pool_par_for(struct hfuse_pool *p, void *user_context, i
                                      int min, int extent, uint8_t *closure, int threads, int *status) {
     int spins = 0;
     if (!p->fork_handled) p->fork_handled = pthread_atfork(NULL, NULL, hfuse_pool_after_fork) == 0;
-    __atomic_store_n(&p->start_generation, p->generation, __ATOMIC_RELEASE);
     if (p->workers < threads - 1) {
+        /* The pool grows: the new workers start from the current generation. */
         const long cores = sysconf(_SC_NPROCESSORS_ONLN);
         __atomic_store_n(&p->spin, cores <= 0 || threads <= cores, __ATOMIC_RELAXED);
-    }
-    while (p->workers < threads - 1) {
-        pthread_t thread;
-        if (pthread_create(&thread, NULL, hfuse_pool_worker, (void *)(intptr_t)(p->workers + 1)) != 0) break;
-        pthread_detach(thread);
-        p->workers++;
+        __atomic_store_n(&p->start_generation, p->generation, __ATOMIC_RELEASE);
+        while (p->workers < threads - 1) {
+            pthread_t thread;
+            if (pthread_create(&thread, NULL, hfuse_pool_worker, (void *)(intptr_t)(p->workers + 1)) != 0) break;
+            pthread_detach(thread);
+            p->workers++;
+        }
     }
     if (p->workers == 0) return 0;
     if (threads > p->workers + 1) threads = p->workers + 1;

@@ -14,7 +14,7 @@
 // OpenMP region, 1.2 us so (Zen 5, 2 vCPUs), and the networks run dozens of loops a run: alternating
 // the two builds, 5 rounds of medians, ShuffleNet-V2 x0.5 1.22x, SqueezeNet 1.1 1.07x, MobileNet-V2
 // 1.05x, GoogLeNet 1.05x, EfficientNet-B0 1.04x, MnasNet 1.03x, RegNet-Y 800MF 1.01x, SqueezeNet 1.0
-// 1.02x, ResNet-18 and ResNet-34 alike (0.97-1.01x: few loops, long tasks).
+// 1.02x, ResNet-18 and ResNet-34 alike (0.96-1.01x over three alternations: few loops, long tasks).
 //
 //   pipeline.jit_handlers().custom_do_par_for = exec::openmp_do_par_for;
 #pragma once
