@@ -472,7 +472,8 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits 
                             ci_block,
                             prices_caches ? tt.l1_data_bytes : 0,
                             prices_caches ? tt.l2_bytes : 0,
-                            std::max(read_block, 1)};
+                            std::max(read_block, 1),
+                            prices_caches && s.weights_from_memory ? kWeightFromMemoryFlopsPerByte : 0.0};
     ChannelTile ct = grouped ? grouped_channel_tile(s, tt) : conv_cv_channel_tile(cout, tiles);
     const bool stem = !grouped && !winograd && cin < 8;  // a short reduction: a stem's 3 channels
     if (stem && !input_order) ct = short_reduction_tile(s, ct, flops_per_input, tt, &rows_padded);
@@ -506,8 +507,9 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits 
             char why[192];
             std::snprintf(why, sizeof why,
                           "tiles, rows, channel block and passes priced %.1f MFLOP against the rules' %.1f "
-                          "(schedules/conv_partition.h)",
-                          cv_partition_cost(s, chosen, tiles) / 1e6, cv_partition_cost(s, rules, tiles) / 1e6);
+                          "(schedules/conv_partition.h%s)",
+                          cv_partition_cost(s, chosen, tiles) / 1e6, cv_partition_cost(s, rules, tiles) / 1e6,
+                          prices_first_reads(s, tiles) ? "; the weights read from memory" : "");
             partition_why = why;
         }
         ct = chosen.tile;

@@ -48,6 +48,37 @@ double reread_flops(int64_t bytes, int64_t times) {
     return static_cast<double>(bytes) * static_cast<double>(times) * per_byte;
 }
 
+// What the threads pay to read first what their tasks read (conv_partition.h): each thread's share of
+// the tasks is contiguous (OpenMP's static split: the first tasks % threads threads take one more),
+// the tasks numbered rows fastest, then channel blocks, then images. A thread reads the weights of
+// every channel block among its tasks, at `weight_flops_per_byte`, and the input rows of every block
+// of rows, from the shared cache: `in_rows(k)` input rows for k consecutive blocks of rows (their
+// windows overlap, so a thread reads the rows between two of its blocks once).
+template <typename InRows>
+double first_read_flops(int64_t images, int64_t row_blocks, int64_t channel_blocks, double block_weight_bytes,
+                        double input_row_bytes, const InRows &in_rows, double weight_flops_per_byte, int threads) {
+    const int64_t tasks = images * row_blocks * channel_blocks;
+    const int64_t share = tasks / threads, more = tasks % threads;
+    double flops = 0;
+    for (int64_t t = 0, begin = 0; t < threads; t++) {
+        const int64_t end = begin + share + (t < more ? 1 : 0);
+        if (end > begin) {
+            // The (image, channel block) pairs the share spans, consecutive.
+            const int64_t pairs = (end - 1) / row_blocks - begin / row_blocks + 1;
+            double rows = 0;  // input rows, image by image: all of an image's once the share spans its blocks
+            for (int64_t n = begin / (row_blocks * channel_blocks); n * row_blocks * channel_blocks < end; n++) {
+                const int64_t first = std::max(begin, n * row_blocks * channel_blocks);
+                const int64_t last = std::min(end, (n + 1) * row_blocks * channel_blocks);
+                rows += static_cast<double>(in_rows(std::min(row_blocks, last - first)));
+            }
+            flops += static_cast<double>(std::min(channel_blocks, pairs)) * block_weight_bytes * weight_flops_per_byte +
+                     rows * input_row_bytes * kSharedCacheFlopsPerByte;
+        }
+        begin = end;
+    }
+    return flops;
+}
+
 }  // namespace
 
 bool register_tile_fits(const ChannelTile &tile, int registers) {
@@ -72,7 +103,20 @@ double register_tile_cost(const ChannelTile &tile, const TileContext &context) {
     return 1 + loads + addresses;
 }
 
-double cv_partition_cost(const ConvGroupShape &s, const CvPartition &partition, const TileContext &context) {
+bool prices_first_reads(const ConvGroupShape &s, const TileContext &context) {
+    return context.first_read_weight_flops_per_byte > 0 &&
+           s.weight[1] * s.weight[2] * s.weight[3] > s.output[0] * s.output[2] * s.output[3];
+}
+
+namespace {
+
+// cv_partition_cost in two parts: what the model priced before first reads (within kCheaperBy of
+// each other, the current partition stays) and the first reads, where the context prices them.
+struct PartitionCost {
+    double in_core = 0, first_reads = 0;
+};
+
+PartitionCost partition_cost(const ConvGroupShape &s, const CvPartition &partition, const TileContext &context) {
     const int vector_width = context.vector_width;
     const int64_t images = s.output[0], cout = s.output[1], hout = s.output[2], wout = s.output[3];
     const int64_t cin_per_group = s.weight[1], taps = s.weight[2] * s.weight[3];
@@ -114,7 +158,30 @@ double cv_partition_cost(const ConvGroupShape &s, const CvPartition &partition, 
     const int64_t weight_bytes = cout * cin_per_group * taps * 4;
     const double traffic =
         reread_flops(input_bytes, channel_blocks * images) + reread_flops(weight_bytes, row_blocks * images);
-    return compute + traffic;
+    if (!prices_first_reads(s, context)) return {compute + traffic, 0};
+    // The input rows k consecutive blocks of output rows read, their window's reach included.
+    const auto in_rows = [&](int64_t k) {
+        return std::min(s.input[2],
+                        (k * rows * s.tile_stride_y - 1) * s.stride_y + (s.weight[2] - 1) * s.dilation_y + 1);
+    };
+    const double input_row_bytes =
+        static_cast<double>(input_bytes) / static_cast<double>(std::max<int64_t>(s.input[2], 1));
+    const double block_weight_bytes =
+        static_cast<double>(weight_bytes) * static_cast<double>(channel_block) / static_cast<double>(cout);
+    double first_reads = 0;
+    for (const int threads : {2, 4}) {
+        first_reads += first_read_flops(images, row_blocks, channel_blocks, block_weight_bytes, input_row_bytes,
+                                        in_rows, context.first_read_weight_flops_per_byte, threads) /
+                       2;
+    }
+    return {compute + traffic, first_reads};
+}
+
+}  // namespace
+
+double cv_partition_cost(const ConvGroupShape &s, const CvPartition &partition, const TileContext &context) {
+    const PartitionCost cost = partition_cost(s, partition, context);
+    return cost.in_core + cost.first_reads;
 }
 
 CvPartition cheapest_cv_partition(const ConvGroupShape &s, const CvPartition &current,
@@ -124,10 +191,13 @@ CvPartition cheapest_cv_partition(const ConvGroupShape &s, const CvPartition &cu
     // Every channel in one block where the current one is (conv_cv_defaults: where the weights are
     // the smaller operand): this model prices the input each block reads again as a few FLOPs a
     // byte, yet splitting such channels ran slower than that (EfficientNet-B0's 1x1 672->112 at
-    // 14x14: 2 x 2 tasks of 7 rows x 64 channels 0.73x as fast as 14 tasks of a row).
-    const bool blocks_fixed = current.channel_block >= cout;
+    // 14x14: 2 x 2 tasks of 7 rows x 64 channels 0.73x as fast as 14 tasks of a row). Not where the
+    // weights' first reads are priced (from memory): each thread then reads only its blocks'.
+    const bool blocks_fixed = current.channel_block >= cout && !prices_first_reads(s, context);
     CvPartition best = current;
-    double best_cost = kCheaperBy * cv_partition_cost(s, current, context);
+    // The margin on the in-core part only: first reads that differ move a choice by what they differ.
+    const PartitionCost current_cost = partition_cost(s, current, context);
+    double best_cost = kCheaperBy * current_cost.in_core + current_cost.first_reads;
     for (const ChannelTile &tile : tiles) {
         const int64_t tile_channels = int64_t{tile.vectors} * vector_width;
         for (const int64_t pass : pass_candidates(s, tile_channels, context)) {
@@ -136,7 +206,8 @@ CvPartition cheapest_cv_partition(const ConvGroupShape &s, const CvPartition &cu
                      block += tile_channels) {
                     const CvPartition candidate{tile, rows, std::min(block, cout), pass};
                     if (tile_channels >= candidate.channel_block + vector_width) continue;  // a tile past the block
-                    const double cost = cv_partition_cost(s, candidate, context);
+                    const PartitionCost priced = partition_cost(s, candidate, context);
+                    const double cost = priced.in_core + priced.first_reads;
                     if (cost < best_cost) {
                         best_cost = cost;
                         best = candidate;

@@ -34,6 +34,23 @@
 //     (295 KB) 2.20-2.60; alone, 16 (37 KB, within L1), 32 and 64 as fast as 128. On Zen 4 (256-bit
 //     FMA units, the bytes half as dear in FMAs' time) passes of 64 channels ran 0.97-0.99x one pass
 //     on ResNet-18's direct 3x3s, and 0.86-0.97x on 1x1s (the accumulators' reloads).
+//   - where the context prices first reads (the model's weights outgrow the shared cache, so that every
+//     run reads each conv's weights from memory) and the conv's weights outweigh its output: what each
+//     thread reads first, under OpenMP's static split of the tasks (a contiguous share each; averaged
+//     over 2 and 4 threads): the weights of every block of channels among its tasks, 20 FLOPs a byte,
+//     and the input rows its blocks of rows reach (once where consecutive blocks overlap), 4. Channels
+//     split between the threads then halve each one's weights. The 10% margin of cheapest_cv_partition
+//     applies to the rest of the price alone, so that first reads the candidates share move nothing.
+//     Zen 5, AVX-512, 2 threads, Inception-V3 in the network (compare_builds, 5 alternated rounds): its
+//     1x1s 768->192 at 17x17 (590 KB of weights) from 17 tasks of 5 rows x 192 channels to 4 of 17 rows
+//     x 48 0.28-0.31 -> 0.25 ms each, its 1x3 and 3x1 384->384 at 8x8 from 64 to 96 channels a task
+//     0.17 -> 0.145, the whole run 28.8 -> 27.9 ms. Where the output outweighs the weights, the split
+//     ran slower: ResNeXt-50's and Wide ResNet-50's 1x1 256->512 at 28x28 (+ Add) from 4 tasks of 7
+//     rows x 512 channels to 4 of 28 rows x 128 0.46-0.54 -> 0.56-0.61 ms (each task re-reads the whole
+//     800 KB input, which does not stay in the L2 beside the weights and output as this model assumes).
+//     Where the weights stay in the shared cache between runs (networks of 1-26 MB of weights:
+//     MobileNet-V2, ShuffleNet, SqueezeNet, GoogLeNet) the same term split their small 1x1s too and they
+//     ran 0.79-0.95x as fast (3 alternated rounds), so it is priced only beyond that cache.
 // Sapphire Rapids, AVX-512, 2 threads, EfficientNet-B0's 1x1 1152->192 at 7x7 (+ Add), in the network,
 // against 3 blocks of 3 rows x 64 channels in 5 x 4 tiles (priced 74.2 MFLOPs): 1 block of 7 rows x
 // 64 channels (5 x 4; 3 tasks) 1.15x faster (priced 53.8), x 32 channels (7 x 2; 6 tasks) 1.36x
@@ -46,6 +63,9 @@
 #include "schedules/schedule_params.h"
 
 namespace hfuse::schedules {
+
+// A weight byte read first from memory, in FLOPs at the FMA peak (TileContext's first reads).
+constexpr double kWeightFromMemoryFlopsPerByte = 20;
 
 struct CvPartition {
     ChannelTile tile;
@@ -76,6 +96,9 @@ struct TileContext {
     int64_t l1_bytes = 0;        // the L1 data cache a tile's weights are kept in (0: not priced)
     int64_t l2_bytes = 0;        // the core's L2 (0: not priced, and the passes not chosen)
     int64_t pass_step = 1;       // a chosen pass takes whole multiples of this many channels (the read block)
+    // FLOPs at peak a weight byte costs the first time a thread reads it in a run (0: not priced):
+    // where the model's weights outgrow the shared cache, so that each run reads them from memory.
+    double first_read_weight_flops_per_byte = 0;
 };
 
 // A register tile's time per FMA, as a factor on the FMA's: 1 + 1.8 x (np + nc) / (np x nc) for its
@@ -93,6 +116,12 @@ double register_tile_cost(const ChannelTile &tile, const TileContext &context);
 // conv_cv's register tile for `output_channels` (conv_cv_defaults.cpp): the cheapest of a few by
 // register_tile_cost and the channels each computes past the last.
 ChannelTile conv_cv_channel_tile(int64_t output_channels, const TileContext &context);
+
+// Whether `context` prices `s`'s first reads: where it prices them at all, and the weights outweigh
+// the output (the reduction, input channels x taps, longer than the images' positions). Beyond that,
+// channels split between the threads re-read an input that does not stay in the core's L2 beside
+// their output, which this model prices as if it did, and ran slower (above).
+bool prices_first_reads(const ConvGroupShape &s, const TileContext &context);
 
 // The price of `partition` for the direct conv `s` (not Winograd, no pool after it), in FLOPs at the
 // FMA peak.

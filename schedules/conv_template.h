@@ -72,6 +72,9 @@ struct ConvGroupShape {
     // small: conv_cv may read it in place rather than copy it blocked (compose's
     // with_default_schedules finds it).
     bool input_just_made = false;
+    // For defaults: the model's weights outgrow the shared cache (TargetTraits::shared_cache_bytes), so
+    // every run reads this conv's weights from memory first (compose's defaults find it).
+    bool weights_from_memory = false;
 };
 
 // `shape` with the conv computed alone, at root over its whole output (T = the conv's output, no

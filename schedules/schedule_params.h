@@ -25,6 +25,9 @@ struct TargetTraits {
     // The L2 a core is assumed to have: 1 MB with AVX-512 (Zen 4, Zen 5, Skylake-SP; Sapphire Rapids
     // has 2 MB), 512 KB otherwise (Zen 3).
     int64_t l2_bytes = 512 << 10;
+    // The shared (last-level) cache a run's weights may stay in between runs: 32 MB, a Zen 3, 4 or 5
+    // core complex's L3 (a cloud VM's share of it may be smaller).
+    int64_t shared_cache_bytes = 32 << 20;
 };
 TargetTraits target_traits(const Halide::Target &target);
 

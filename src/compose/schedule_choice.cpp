@@ -38,7 +38,18 @@ struct PlanFacts {
     // The conv's input is the value of a node of another group (the position view's graph has it as
     // an input of its own).
     bool input_made = false;
+    // The whole model's weights outgrow the shared cache (the position view's graph holds the group's
+    // weights alone).
+    bool weights_from_memory = false;
 };
+
+// Whether `g`'s weights outgrow the shared cache `target` is assumed to have, so that every run reads
+// them from memory (schedules::ConvGroupShape::weights_from_memory).
+bool weights_outgrow_shared_cache(const Graph &g, const Halide::Target &target) {
+    int64_t bytes = 0;
+    for (const auto &[name, constant] : g.weights) bytes += num_elements(constant.type.shape) * 4;
+    return bytes > schedules::target_traits(target).shared_cache_bytes;
+}
 
 // The value `grp`'s master reads first (a conv's input), or null when the master has no inputs.
 const std::string *master_input(const Graph &g, const FusedGroup &grp) {
@@ -62,6 +73,7 @@ nlohmann::json defaults_for_shapes(const Graph &g, const FusedGroup &grp, const 
     a.conv.input_read_blocked = facts.input_read_blocked;
     a.conv.input_just_made = facts.input_just_made;
     a.conv.input_made = a.conv.input_made || facts.input_made;
+    a.conv.weights_from_memory = facts.weights_from_memory || weights_outgrow_shared_cache(g, target);
     nlohmann::json p;
     switch (a.family) {
     case compose::Family::Conv:
@@ -118,6 +130,7 @@ nlohmann::json defaults_with_readers(const Graph &g, const FusedGroup &grp, cons
         const bool fits = !schedules::target_traits(target).avx512 || image_bytes <= (int64_t{1} << 20);
         PlanFacts view_facts;
         view_facts.input_made = input_made_by_another_group(g, grp) != nullptr;
+        view_facts.weights_from_memory = weights_outgrow_shared_cache(g, target);
         nlohmann::json row = defaults_for_shapes(compose::position_view(g, grp), grp, target, view_facts);
         if (row.value("template", "") == "conv_xv" && fits) {
             row["flatten_positions"] = true;

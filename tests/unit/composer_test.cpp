@@ -2378,6 +2378,74 @@ TEST(Composer, ConvCvReducesInPassesWhereATilesWeightsPassHalfTheL2) {
     expect_matches_reference(plan);
 }
 
+TEST(Composer, ConvCvSplitsChannelsBetweenThreadsWhereWeightsComeFromMemory) {
+    // A 1x1 768->192 at 17x17 (Inception-V3's, 590 KB of weights, the smaller operand) on AVX-512:
+    // every output channel in one block, the tasks blocks of rows, each thread reading all the
+    // weights. Where the model's weights outgrow the shared cache, each run reads them from memory,
+    // and the defaults split the channels so that each thread reads only its blocks' weights.
+    const Halide::Target avx512("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
+    Graph g = conv_model(768, 17, 17, 192, 1, 1, 0, 1);
+    FusedGraph plan = plan_fusion(g, {load_rules("x86")});
+    const json cached = with_default_schedules(plan, avx512).groups[0].schedule;
+    ASSERT_EQ(cached.value("template", ""), "conv_cv") << cached.dump();
+    EXPECT_EQ(cached.value("channel_block", 0), 192) << cached.dump();
+    // 64 MB more weights (a shape alone: the defaults read the weights' types, not their values).
+    Constant big;
+    big.type = {DType::Float32, {16 << 20}};
+    plan.graph.weights["other_layers"] = big;
+    const json streamed = with_default_schedules(plan, avx512).groups[0].schedule;
+    ASSERT_EQ(streamed.value("template", ""), "conv_cv") << streamed.dump();
+    EXPECT_LE(streamed.value("channel_block", 0), 96) << streamed.dump();
+    EXPECT_NE(streamed.value("why", "").find("read from memory"), std::string::npos) << streamed.dump();
+
+    // The model: the first reads cost a split nothing where they are not priced; priced, a thread's
+    // weights (a channel block for each of its tasks' blocks) dominate: two blocks of all rows, one a
+    // thread, cost less than every channel in blocks of rows, which all read every weight.
+    schedules::ConvGroupShape s;
+    s.input = {1, 768, 17, 17};
+    s.weight = {192, 768, 1, 1};
+    s.output = s.tile_output = {1, 192, 17, 17};
+    const schedules::TileContext cache{16, 32, false, 0, 48 << 10, 1 << 20, 1},
+        memory{16, 32, false, 0, 48 << 10, 1 << 20, 1, schedules::kWeightFromMemoryFlopsPerByte};
+    const schedules::CvPartition rows{{5, 4}, 5, 192}, quarters{{7, 3}, 17, 48};
+    EXPECT_GT(schedules::cv_partition_cost(s, rows, memory) - schedules::cv_partition_cost(s, rows, cache),
+              schedules::cv_partition_cost(s, quarters, memory) - schedules::cv_partition_cost(s, quarters, cache));
+    EXPECT_LT(schedules::cv_partition_cost(s, quarters, memory), schedules::cv_partition_cost(s, rows, memory));
+    EXPECT_EQ(schedules::cheapest_cv_partition(s, rows, {{5, 4}, {5, 3}, {7, 3}}, cache).channel_block, 192);
+    EXPECT_LT(schedules::cheapest_cv_partition(s, rows, {{5, 4}, {5, 3}, {7, 3}}, memory).channel_block, 192);
+    EXPECT_EQ(schedules::target_traits(avx512).shared_cache_bytes, 32 << 20);
+    EXPECT_TRUE(schedules::prices_first_reads(s, memory));
+    EXPECT_FALSE(schedules::prices_first_reads(s, cache));
+
+    // Where the output outweighs the weights (a 1x1 256->512 at 28x28: 512 KB of weights, 1.6 MB of
+    // output), first reads are not priced, and the defaults keep their partition.
+    Graph expand = conv_model(256, 28, 28, 512, 1, 1, 0, 1);
+    FusedGraph expand_plan = plan_fusion(expand, {load_rules("x86")});
+    const json expand_cached = with_default_schedules(expand_plan, avx512).groups[0].schedule;
+    expand_plan.graph.weights["other_layers"] = big;
+    const json expand_streamed = with_default_schedules(expand_plan, avx512).groups[0].schedule;
+    for (const char *knob : {"template", "channel_block", "block_rows", "tile_positions", "tile_c_vectors"})
+        EXPECT_EQ(expand_streamed.value(knob, json()), expand_cached.value(knob, json())) << knob;
+    EXPECT_EQ(expand_streamed.value("why", "").find("read from memory"), std::string::npos) << expand_streamed.dump();
+    schedules::ConvGroupShape e;
+    e.input = {1, 256, 28, 28};
+    e.weight = {512, 256, 1, 1};
+    e.output = e.tile_output = {1, 512, 28, 28};
+    EXPECT_FALSE(schedules::prices_first_reads(e, memory));
+
+    // The split defaults on an odd shape against the reference (72 channels, 4.5 vectors, split in a
+    // block of 48 and one of 24; a 9x11 plane).
+    Graph odd = conv_model(200, 9, 11, 72, 1, 1, 0, 1);
+    FusedGraph odd_plan = plan_fusion(odd, {load_rules("x86")});
+    odd_plan.graph.weights["other_layers"] = big;
+    const json split = with_default_schedules(odd_plan, avx512).groups[0].schedule;
+    ASSERT_EQ(split.value("template", ""), "conv_cv") << split.dump();
+    EXPECT_LT(split.value("channel_block", 0), 72) << split.dump();  // a whole block and a partial one
+    FusedGraph run = fused_plan(odd);
+    run.groups[0].schedule = split;
+    expect_matches_reference(run);
+}
+
 TEST(Composer, StridedDepthwiseTakesWholeVectorsWhereHalvesComputeAsMany) {
     // AVX-512: a 28-wide output row computes 32 lanes in 2 vectors of 16 or 4 of 8; a stride-2 conv,
     // whose taps gather every other column, takes the fewer vectors; at stride 1 the halves stay (they
