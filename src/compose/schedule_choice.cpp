@@ -47,7 +47,8 @@ struct PlanFacts {
 // them from memory (schedules::ConvGroupShape::weights_from_memory).
 bool weights_outgrow_shared_cache(const Graph &g, const Halide::Target &target) {
     int64_t bytes = 0;
-    for (const auto &[name, constant] : g.weights) bytes += num_elements(constant.type.shape) * 4;
+    for (const auto &[name, constant] : g.weights)
+        bytes += num_elements(constant.type.shape) * (constant.type.dtype == DType::Int64 ? 8 : 4);
     return bytes > schedules::target_traits(target).shared_cache_bytes;
 }
 
