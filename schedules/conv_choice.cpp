@@ -127,8 +127,9 @@ ConvChoice choose_conv_template(const ConvGroupShape &s, const TargetTraits &tt)
         why = "output channels in vector lanes: " + why;
         // A pool whose windows neither overlap nor pad reads the task's conv rows in the tile (VGG-11's
         // 3->64 at 224x224 + 2x2 max pool: 2.8 -> 2.27 ms; conv_bias_relu_maxpool 1.31 ms either
-        // way); others after the conv at root (ResNet-18's stem, 3x3 stride-2 pool with pads: 1.6 ms
-        // at root, 3.9 in the tile, its windows read through gathers across the blocked lanes).
+        // way); others too where the tile is written from vectors of channels (conv_template_defaults),
+        // else after the conv at root (ResNet-18's stem, 3x3 stride-2 pool with pads, read along x:
+        // 1.6 ms at root, 3.9 in the tile, its windows read through gathers across the blocked lanes).
         return {!s.pooled || !s.pool_overlaps ? ConvTemplate::Cv : ConvTemplate::CvThenPool, vw, {}, why};
     }
     // A stride-1 conv with no pool after it whose rows tile badly by (x, y) (by whole vectors, or
@@ -175,11 +176,25 @@ nlohmann::json conv_template_defaults(const ConvGroupShape &s, const TargetTrait
     switch (choice.kind) {
     case ConvTemplate::Cv: return with_why(conv_cv_defaults(s, tt), choice.why);
     case ConvTemplate::CvThenPool: {
+        // In the tile where the tile is written from vectors of channels: the pool's taps are then
+        // dense vector loads of the task's conv rows (a row recomputed at a task's edge) rather than
+        // gathers, and the conv's output never goes to memory. Zen 5, AVX-512, 2 threads, conv + ReLU
+        // + 3x3 stride-2 max pool alone, 3 alternations, medians, at root -> in the tile: SqueezeNet
+        // 1.1's 3x3 stride-2 3->64 at 224x224 0.31 -> 0.15 ms, ResNet's 7x7 stride-2 3->64 (pool
+        // pads 1) 0.70 -> 0.56, SqueezeNet 1.0's 7x7 3->96 1.05 -> 0.83. Not Winograd's: its tiles
+        // of 4 rows round a task's few conv rows up (in the networks: Inception-V3's 3x3s + max pool
+        // at 147x147 and 71x71 1.14-1.17x the time at root, GoogLeNet's 64->192 at 56x56 1.22x).
+        nlohmann::json tiled = conv_cv_defaults(s, tt);
+        if (!conv_cv_winograd(tiled) && conv_cv_tile_from_lanes(s, tiled.value("channel_block", int64_t{0}),
+                                                                tiled.value("vector_width", tt.vector_width)))
+            return with_why(tiled, choice.why +
+                                       "; the pool per task after the conv, reading its rows with channels "
+                                       "in vector lanes");
         nlohmann::json p = conv_cv_defaults(conv_at_root(s), tt);
         p["compute"] = "root";
         return with_why(p, choice.why +
-                               "; the pool's windows overlap or pad (conv_cv's tile would read them through gathers): "
-                               "the conv at root, the pool after it by its template");
+                               "; the pool's windows overlap or pad, and conv_cv's tile would read them through "
+                               "gathers: the conv at root, the pool after it by its template");
     }
     case ConvTemplate::Flat: return with_why(choice.params, choice.why);
     case ConvTemplate::CvDepthwise: return with_why(conv_cv_depthwise_defaults(s, tt), choice.why);

@@ -218,6 +218,30 @@ int64_t rows_for_tasks(int64_t height, int64_t channel_tasks) {
     return rows;
 }
 
+// Blocks of rows of a pool whose windows overlap along y (T's rows reach more conv rows than their
+// stride): a block computes the conv rows its windows reach, (rows - 1) x stride + reach, so the rows
+// at a block's edge twice. Priced by the conv rows the busiest thread computes, as conv_partition.h
+// prices tasks, at 2 and 4 threads alike; the most rows on a tie. Zen 5, AVX-512, 2 threads, conv +
+// ReLU + 3x3 stride-2 max pool alone, 3 alternations, medians, pooled rows a task 5 / 7 / 10 / 14:
+// SqueezeNet 1.1's 3x3 stride-2 3->64 to 55x55 0.166 / 0.156 / 0.163 / 0.151 ms, ResNet's 7x7 to
+// 56x56 0.634 / 0.580 / 0.614 / 0.566, SqueezeNet 1.0's 7x7 3->96 to 54x54 0.92 / 0.85 / 0.89 / 0.83
+// (rows_for_tasks, for whole divisors, took 7, 7 and 3).
+int64_t overlapping_pool_rows(const ConvGroupShape &s, int64_t height, int64_t channel_tasks) {
+    int64_t best = 1;
+    double best_rows = 0;
+    for (int64_t rows = 1; rows <= height; rows++) {
+        const int64_t tasks = ceil_div(height, rows) * channel_tasks * s.tile_output[0];
+        const int64_t conv_rows = (rows - 1) * s.tile_stride_y + s.tile_reach_y;
+        double busiest = 0;
+        for (const int threads : {2, 4}) busiest += static_cast<double>(ceil_div(tasks, threads) * conv_rows) / 2;
+        if (rows == 1 || busiest <= best_rows) {
+            best = rows;
+            best_rows = busiest;
+        }
+    }
+    return best;
+}
+
 // A short reduction (fewer input channels than a block of 8, a stem's 3) does few FMAs per tap for
 // the address work of each position: tiles within a row, as for grouped convs. Sapphire Rapids,
 // AVX-512, 2 threads, in the networks (bench --against --profile, 2-4 alternations): stride-2 3x3
@@ -488,6 +512,8 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits 
     // ms; 3x3 384->384 at 8x8 0.36 -> 0.41) the blocks stay.
     if (!winograd && !grouped && weights_smaller_than_positions(s)) channel_block = cout;
     int64_t rows = rows_for_tasks(hout, (cout + channel_block - 1) / channel_block);
+    if (s.pooled && s.tile_reach_y > s.tile_stride_y)
+        rows = overlapping_pool_rows(s, hout, (cout + channel_block - 1) / channel_block);
     std::string partition_why;  // the cost model's, where it overrode the rules
     // The rules above, measured on large planes, priced against every other division of the work
     // (schedules/conv_partition.h), which wins where it is priced 10% below: on small planes their

@@ -96,7 +96,7 @@ void schedule_cv(Func tile, Func blocked, Func padded, const std::vector<Func> &
     // one per channel, from vw vectors of channels, one per position (a transpose in registers;
     // along x alone, each vector is a gather across vw positions of `blocked`: 3x3 64->64 at
     // 128x128, AVX-512, 2 threads: 3.57 -> 3.36 ms).
-    const bool squares = !stored_blocked && cb % vw == 0 && tw >= vw;
+    const bool squares = !stored_blocked && conv_cv_tile_from_lanes(s, cb, vw);
     if (stored_blocked) {
         tile.vectorize(a[0]);
     } else if (squares) {

@@ -56,6 +56,10 @@ ConvGroupShape conv_at_root(ConvGroupShape s) {
     return s;
 }
 
+bool conv_cv_tile_from_lanes(const ConvGroupShape &s, int64_t channel_block, int vw) {
+    return s.output_block > 0 || (channel_block % vw == 0 && s.tile_output[3] >= vw);
+}
+
 bool conv_cv_winograd(const nlohmann::json &params) {
     return choice_or_absent(params, "algorithm", {"direct", "winograd"}) == "winograd";
 }

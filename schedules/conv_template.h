@@ -39,6 +39,7 @@ struct ConvGroupShape {
     int tile_stride_x = 1, tile_stride_y = 1;  // conv pixels per T pixel (a stride-2 pool after it: 2)
     bool pooled = false;                       // a pool after the conv (T is the pool or after it)
     bool pool_overlaps = false;                // its windows differ from its strides (overlap, gaps) or pad
+    int tile_reach_y = 1;                      // the conv rows one row of T reads (a pool's window along y, dilated)
     int64_t flat_width = 0;         // stride 1, one group: the padded input's width, the row pitch of the conv
                                     // flattened (conv_flat); 0 for other convs
     bool constant_weights = false;  // the weights are a constant (conv_cv packs them when lowering)
@@ -80,6 +81,12 @@ struct ConvGroupShape {
 // `shape` with the conv computed alone, at root over its whole output (T = the conv's output, no
 // pool): what a template sees in root mode ("compute": "root").
 ConvGroupShape conv_at_root(ConvGroupShape shape);
+
+// Whether conv_cv writes its tile T from vectors of channels: T stored channel-blocked, or NCHW in
+// squares of vw positions x vw channels (whole vectors of channels a task, rows of vw or more). A
+// pool after the conv then reads the task's conv rows with channels in vector lanes, each window
+// tap a dense vector load at any stride and pad.
+bool conv_cv_tile_from_lanes(const ConvGroupShape &shape, int64_t channel_block, int vector_width);
 
 // conv_cv's register tile across output channels (tile_positions x tile_c_vectors); chosen by
 // conv_cv_channel_tile (conv_partition.h).

@@ -176,6 +176,7 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, GroupFacts &a) {
     const Shape conv_shape = g.type_of(m->outputs[0]).shape;
     int stride_x = 1, stride_y = 1;
     bool pooled = false, pool_overlaps = false;
+    int64_t reach_y = 1;
     // Elementwise ops keep the conv's shape, then optionally one pool, then elementwise ops of its shape.
     Shape shape = conv_shape;
     auto step = [&](const Node &n) {
@@ -192,6 +193,8 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, GroupFacts &a) {
                             std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; }) ||
                             pool.get_ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1};
             pooled = true;
+            const std::vector<int64_t> dilations = pool.get_ints("dilations", {1, 1});
+            if (!window.empty()) reach_y = (window[0] - 1) * (dilations.empty() ? 1 : dilations[0]) + 1;
             shape = g.type_of(n.outputs[0]).shape;
             return true;
         }
@@ -207,6 +210,7 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, GroupFacts &a) {
         shape = conv_shape;
         stride_x = stride_y = 1;
         pooled = pool_overlaps = false;
+        reach_y = 1;
     }
     a.family = Family::Conv;
     a.tile_value = g.nodes[end].outputs[0];
@@ -226,6 +230,7 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, GroupFacts &a) {
     a.conv.tile_stride_y = stride_y;
     a.conv.pooled = pooled;
     a.conv.pool_overlaps = pool_overlaps;
+    a.conv.tile_reach_y = static_cast<int>(reach_y);
     // Known to read outside the input (so its padded input is materialised): a leading pad. Other
     // padding (auto_pad, trailing pads a window may never reach) counts as none here.
     const Attributes attrs(m->attrs);

@@ -278,8 +278,10 @@ TEST(Composer, ChoosesTemplatesFromShapes) {
     const FusedGraph viewed = fused_plan(conv_model(192, 28, 28, 32, 1, 1, 0, 1));  // rows of 3.5 vectors
     EXPECT_EQ(viewed.groups[0].schedule["flatten_positions"], true) << viewed.groups[0].schedule.dump();
     expect_matches_reference(viewed);
-    // Under a pool whose windows pad (or overlap): the conv at root by conv_cv, the pool by its
-    // template. (Under one that does neither, in the tile: Composer.PoolInsideAConvChain.)
+    // Under a pool whose windows pad (or overlap), where conv_cv's tile is not written from vectors
+    // of channels (12 channels, not whole vectors): the conv at root by conv_cv, the pool by its
+    // template. (Under one that does neither, in the tile: Composer.PoolInsideAConvChain; whole
+    // vectors: Composer.OverlappingPoolReadsTheConvTileFromChannelLanes.)
     auto cv_pooled = fused_plan(conv_model(8, 18, 18, 12, 3, 1, 1, 1, 2, 2)).groups[0].schedule;
     EXPECT_EQ(cv_pooled["template"], "conv_cv");
     EXPECT_EQ(cv_pooled["compute"], "root");
@@ -2376,6 +2378,47 @@ TEST(Composer, ConvCvReducesInPassesWhereATilesWeightsPassHalfTheL2) {
             .schedule;
     ASSERT_LT(plan.groups[0].schedule.value("ci_block", 520), 520) << plan.groups[0].schedule.dump();
     expect_matches_reference(plan);
+}
+
+// A stem's conv (3 -> 16, 3x3 stride 2) + 3x3 stride-2 pool whose windows overlap and pad, on odd
+// planes: conv_cv's tile is written from vectors of channels (16 channels, whole AVX2 vectors; rows of
+// 11 pooled positions, at least a vector), so the pool goes in the tile, reading the task's conv rows
+// with channels in vector lanes, not at root. Its rows a task are priced by the conv rows the busiest
+// thread computes: 10 pooled rows in 4 tasks of 3 (7 conv rows each; 1 row a task, as for a pool whose
+// windows do not overlap, recomputes a conv row of every 3). Max pool after ReLU, max pool of the
+// conv alone (its pads below any value), average pool not counting pads; batch 1 and 2. Each against
+// the reference.
+TEST(Composer, OverlappingPoolReadsTheConvTileFromChannelLanes) {
+    for (const std::string pool : {"relu_max", "max", "average"}) {
+        for (const int N : {1, 2}) {
+            SCOPED_TRACE(pool + " batch " + std::to_string(N));
+            json nodes = {{{"name", "conv"},
+                           {"op", "Conv"},
+                           {"inputs", {"x", "w", "b"}},
+                           {"attrs", {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}}}}};
+            std::string in = "conv";
+            if (pool == "relu_max") {
+                nodes.push_back({{"name", "relu"}, {"op", "Relu"}, {"inputs", {"conv"}}});
+                in = "relu";
+            }
+            json attrs = {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}};
+            if (pool == "average") attrs["count_include_pad"] = 0;
+            nodes.push_back({{"name", "pool"},
+                             {"op", pool == "average" ? "AveragePool" : "MaxPool"},
+                             {"inputs", {in}},
+                             {"attrs", attrs}});
+            const Graph g = json_model(model_json(
+                {{"x", {N, 3, 37, 41}}}, {{"w", uniform({16, 3, 3, 3}, 1)}, {"b", uniform({16}, 2)}}, nodes, "pool"));
+            const FusedGraph plan = fused_plan(g);
+            ASSERT_EQ(plan.groups.size(), 1u);
+            const json &p = plan.groups[0].schedule;
+            EXPECT_EQ(p.value("template", ""), "conv_cv") << p.dump();
+            EXPECT_FALSE(p.contains("compute")) << p.dump();
+            EXPECT_NE(p.value("why", "").find("the pool per task after the conv"), std::string::npos) << p.dump();
+            EXPECT_EQ(p.value("block_rows", 0), N == 1 ? 3 : 5) << p.dump();
+            expect_matches_reference(plan);
+        }
+    }
 }
 
 TEST(Composer, ConvCvSplitsChannelsBetweenThreadsWhereWeightsComeFromMemory) {
