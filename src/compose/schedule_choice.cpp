@@ -38,8 +38,8 @@ struct PlanFacts {
     // The conv's input is the value of a node of another group (the position view's graph has it as
     // an input of its own).
     bool input_made = false;
-    // The whole model's weights outgrow the shared cache (the position view's graph holds the group's
-    // weights alone).
+    // The whole model's weights outgrow the shared cache (weights_outgrow_shared_cache): a fact of the
+    // model, found once for the plan (the position view's graph holds the group's weights alone).
     bool weights_from_memory = false;
 };
 
@@ -68,13 +68,13 @@ const Node *input_made_by_another_group(const Graph &g, const FusedGroup &grp) {
 }
 
 nlohmann::json defaults_for_shapes(const Graph &g, const FusedGroup &grp, const Halide::Target &target,
-                                   const PlanFacts &facts = {}) {
+                                   const PlanFacts &facts) {
     compose::GroupFacts a = compose::analyse_group(g, grp);
     a.conv.output_read_blocked = facts.output_read_blocked;
     a.conv.input_read_blocked = facts.input_read_blocked;
     a.conv.input_just_made = facts.input_just_made;
     a.conv.input_made = a.conv.input_made || facts.input_made;
-    a.conv.weights_from_memory = facts.weights_from_memory || weights_outgrow_shared_cache(g, target);
+    a.conv.weights_from_memory = facts.weights_from_memory;
     nlohmann::json p;
     switch (a.family) {
     case compose::Family::Conv:
@@ -131,7 +131,7 @@ nlohmann::json defaults_with_readers(const Graph &g, const FusedGroup &grp, cons
         const bool fits = !schedules::target_traits(target).avx512 || image_bytes <= (int64_t{1} << 20);
         PlanFacts view_facts;
         view_facts.input_made = input_made_by_another_group(g, grp) != nullptr;
-        view_facts.weights_from_memory = weights_outgrow_shared_cache(g, target);
+        view_facts.weights_from_memory = facts.weights_from_memory;
         nlohmann::json row = defaults_for_shapes(compose::position_view(g, grp), grp, target, view_facts);
         if (row.value("template", "") == "conv_xv" && fits) {
             row["flatten_positions"] = true;
@@ -264,16 +264,21 @@ bool input_just_made(const FusedGraph &plan, size_t i, const exec::ValueLayouts 
 }  // namespace
 
 nlohmann::json default_schedule_params(const Graph &g, const FusedGroup &grp, const Halide::Target &target) {
-    return defaults_with_readers(g, grp, target, {});
+    PlanFacts model;
+    model.weights_from_memory = weights_outgrow_shared_cache(g, target);
+    return defaults_with_readers(g, grp, target, model);
 }
 
 FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target) {
+    PlanFacts model;  // what the whole model tells every group
+    model.weights_from_memory = weights_outgrow_shared_cache(plan.graph, target);
     std::vector<size_t> filled;
     std::map<size_t, PlanFacts> facts;  // the filled groups' facts found so far
     for (size_t i = 0; i < plan.groups.size(); i++) {
         FusedGroup &grp = plan.groups[i];
         if (!grp.schedule.empty()) continue;
-        grp.schedule = default_schedule_params(plan.graph, grp, target);
+        grp.schedule = defaults_with_readers(plan.graph, grp, target, model);
+        facts[i] = model;
         filled.push_back(i);
     }
     // A depthwise conv on conv_dw whose input a conv_cv group stores for it alone: conv_cv's, reading
@@ -290,7 +295,7 @@ FusedGraph with_default_schedules(FusedGraph plan, const Halide::Target &target)
         if (grp.schedule.value("template", "") != "conv_dw" || grp.schedule.contains("producer_tile_c") ||
             grp.schedule.contains("compute") || !input_stored_blocked_for(plan, grp))
             continue;
-        PlanFacts f;
+        PlanFacts f = facts[i];
         f.input_read_blocked = true;
         nlohmann::json p = defaults_for_shapes(plan.graph, grp, target, f);
         if (p.value("template", "") != "conv_cv") continue;
