@@ -511,9 +511,9 @@ nlohmann::json conv_cv_defaults(const ConvGroupShape &shape, const TargetTraits 
     // 672->112 0.36 -> 0.26. Where the weights are the larger (ResNet-18's 1x1 256->512 stride 2 to 7x7: 0.12 -> 0.20
     // ms; 3x3 384->384 at 8x8 0.36 -> 0.41) the blocks stay.
     if (!winograd && !grouped && weights_smaller_than_positions(s)) channel_block = cout;
-    int64_t rows = rows_for_tasks(hout, (cout + channel_block - 1) / channel_block);
-    if (s.pooled && s.tile_reach_y > s.tile_stride_y)
-        rows = overlapping_pool_rows(s, hout, (cout + channel_block - 1) / channel_block);
+    int64_t rows = s.pooled && s.tile_reach_y > s.tile_stride_y
+                       ? overlapping_pool_rows(s, hout, ceil_div(cout, channel_block))
+                       : rows_for_tasks(hout, ceil_div(cout, channel_block));
     std::string partition_why;  // the cost model's, where it overrode the rules
     // The rules above, measured on large planes, priced against every other division of the work
     // (schedules/conv_partition.h), which wins where it is priced 10% below: on small planes their

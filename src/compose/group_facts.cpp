@@ -189,11 +189,11 @@ void analyse_conv(const Graph &g, const FusedGroup &grp, GroupFacts &a) {
             const Attributes pool(n.attrs);
             const std::vector<int64_t> window = pool.get_ints("kernel_shape", {});
             const std::vector<int64_t> pads = pool.get_ints("pads", {});
+            const std::vector<int64_t> dilations = pool.get_ints("dilations", {1, 1});
             pool_overlaps = window != strides || pool.get_string("auto_pad", "NOTSET") != "NOTSET" ||
                             std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; }) ||
-                            pool.get_ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1};
+                            dilations != std::vector<int64_t>{1, 1};
             pooled = true;
-            const std::vector<int64_t> dilations = pool.get_ints("dilations", {1, 1});
             if (!window.empty()) reach_y = (window[0] - 1) * (dilations.empty() ? 1 : dilations[0]) + 1;
             shape = g.type_of(n.outputs[0]).shape;
             return true;
