@@ -17,8 +17,15 @@ above its unfused one by more than --tol and the ranges do not overlap.
 
 Per-group times are each group's median time within whole runs (`bench --profile`, as `run --profile`
 times them), so a group's time includes the state its neighbours leave (caches, which core wrote
-its input): a group can be slow because of what runs before it. The guard names the group; read
-its neighbours' times too before blaming the fusion.
+its input, the layout a producer chose for its readers): beside the ops of the `--rules none` plan
+a group can look slow for what the plan does around it. So a group slower than its ops apart is
+then judged in its own plan's context: the plan again with that one group split into its ops (every
+group's schedule the default for that plan, as the planner would have left them), both timed in the
+same alternating rounds, and the group together with its neighbours (the groups writing its inputs
+and those reading its outputs, found in the ONNX graph) set beside the same neighbours and its ops
+in the split plan. It FAILS only when that window is slower too: by more than --tol of its ops' time
+in the split plan plus --abs-tol-ms, and in every round (the two plans alternate within a round);
+otherwise the report names it as slower alone and gives the window's times.
 Exit status: 0 when nothing fails, 1 when a group or a network fails (all are reported), 2 on error.
 """
 import argparse
@@ -41,6 +48,60 @@ def group_ops(plan):
         for n in g["nodes"]:
             copies[n] = copies.get(n, 0) + 1
     return {g["name"]: [(n, 1.0 / copies[n]) for n in g["nodes"]] for g in plan["groups"]}
+
+
+def split_plan(plan, unfused_ops, group):
+    """`plan` with `group` split into its ops (the `--rules none` plan's groups of its nodes, named
+    GROUP.0, GROUP.1, ...) and no group's schedule given: each the default for the split plan."""
+    nodes = set(next(g for g in plan["groups"] if g["name"] == group)["nodes"])
+    groups = []
+    for g in plan["groups"]:
+        if g["name"] != group:
+            groups.append({k: v for k, v in g.items() if k not in ("schedule", "why")})
+            continue
+        ops = [u for u in unfused_ops["groups"] if u["nodes"][0] in nodes]
+        for i, u in enumerate(ops):
+            groups.append({"name": "%s.%d" % (group, i), "master": u["master"], "nodes": u["nodes"],
+                           "placement": u["placement"]})
+    return dict(plan, groups=groups)
+
+
+def neighbours(model, plan):
+    """group name -> the other groups writing its inputs or reading its outputs, from the ONNX graph
+    (a node the rewrites removed, in no group, passes its data input through)."""
+    import onnx  # a peer (tools/install_deps.sh --peers), as the networks themselves are
+    graph = onnx.load(model, load_external_data=False).graph
+    group_of = {}
+    for g in plan["groups"]:
+        for n in g["nodes"]:
+            group_of.setdefault(n, set()).add(g["name"])
+    writer = {}  # value -> the groups computing it
+    for node in graph.node:  # topological order
+        if node.name in group_of:
+            ws = group_of[node.name]
+        else:
+            ws = set()
+            for v in node.input[:1]:
+                ws |= writer.get(v, set())
+        for v in node.output:
+            writer[v] = ws
+    near = {g["name"]: set() for g in plan["groups"]}
+    for node in graph.node:
+        for reader in group_of.get(node.name, ()):
+            for v in node.input:
+                for w in writer.get(v, ()):
+                    if w != reader:
+                        near[reader].add(w)
+                        near[w].add(reader)
+    return near
+
+
+def judge_window(fused, split, split_ops, tol, abs_tol):
+    """Whether a group's window (times per round, the two plans alternated within a round) is slower
+    fused than split beyond noise: by more than --tol of the group's own ops plus --abs-tol-ms (not of
+    the whole window, whose neighbours would widen the tolerance), and in every round."""
+    extra = [f - s for f, s in zip(fused, split)]
+    return statistics.median(extra) > tol * statistics.median(split_ops) + abs_tol and min(extra) > 0
 
 
 def judge(fused, unfused, tol, abs_tol):
@@ -110,38 +171,85 @@ def main():
             print("round %d/%d %s: %.2f ms fused, %.2f ms unfused" % (r + 1, args.rounds, net, d["fused_ms"],
                                                                       d["unfused_ms"]), file=sys.stderr)
 
+    # Groups slower than their ops apart, then in their own plan's context (see the module's doc).
+    suspects = {}
+    for net in nets:
+        _, plans, single = setups[net]
+        ops_of = group_ops(plans["fused"])
+        for g in plans["fused"]["groups"]:
+            if len(g["nodes"]) < 2:
+                continue
+            fused = [rnd[g["name"]] for rnd in times[net]["fused"]]
+            unfused = [sum(share * rnd[single[n]] for n, share in ops_of[g["name"]]) for rnd in times[net]["unfused_ops"]]
+            if judge(fused, unfused, args.tol, args.abs_tol_ms):
+                suspects.setdefault(net, []).append(g["name"])
+    in_context = {}  # (net, group) -> (window, fused window ms per round, split window ms per round)
+    for net, groups in suspects.items():
+        model, plans, _ = setups[net]
+        near = neighbours(model, plans["fused"])
+        paths = {}
+        for name in groups:
+            paths[name] = os.path.join(tmp, "%s.split.%s.json" % (net, name))
+            with open(paths[name], "w") as f:
+                json.dump(split_plan(plans["fused"], plans["unfused_ops"], name), f)
+        fused_path = os.path.join(tmp, "%s.fused.json" % net)
+        rounds = {name: ([], [], []) for name in groups}  # fused window, split window, split ops alone
+        for r in range(args.rounds):
+            for name in groups:
+                order = ((fused_path, 0), (paths[name], 1)) if r % 2 == 0 else ((paths[name], 1), (fused_path, 0))
+                for path, side in order:
+                    d = last_json(run_cli([args.hfuse, "bench", model, "--plan", path, "--profile", "--json"] + common))
+                    ms = {g["name"]: g["ms"] for g in d["group_profile"]}
+                    own = [name] if side == 0 else [k for k in ms if k.startswith(name + ".")]
+                    rounds[name][side].append(sum(ms[k] for k in own + sorted(near[name])))
+                    if side == 1:
+                        rounds[name][2].append(sum(ms[k] for k in own))
+            print("round %d/%d %s: %d groups in their plan's context" % (r + 1, args.rounds, net, len(groups)),
+                  file=sys.stderr)
+        for name in groups:
+            in_context[(net, name)] = (sorted(near[name]),) + rounds[name]
+
     report = {"rounds": args.rounds, "runs": args.runs, "threads": args.threads, "tol": args.tol,
               "abs_tol_ms": args.abs_tol_ms, "plan_args": args.plan_args, "networks": []}
     failures = 0
     md = ["| network | fused ms | unfused ms | fused groups | slower beyond noise |", "| --- | --- | --- | --- | --- |"]
-    details = []
+    details, alone = [], []
     for net in nets:
         _, plans, single = setups[net]
         t = times[net]
         entry = {"name": net, "fused_ms": t["net_fused"], "unfused_ms": t["net_unfused"], "groups": []}
         entry["network_slower"] = judge(t["net_fused"], t["net_unfused"], args.tol, 0.0)
         failures += entry["network_slower"]
+        ops_of = group_ops(plans["fused"])
         for g in plans["fused"]["groups"]:
             if len(g["nodes"]) < 2:
                 continue
-            ops = group_ops(plans["fused"])[g["name"]]
             fused = [rnd[g["name"]] for rnd in t["fused"]]
-            unfused = [sum(share * rnd[single[n]] for n, share in ops) for rnd in t["unfused_ops"]]
+            unfused = [sum(share * rnd[single[n]] for n, share in ops_of[g["name"]]) for rnd in t["unfused_ops"]]
             row = {"group": g["name"], "master": g["master"], "template": g.get("schedule", {}).get("template", ""),
                    "ops": len(g["nodes"]), "fused_ms": fused, "unfused_ops_ms": unfused,
-                   "slower": judge(fused, unfused, args.tol, args.abs_tol_ms)}
+                   "slower_alone": judge(fused, unfused, args.tol, args.abs_tol_ms), "slower": False}
+            line = "- %s %s (%s, %s, %d ops): %.3f ms fused, %.3f ms as separate ops" % (
+                net, g["name"], g["master"], row["template"], row["ops"], statistics.median(fused),
+                statistics.median(unfused))
+            if row["slower_alone"]:
+                window, wf, ws, ops_ms = in_context[(net, g["name"])]
+                row.update(window=window, window_fused_ms=wf, window_split_ms=ws, split_ops_ms=ops_ms,
+                           slower=judge_window(wf, ws, ops_ms, args.tol, args.abs_tol_ms))
+                line += "; with %s, %.3f ms fused, %.3f ms split in its plan" % (
+                    ", ".join(window) if window else "no neighbours", statistics.median(wf), statistics.median(ws))
+                (details if row["slower"] else alone).append(line)
+                failures += row["slower"]
             entry["groups"].append(row)
-            if row["slower"]:
-                failures += 1
-                details.append("- %s %s (%s, %s, %d ops): %.3f ms fused, %.3f ms as separate ops" % (
-                    net, g["name"], g["master"], row["template"], row["ops"], statistics.median(fused),
-                    statistics.median(unfused)))
         slow = [r["group"] for r in entry["groups"] if r["slower"]]
         md.append("| %s | %.2f | %.2f | %d | %s |" % (
             net, statistics.median(t["net_fused"]), statistics.median(t["net_unfused"]), len(entry["groups"]),
             ("network, " if entry["network_slower"] else "") + (", ".join(slow) if slow else "none")))
         report["networks"].append(entry)
-    text = "\n".join(md + [""] + (["Groups slower than their ops apart:"] + details if details else []))
+    if alone:
+        md += ["", "Groups slower than their ops apart but not in their own plan's context (the window of the group "
+               "and its neighbours against the plan with the group split):"] + alone
+    text = "\n".join(md + [""] + (["Groups slower than their ops apart and in their own plan's context:"] + details if details else []))
     print(text)
     if args.md:
         with open(args.md, "w") as f:
