@@ -2933,6 +2933,56 @@ TEST(Composer, DepthwiseRowBandsOnlyWhereEveryReaderTakesRows) {
     }
 }
 
+TEST(Composer, DepthwiseWithoutProducerTakesRowBandsOnLargePlanes) {
+    // Without a pointwise producer in its group, conv_dw takes two bands of rows by default on planes
+    // of 56 rows or more where its readers take rows (a 1x1 conv), not on smaller planes nor for a
+    // squeeze-excite's pool and Mul; every plan matches the reference.
+    struct Case {
+        int64_t size;
+        std::string reader;
+        int bands;
+    };
+    for (const Case &c : {Case{57, "conv", 2}, Case{57, "squeeze_excite", 1}, Case{55, "conv", 1}}) {
+        SCOPED_TRACE(std::to_string(c.size) + " " + c.reader);
+        json m = json::parse(R"({"format": "hfuse-model", "version": 1, "name": "dw_reader",
+          "inputs": [{"name": "x", "shape": [1, 16, 8, 8]}],
+          "weights": {"wd": {"shape": [16, 1, 3, 3], "uniform": [-0.4, 0.4], "seed": 2},
+                      "wp": {"shape": [8, 16, 1, 1], "uniform": [-0.4, 0.4], "seed": 3},
+                      "wf": {"shape": [16, 16, 1, 1], "uniform": [-0.4, 0.4], "seed": 4}},
+          "nodes": [{"name": "dw", "op": "Conv", "inputs": ["x", "wd"],
+                     "attrs": {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "group": 16}},
+                    {"name": "relu", "op": "Relu", "inputs": ["dw"]}],
+          "outputs": ["relu"]})");
+        m["inputs"][0]["shape"] = {1, 16, c.size, c.size};
+        json &nodes = m["nodes"];
+        if (c.reader == "conv") {
+            nodes.push_back({{"name", "project"},
+                             {"op", "Conv"},
+                             {"inputs", {"relu", "wp"}},
+                             {"attrs", {{"kernel_shape", {1, 1}}}}});
+            m["outputs"] = {"project"};
+        } else {
+            nodes.push_back({{"name", "gap"}, {"op", "GlobalAveragePool"}, {"inputs", {"relu"}}});
+            nodes.push_back(
+                {{"name", "fc"}, {"op", "Conv"}, {"inputs", {"gap", "wf"}}, {"attrs", {{"kernel_shape", {1, 1}}}}});
+            nodes.push_back({{"name", "gate"}, {"op", "Sigmoid"}, {"inputs", {"fc"}}});
+            nodes.push_back({{"name", "scaled"}, {"op", "Mul"}, {"inputs", {"relu", "gate"}}});
+            m["outputs"] = {"scaled"};
+        }
+        const Graph g = json_model(m);
+        const FusedGraph plan = fused_plan(g);
+        const FusedGroup *dw = nullptr;
+        for (const FusedGroup &grp : plan.groups) {
+            if (grp.master == "dw") dw = &grp;
+        }
+        ASSERT_NE(dw, nullptr);
+        ASSERT_EQ(dw->schedule.value("template", ""), "conv_dw");
+        EXPECT_FALSE(dw->schedule.contains("producer_tile_c"));
+        EXPECT_EQ(dw->schedule.value("row_bands", 1), c.bands);
+        expect_pipeline_matches_reference(g, plan);
+    }
+}
+
 TEST(Composer, PointwiseProducerNeedsItsOwnReaderAndParameters) {
     // The ReLU6 value handed out too: the planner keeps the pointwise conv in a group of its own.
     FusedGraph two = fused_plan(pointwise_depthwise_model(1, 5, 12, 13, 9, true));
