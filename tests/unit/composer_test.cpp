@@ -2884,6 +2884,31 @@ TEST(Composer, PointwiseProducerStaysInsideTheParallelTasks) {
     }
 }
 
+// Makes a reader of model `m`'s value "relu" its output: "conv", a 1x1 conv "project" (weights "wp");
+// "squeeze_excite", a global pool, a 1x1 conv (weights "wf"), a Sigmoid and a Mul of "relu" by it.
+void add_relu_reader(json &m, const std::string &reader) {
+    json &nodes = m["nodes"];
+    if (reader == "conv") {
+        nodes.push_back(
+            {{"name", "project"}, {"op", "Conv"}, {"inputs", {"relu", "wp"}}, {"attrs", {{"kernel_shape", {1, 1}}}}});
+        m["outputs"] = {"project"};
+        return;
+    }
+    nodes.push_back({{"name", "gap"}, {"op", "GlobalAveragePool"}, {"inputs", {"relu"}}});
+    nodes.push_back({{"name", "fc"}, {"op", "Conv"}, {"inputs", {"gap", "wf"}}, {"attrs", {{"kernel_shape", {1, 1}}}}});
+    nodes.push_back({{"name", "gate"}, {"op", "Sigmoid"}, {"inputs", {"fc"}}});
+    nodes.push_back({{"name", "scaled"}, {"op", "Mul"}, {"inputs", {"relu", "gate"}}});
+    m["outputs"] = {"scaled"};
+}
+
+// The group `plan` leads by the node `master`, or null.
+const FusedGroup *group_led_by(const FusedGraph &plan, const std::string &master) {
+    for (const FusedGroup &grp : plan.groups) {
+        if (grp.master == master) return &grp;
+    }
+    return nullptr;
+}
+
 TEST(Composer, DepthwiseRowBandsOnlyWhereEveryReaderTakesRows) {
     // conv_dw's two bands of rows (each thread writing the rows it then reads) by default only where
     // every reader of its output is a conv reading it as its input (tasks of rows): not for a
@@ -2904,28 +2929,11 @@ TEST(Composer, DepthwiseRowBandsOnlyWhereEveryReaderTakesRows) {
                      "attrs": {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "group": 24}},
                     {"name": "relu", "op": "Relu", "inputs": ["dw"]}],
           "outputs": ["relu"]})");
-        json &nodes = m["nodes"];
         if (reader == "conv_small_plane") m["inputs"][0]["shape"] = {1, 8, 39, 39};
-        if (reader == "conv" || reader == "conv_small_plane") {
-            nodes.push_back({{"name", "project"},
-                             {"op", "Conv"},
-                             {"inputs", {"relu", "wp"}},
-                             {"attrs", {{"kernel_shape", {1, 1}}}}});
-            m["outputs"] = {"project"};
-        } else if (reader == "squeeze_excite") {
-            nodes.push_back({{"name", "gap"}, {"op", "GlobalAveragePool"}, {"inputs", {"relu"}}});
-            nodes.push_back(
-                {{"name", "fc"}, {"op", "Conv"}, {"inputs", {"gap", "wf"}}, {"attrs", {{"kernel_shape", {1, 1}}}}});
-            nodes.push_back({{"name", "gate"}, {"op", "Sigmoid"}, {"inputs", {"fc"}}});
-            nodes.push_back({{"name", "scaled"}, {"op", "Mul"}, {"inputs", {"relu", "gate"}}});
-            m["outputs"] = {"scaled"};
-        }
+        if (reader != "output") add_relu_reader(m, reader == "squeeze_excite" ? "squeeze_excite" : "conv");
         const Graph g = json_model(m);
         const FusedGraph plan = fused_plan(g);
-        const FusedGroup *dw = nullptr;
-        for (const FusedGroup &grp : plan.groups) {
-            if (grp.master == "dw") dw = &grp;
-        }
+        const FusedGroup *dw = group_led_by(plan, "dw");
         ASSERT_NE(dw, nullptr);
         ASSERT_EQ(dw->nodes.size(), 4u) << "the expand conv computed per task of the depthwise conv";
         EXPECT_EQ(dw->schedule.value("row_bands", 1), reader == "conv" ? 2 : 1);
@@ -2954,27 +2962,10 @@ TEST(Composer, DepthwiseWithoutProducerTakesRowBandsOnLargePlanes) {
                     {"name": "relu", "op": "Relu", "inputs": ["dw"]}],
           "outputs": ["relu"]})");
         m["inputs"][0]["shape"] = {1, 16, c.size, c.size};
-        json &nodes = m["nodes"];
-        if (c.reader == "conv") {
-            nodes.push_back({{"name", "project"},
-                             {"op", "Conv"},
-                             {"inputs", {"relu", "wp"}},
-                             {"attrs", {{"kernel_shape", {1, 1}}}}});
-            m["outputs"] = {"project"};
-        } else {
-            nodes.push_back({{"name", "gap"}, {"op", "GlobalAveragePool"}, {"inputs", {"relu"}}});
-            nodes.push_back(
-                {{"name", "fc"}, {"op", "Conv"}, {"inputs", {"gap", "wf"}}, {"attrs", {{"kernel_shape", {1, 1}}}}});
-            nodes.push_back({{"name", "gate"}, {"op", "Sigmoid"}, {"inputs", {"fc"}}});
-            nodes.push_back({{"name", "scaled"}, {"op", "Mul"}, {"inputs", {"relu", "gate"}}});
-            m["outputs"] = {"scaled"};
-        }
+        add_relu_reader(m, c.reader);
         const Graph g = json_model(m);
         const FusedGraph plan = fused_plan(g);
-        const FusedGroup *dw = nullptr;
-        for (const FusedGroup &grp : plan.groups) {
-            if (grp.master == "dw") dw = &grp;
-        }
+        const FusedGroup *dw = group_led_by(plan, "dw");
         ASSERT_NE(dw, nullptr);
         ASSERT_EQ(dw->schedule.value("template", ""), "conv_dw");
         EXPECT_FALSE(dw->schedule.contains("producer_tile_c"));
