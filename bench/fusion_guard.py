@@ -155,6 +155,11 @@ def main():
         setups[net] = (model, plans, single)
         print("%s: %d groups fused, %d ops" % (net, len(plans["fused"]["groups"]), len(single)), file=sys.stderr)
 
+    def group_times(model, plan_path):
+        """Each group's median ms in one `hfuse bench --profile` of `plan_path`."""
+        d = last_json(run_cli([args.hfuse, "bench", model, "--plan", plan_path, "--profile", "--json"] + common))
+        return {g["name"]: g["ms"] for g in d["group_profile"]}
+
     times = {net: {"fused": [], "unfused_ops": [], "net_fused": [], "net_unfused": []} for net in nets}
     for r in range(args.rounds):
         for net in nets:
@@ -162,8 +167,7 @@ def main():
             order = ("fused", "unfused_ops") if r % 2 == 0 else ("unfused_ops", "fused")
             for kind in order:
                 path = os.path.join(tmp, "%s.%s.json" % (net, kind))
-                d = last_json(run_cli([args.hfuse, "bench", model, "--plan", path, "--profile", "--json"] + common))
-                times[net][kind].append({g["name"]: g["ms"] for g in d["group_profile"]})
+                times[net][kind].append(group_times(model, path))
             d = last_json(run_cli([args.hfuse, "bench", model, "--compare", "--json"] + shlex.split(args.plan_args) +
                               common))
             times[net]["net_fused"].append(d["fused_ms"])
@@ -203,8 +207,7 @@ def main():
             for name in groups:
                 order = ((fused_path, 0), (paths[name], 1)) if r % 2 == 0 else ((paths[name], 1), (fused_path, 0))
                 for path, side in order:
-                    d = last_json(run_cli([args.hfuse, "bench", model, "--plan", path, "--profile", "--json"] + common))
-                    ms = {g["name"]: g["ms"] for g in d["group_profile"]}
+                    ms = group_times(model, path)
                     own = [name] if side == 0 else [k for k in ms if k.startswith(name + ".")]
                     rounds[name][side].append(sum(ms[k] for k in own + sorted(near[name])))
                     if side == 1:

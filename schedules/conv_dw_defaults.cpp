@@ -73,6 +73,7 @@ nlohmann::json conv_dw_defaults(const ConvGroupShape &s, const TargetTraits &tt,
         row_vectors % 2 == 0 && 2 * dw_vw <= wout) {
         p["tile_x_vectors"] = 2;
     }
+    const int64_t images = s.output[0];
     if (s.producer_input_channels > 0) {
         // The pointwise producer per task, flat over the plane, by conv_flat's register tiles of
         // 2 vectors x up to 8 channels (6 with 16 registers) dividing the block. Blocks: the largest
@@ -80,7 +81,7 @@ nlohmann::json conv_dw_defaults(const ConvGroupShape &s, const TargetTraits &tt,
         // within 512 KB (MobileNet-V2's block, 144 channels at 56x56, Zen 5, 2 threads, slow spell,
         // whole block: 4 blocks of 36 by 6 channels 0.250 ms, 6 of 24 by 8 0.253-0.256, 8 of 18 by
         // 6 0.264, 9 of 16 0.274, 2 of 72 0.285, 3 of 48 0.311; unfused 0.33-0.36).
-        const int64_t plane = s.input[2] * s.input[3], images = s.output[0];
+        const int64_t plane = s.input[2] * s.input[3];
         for (int64_t cb = cout; cb >= 1; cb--) {
             const int64_t tasks = cout / cb * images;
             if (cout % cb == 0 && tasks >= 4 && tasks % 2 == 0 && cb * plane * 4 <= 512 * 1024) {
@@ -109,7 +110,7 @@ nlohmann::json conv_dw_defaults(const ConvGroupShape &s, const TargetTraits &tt,
         // 0.84-1.08x (MnasNet's three 0.90-1.00x).
         const double recomputed = static_cast<double>(s.weight[2] - 1) / s.input[2];
         if (images == 1 && hout >= 14 && recomputed <= 0.05) p["row_bands"] = 2;
-    } else if (s.output[0] == 1 && hout >= 56) {
+    } else if (images == 1 && hout >= 56) {
         // Without a producer the bands recompute nothing: where a group before it split its rows (a
         // stem conv_cv's blocks of rows), each thread reads the band it wrote, and the readers that
         // take rows (the plan keeps the bands only for those: readers_split_rows) read it there.

@@ -2901,14 +2901,6 @@ void add_relu_reader(json &m, const std::string &reader) {
     m["outputs"] = {"scaled"};
 }
 
-// The group `plan` leads by the node `master`, or null.
-const FusedGroup *group_led_by(const FusedGraph &plan, const std::string &master) {
-    for (const FusedGroup &grp : plan.groups) {
-        if (grp.master == master) return &grp;
-    }
-    return nullptr;
-}
-
 TEST(Composer, DepthwiseRowBandsOnlyWhereEveryReaderTakesRows) {
     // conv_dw's two bands of rows (each thread writing the rows it then reads) by default only where
     // every reader of its output is a conv reading it as its input (tasks of rows): not for a
@@ -2932,11 +2924,10 @@ TEST(Composer, DepthwiseRowBandsOnlyWhereEveryReaderTakesRows) {
         if (reader == "conv_small_plane") m["inputs"][0]["shape"] = {1, 8, 39, 39};
         if (reader != "output") add_relu_reader(m, reader == "squeeze_excite" ? "squeeze_excite" : "conv");
         const Graph g = json_model(m);
-        const FusedGraph plan = fused_plan(g);
-        const FusedGroup *dw = group_led_by(plan, "dw");
-        ASSERT_NE(dw, nullptr);
-        ASSERT_EQ(dw->nodes.size(), 4u) << "the expand conv computed per task of the depthwise conv";
-        EXPECT_EQ(dw->schedule.value("row_bands", 1), reader == "conv" ? 2 : 1);
+        FusedGraph plan = fused_plan(g);
+        const FusedGroup &dw = group_of(plan, "dw");
+        ASSERT_EQ(dw.nodes.size(), 4u) << "the expand conv computed per task of the depthwise conv";
+        EXPECT_EQ(dw.schedule.value("row_bands", 1), reader == "conv" ? 2 : 1);
         expect_pipeline_matches_reference(g, plan);
     }
 }
@@ -2964,12 +2955,11 @@ TEST(Composer, DepthwiseWithoutProducerTakesRowBandsOnLargePlanes) {
         m["inputs"][0]["shape"] = {1, 16, c.size, c.size};
         add_relu_reader(m, c.reader);
         const Graph g = json_model(m);
-        const FusedGraph plan = fused_plan(g);
-        const FusedGroup *dw = group_led_by(plan, "dw");
-        ASSERT_NE(dw, nullptr);
-        ASSERT_EQ(dw->schedule.value("template", ""), "conv_dw");
-        EXPECT_FALSE(dw->schedule.contains("producer_tile_c"));
-        EXPECT_EQ(dw->schedule.value("row_bands", 1), c.bands);
+        FusedGraph plan = fused_plan(g);
+        const FusedGroup &dw = group_of(plan, "dw");
+        ASSERT_EQ(dw.schedule.value("template", ""), "conv_dw");
+        EXPECT_FALSE(dw.schedule.contains("producer_tile_c"));
+        EXPECT_EQ(dw.schedule.value("row_bands", 1), c.bands);
         expect_pipeline_matches_reference(g, plan);
     }
 }
