@@ -16,9 +16,12 @@
 // after, the one after counted before it joins: the rules put it there) vectorized along the rows, as
 // conv_dw does: vectors narrowed to the row (down to 4 lanes), with 16 lanes halved (down to 8) until
 // they divide it; of 16 lanes, rows of 7, 14 and 28 fill 22%, 44% and 44%, of AVX2's 8 lanes 44%, 88%
-// and 88%. Apart, conv_cv puts whole vectors of channels in the lanes; the lanes left idle price that
-// work again (MergePrice::idle_ns) at the FMA peak. EfficientNet-B0's blocks, Sapphire Rapids,
-// AVX-512, 2 threads, interleaved, the expand + depthwise group against the two apart: 7x7 with 1152
+// and 88%. The producer itself runs flat over the plane's positions in tiles of 2 vectors of the
+// target's lanes (narrowed to the plane): 49 positions (7x7) fill 77% of 64 lanes, 196 (14x14) 88%.
+// Apart, conv_cv puts whole vectors of channels in the lanes; the lanes left idle price that work
+// again (MergePrice::idle_ns) at the FMA peak. MobileNet-V2's 7x7 blocks at batch 8 (160 -> 960,
+// Zen 5, AVX-512, 2 threads, --measure-undecided): one group 0.57-0.75 ms, apart 0.41-0.46. EfficientNet-B0's blocks,
+// Sapphire Rapids, AVX-512, 2 threads, interleaved, the expand + depthwise group against the two apart: 7x7 with 1152
 // channels 5x5 0.48 -> 0.24 ms, 14x14 with 672 5x5 0.53 -> 0.36, 14x14 with 480 3x3 0.24 -> 0.21,
 // 28x28 with 240 5x5 0.44 -> 0.38-0.44, 56x56 with 144 3x3 0.53 -> 0.55.
 //
@@ -74,7 +77,8 @@ struct MergePrice {
     // Work a template does with vector lanes idle that it would fill apart: a depthwise conv computed
     // with its pointwise producer (conv_dw, vectors along rows) over rows narrower than its vectors,
     // against channels in the lanes apart (conv_cv); see price_nodes.
-    double idle_lane_fraction = 0;  // of the depthwise conv's lanes
+    double idle_lane_fraction = 0;           // of the depthwise conv's lanes
+    double producer_idle_lane_fraction = 0;  // of its producer's
     double idle_ns = 0;
     double cost_ns() const { return recompute_ns + idle_ns; }
     bool pays() const { return cost_ns() <= saved_ns; }

@@ -81,12 +81,29 @@ std::string human_ns(double ns) {
     return buf;
 }
 
-// The plane work of a depthwise conv in `nodes` computed with its pointwise producer (also in
-// `nodes`, reached through elementwise ops), done with lanes idle (see MergePrice::idle_ns): the
-// depthwise conv's FLOPs and the work of the group's other non-conv ops, at the FMA peak, times
-// 1 / lanes used - 1 / lanes used apart. Sets `fraction` to the idle share of the lanes.
-double depthwise_idle_ns(const Graph &g, const std::set<std::string> &nodes, const MachineModel &m, double *fraction) {
+// Lanes of `lanes`-wide vectors a loop over `n` elements fills, in vectors of `v` lanes, `per_tile` of
+// them a tile (the last tile computed whole).
+double lanes_used(int64_t n, int64_t v, int64_t per_tile, int64_t lanes) {
+    const int64_t tile = v * per_tile;
+    return static_cast<double>(n) / static_cast<double>((n + tile - 1) / tile * tile) * static_cast<double>(v) /
+           static_cast<double>(lanes);
+}
+
+// The work a depthwise conv in `nodes` computed with its pointwise producer (also in `nodes`,
+// reached through elementwise ops) does with lanes idle (see MergePrice::idle_ns), at the FMA peak:
+// - the plane's work (the depthwise conv's FLOPs and the work of the group's other non-conv ops),
+//   times 1 / lanes used - 1 / lanes used apart; sets `fraction` to the idle share of its lanes;
+// - the producer's FLOPs, computed flat over the plane's positions in tiles of 2 vectors (conv_dw's
+//   defaults), times the same against whole vectors of its output channels apart (conv_cv); sets
+//   `producer_fraction` likewise.
+double depthwise_idle_ns(const Graph &g, const std::set<std::string> &nodes, const MachineModel &m, double *fraction,
+                         double *producer_fraction) {
     double idle = 0;
+    const int64_t lanes = m.vector_lanes > 0 ? m.vector_lanes : 16;
+    // Apart, conv_cv puts whole vectors of channels in the lanes.
+    auto channels_used = [&](int64_t channels) {
+        return channels % lanes == 0 ? 1.0 : lanes_used(channels, lanes, 1, lanes);
+    };
     for (const std::string &name : nodes) {
         const Node &dw = *g.find_node(name);
         if (!planner::is_padded_depthwise_conv(g, dw)) continue;  // the depthwise convs conv_dw computes a feed for
@@ -95,15 +112,26 @@ double depthwise_idle_ns(const Graph &g, const std::set<std::string> &nodes, con
         while (p && nodes.count(p->name) && find_op(p->op)->kind != PatternKind::ComplexOutFusable)
             p = p->inputs.empty() ? nullptr : g.producer(p->inputs[0]);
         if (!p || !nodes.count(p->name) || !planner::is_pointwise_conv(g, *p)) continue;
+        // The producer: the target's lanes narrowed (down to 4) to the plane, 2 vectors a tile where
+        // the plane takes two.
+        const Shape &in = g.type_of(p->outputs[0]).shape;
+        const int64_t positions = in[2] * in[3];
+        int64_t pv = lanes;
+        while (pv > 4 && positions < pv) pv /= 2;
+        const double producer_used = lanes_used(positions, pv, positions >= 2 * pv ? 2 : 1, lanes);
+        const double producer_used_apart = channels_used(in[1]);
+        if (producer_used_apart > producer_used) {
+            idle += node_flops(g, *p) / m.flops_per_ns * (1 / producer_used - 1 / producer_used_apart);
+            *producer_fraction = std::max(*producer_fraction, 1 - producer_used);
+        }
         const Shape &out = g.type_of(dw.outputs[0]).shape;
-        const int64_t lanes = m.vector_lanes > 0 ? m.vector_lanes : 16, width = out[3], channels = out[1];
+        const int64_t width = out[3], channels = out[1];
         // conv_dw's vectors: narrowed (down to 4 lanes) to the row, then with 16 lanes or more
         // halved (down to 8) until they divide it.
         int64_t v = lanes;
         while (v > 4 && width < v) v /= 2;
         while (lanes >= 16 && v > 8 && width % v != 0) v /= 2;
-        const double used = static_cast<double>(width) / static_cast<double>((width + v - 1) / v * v) *
-                            static_cast<double>(v) / static_cast<double>(lanes);
+        const double used = lanes_used(width, v, 1, lanes);
         const double used_apart = channels % lanes == 0 ? 1.0 : used;
         if (used_apart <= used) continue;
         double plane = node_flops(g, dw);
@@ -161,9 +189,18 @@ std::string MergePrice::why() const {
     s += recompute_flops > 0 ? "; recomputes " + human_flops(recompute_flops) + " (" + human_ns(recompute_ns) + ")"
                              : "; recomputes nothing";
     if (idle_ns > 0) {
-        char buf[96];
-        std::snprintf(buf, sizeof buf, "; leaves %.0f%% of the depthwise conv's vector lanes idle (%s)",
-                      100 * idle_lane_fraction, human_ns(idle_ns).c_str());
+        char buf[160];
+        if (producer_idle_lane_fraction > 0 && idle_lane_fraction > 0) {
+            std::snprintf(buf, sizeof buf,
+                          "; leaves %.0f%% of the depthwise conv's vector lanes idle and %.0f%% of its producer's (%s)",
+                          100 * idle_lane_fraction, 100 * producer_idle_lane_fraction, human_ns(idle_ns).c_str());
+        } else if (producer_idle_lane_fraction > 0) {
+            std::snprintf(buf, sizeof buf, "; leaves %.0f%% of the depthwise conv's producer's vector lanes idle (%s)",
+                          100 * producer_idle_lane_fraction, human_ns(idle_ns).c_str());
+        } else {
+            std::snprintf(buf, sizeof buf, "; leaves %.0f%% of the depthwise conv's vector lanes idle (%s)",
+                          100 * idle_lane_fraction, human_ns(idle_ns).c_str());
+        }
         s += buf;
     }
     return s;
@@ -176,6 +213,7 @@ MergePrice &MergePrice::operator+=(const MergePrice &part) {
     recompute_ns += part.recompute_ns;
     idle_ns += part.idle_ns;
     idle_lane_fraction = std::max(idle_lane_fraction, part.idle_lane_fraction);
+    producer_idle_lane_fraction = std::max(producer_idle_lane_fraction, part.producer_idle_lane_fraction);
     return *this;
 }
 
@@ -187,6 +225,7 @@ MergePrice MergePrice::operator-(const MergePrice &parts) const {
     d.recompute_ns = recompute_ns - parts.recompute_ns;
     d.idle_ns = idle_ns - parts.idle_ns;
     d.idle_lane_fraction = idle_lane_fraction;
+    d.producer_idle_lane_fraction = producer_idle_lane_fraction;
     d.work_ns = work_ns;
     return d;
 }
@@ -264,7 +303,7 @@ MergePrice price_nodes(const Graph &g, const std::set<std::string> &nodes,
     }
     p.recompute_ns = p.recompute_flops / (m.flops_per_ns * kRecomputeEfficiency);
     for (const std::string &name : nodes) p.work_ns += node_flops(g, *g.find_node(name)) / (m.flops_per_ns / 2);
-    p.idle_ns = depthwise_idle_ns(g, nodes, m, &p.idle_lane_fraction);
+    p.idle_ns = depthwise_idle_ns(g, nodes, m, &p.idle_lane_fraction, &p.producer_idle_lane_fraction);
     return p;
 }
 

@@ -9,6 +9,7 @@
 #include "hfuse/fused_graph.h"
 #include "hfuse/fusion_rules.h"
 #include "hfuse/model_io.h"
+#include "hfuse/op_registry.h"
 #include "hfuse/passes.h"
 #include "hfuse/plan_report.h"
 #include "hfuse/random.h"
@@ -1419,22 +1420,41 @@ TEST(FusionCost, DepthwiseWithItsProducerPricesTheLanesItLeavesIdle) {
     MergePrice p = price_nodes(narrow, group, placement, m);
     EXPECT_NEAR(p.idle_lane_fraction, 1 - 7.0 / 32, 1e-9);
     const double plane_flops = 2.0 * 9 * 64 * 49 + 64 * 49;  // the taps, the ReLU
-    EXPECT_NEAR(p.idle_ns, plane_flops / m.flops_per_ns * (32.0 / 7 - 1), 1e-6);
-    EXPECT_NE(p.why().find("leaves 78% of the depthwise conv's vector lanes idle"), std::string::npos) << p.why();
+    // The producer, flat over the 49 positions in tiles of 2 vectors of 16: 49 of 64 lanes.
+    EXPECT_NEAR(p.producer_idle_lane_fraction, 1 - 49.0 / 64, 1e-9);
+    const double producer_ns = node_flops(narrow, *narrow.find_node("expand")) / m.flops_per_ns * (64.0 / 49 - 1);
+    EXPECT_GT(producer_ns, 0);
+    EXPECT_NEAR(p.idle_ns, plane_flops / m.flops_per_ns * (32.0 / 7 - 1) + producer_ns, 1e-6);
+    EXPECT_NE(p.why().find("leaves 78% of the depthwise conv's vector lanes idle and 23% of its producer's"),
+              std::string::npos)
+        << p.why();
     EXPECT_EQ(price_nodes(narrow, {"dw"}, placement, m).idle_ns, 0) << "apart: nothing idle";
+    EXPECT_EQ(price_nodes(narrow, {"expand", "relu"}, placement, m).idle_ns, 0) << "apart: nothing idle";
     // The depthwise conv's elementwise epilogue counts whether or not it is in the group yet.
     const double gated = plane_flops + 64 * 49 * kTranscendentalFlops;
     const Graph with_gate = simplify(expand_depthwise(64, 7, 7, true));
-    EXPECT_NEAR(price_nodes(with_gate, group, placement, m).idle_ns, gated / m.flops_per_ns * (32.0 / 7 - 1), 1e-6);
+    EXPECT_NEAR(price_nodes(with_gate, group, placement, m).idle_ns,
+                gated / m.flops_per_ns * (32.0 / 7 - 1) + producer_ns, 1e-6);
     EXPECT_NEAR(price_nodes(with_gate, {"expand", "relu", "dw", "gate"}, placement, m).idle_ns,
-                gated / m.flops_per_ns * (32.0 / 7 - 1), 1e-6);
-    // AVX2's 8 lanes: 4 of them, two a row: 7/16 used.
+                gated / m.flops_per_ns * (32.0 / 7 - 1) + producer_ns, 1e-6);
+    // AVX2's 8 lanes: 4 of them, two a row: 7/16 used; the producer's tiles of 2 vectors of 8: 49 of 64.
     m.vector_lanes = 8;
     EXPECT_NEAR(price_nodes(narrow, group, placement, m).idle_lane_fraction, 1 - 7.0 / 16, 1e-9);
+    EXPECT_NEAR(price_nodes(narrow, group, placement, m).producer_idle_lane_fraction, 1 - 49.0 / 64, 1e-9);
     m.vector_lanes = 0;
-    // Rows of whole vectors, or channels that would not fill whole vectors apart either: nothing idle.
+    // Rows of whole vectors on a plane of whole tiles, or channels that would not fill whole vectors
+    // apart either: nothing idle.
     EXPECT_EQ(price_nodes(simplify(expand_depthwise(64, 4, 112)), group, placement, m).idle_ns, 0);
     EXPECT_EQ(price_nodes(simplify(expand_depthwise(24, 7, 7)), group, placement, m).idle_ns, 0);
+    // Rows of whole vectors, but 48 positions in tiles of 32: only the producer's lanes idle.
+    const Graph short_plane = simplify(expand_depthwise(64, 3, 16));
+    const MergePrice s = price_nodes(short_plane, group, placement, m);
+    EXPECT_EQ(s.idle_lane_fraction, 0);
+    EXPECT_NEAR(s.producer_idle_lane_fraction, 0.25, 1e-9);
+    EXPECT_NEAR(s.idle_ns, node_flops(short_plane, *short_plane.find_node("expand")) / m.flops_per_ns * (4.0 / 3 - 1),
+                1e-6);
+    EXPECT_NE(s.why().find("leaves 25% of the depthwise conv's producer's vector lanes idle"), std::string::npos)
+        << s.why();
     // The planner: at 7x7 the pointwise conv stays apart (the lanes cost more than the 12 KiB kept in
     // cache), and says why; on wide planes (3.1 MiB kept) and channels no vector divides, it joins.
     const RuleSet x86 = load_rules("x86");
