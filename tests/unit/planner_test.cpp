@@ -844,9 +844,9 @@ TEST(PlannerOptions, PointwiseConvJoinsTheDepthwiseConvReadingIt) {
     // group; the project conv after the depthwise one does not (a 1x1 reads every channel), nor does a
     // pointwise conv whose value is also read elsewhere, nor one before a strided depthwise conv
     // where the expanded value fits the machine model's private cache.
-    auto block = [](const std::string &name, int stride, bool shared, int size = 10) {
+    auto block = [](const std::string &name, int stride, bool shared, int size = 10, int images = 1) {
         ModelBuilder b(name);
-        b.input("x", {1, 8, size, size})
+        b.input("x", {images, 8, size, size})
             .conv("expand", "x", 8, 24, 1)
             .bn("bn", "expand", 24)
             .node("relu", "Relu", {"bn"});
@@ -885,6 +885,15 @@ TEST(PlannerOptions, PointwiseConvJoinsTheDepthwiseConvReadingIt) {
     expect_matches(small_cache, unfused_baseline(s2), "strided pointwise into depthwise");
     FusedGraph x86 = plan(s2, {"x86"});
     EXPECT_NE(group_with(x86, "expand").name, group_with(x86, "dw").name) << plan_table(x86);
+    // What counts is one image's value: 2 images of 24 x 7 x 7 (4.7 KB each, 9.4 KB in all) stay
+    // apart; 2 of 24 x 11 x 11 join, and compute what the graph does.
+    const Graph batch_small = block("pw_dw_s2_b2", 2, false, 7, 2),
+                batch_large = block("pw_dw_s2_b2_11", 2, false, 11, 2);
+    FusedGraph small_planes = plan_fusion(batch_small, {custom_rules("small_cache_b2", {{"cost_model", machine}})});
+    EXPECT_NE(group_with(small_planes, "expand").name, group_with(small_planes, "dw").name) << plan_table(small_planes);
+    FusedGraph large_planes = plan_fusion(batch_large, {custom_rules("small_cache_b2", {{"cost_model", machine}})});
+    EXPECT_EQ(group_with(large_planes, "expand").name, group_with(large_planes, "dw").name) << plan_table(large_planes);
+    expect_matches(large_planes, unfused_baseline(batch_large), "strided pointwise into depthwise, 2 images");
     // A strided 1x1 is no pointwise feed, even where the cache would make a strided merge pay: its
     // output pixel reads another input pixel, which conv_dw's flat producer cannot compute.
     const Graph strided_expand =
