@@ -22,8 +22,17 @@ constexpr int64_t kTaskElements = 8192;
 
 nlohmann::json pool_default_params(const PoolGroupShape &s, const Halide::Target &target) {
     const int64_t width = s.output.back(), rows = num_elements(s.output) / width;
-    int vw = target_traits(target).vector_width;
+    const TargetTraits tt = target_traits(target);
+    int vw = tt.vector_width;
     while (vw > 1 && vw > width) vw /= 2;
+    // With AVX-512, a stride-1 pool's vectors halved (not below 8) while they do not divide the row, as
+    // conv_dw's: a row's last vector shifts inwards and computes again what the one before it did, up to
+    // 15 of 16 lanes. Zen 5, 2 threads, in the networks (compare_builds, 4 rounds), 16 lanes against 8:
+    // Inception-V3's seven Pad + 3x3 AveragePool at 35x35 and 17x17, summed, 0.904 -> 0.661 ms;
+    // GoogLeNet's two 3x3 stride-1 MaxPool at 28x28 0.150 -> 0.128. Strided pools gained nothing
+    // (SqueezeNet's 3x3 stride-2 MaxPool to 27 wide 0.088 -> 0.087 and 0.043 -> 0.051 ms,
+    // Inception-V3's to 17 wide 0.056 -> 0.059): their vectors read every other input column anyway.
+    while (tt.avx512 && s.stride_product == 1 && vw > 8 && width % vw != 0) vw /= 2;
     // Tasks of about kTaskElements outputs that do not cross a plane where that is near: whole planes
     // where they are small, else bands of rows dividing the plane. A task's windows then read its own
     // channels' rows only (a task's window input, computed per task, covers the planes it touches).

@@ -19,6 +19,7 @@
 #include "ops/window_util.h"
 #include "schedules/conv_partition.h"
 #include "schedules/conv_template.h"
+#include "schedules/pool_template.h"
 
 #include "test_util.h"
 
@@ -3237,6 +3238,31 @@ TEST(Composer, PoolWindowInputPerTaskMatchesTheUnfusedRun) {
             }
         }
     }
+}
+
+TEST(Composer, StrideOnePoolVectorsDivideTheirRowsOnAvx512) {
+    // With AVX-512 a stride-1 pool's vectors are halved (not below 8) while they do not divide the row;
+    // strided pools and AVX2 keep the target's lanes narrowed to the row.
+    const Halide::Target avx512("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
+    const Halide::Target avx2("x86-64-linux-avx-avx2-f16c-fma-sse41");
+    auto lanes = [](int64_t width, int64_t strides, const Halide::Target &t) {
+        schedules::PoolGroupShape s;
+        s.output = {1, 288, 35, width};
+        s.window_taps = 9;
+        s.stride_product = strides;
+        s.padded = true;
+        s.window_input = true;
+        return schedules::pool_default_params(s, t)["vector_width"].get<int>();
+    };
+    EXPECT_EQ(lanes(35, 1, avx512), 8);
+    EXPECT_EQ(lanes(17, 1, avx512), 8);
+    EXPECT_EQ(lanes(32, 1, avx512), 16);
+    EXPECT_EQ(lanes(48, 1, avx512), 16);
+    EXPECT_EQ(lanes(12, 1, avx512), 8);
+    EXPECT_EQ(lanes(6, 1, avx512), 4);
+    EXPECT_EQ(lanes(35, 4, avx512), 16);
+    EXPECT_EQ(lanes(35, 1, avx2), 8);
+    EXPECT_EQ(lanes(6, 1, avx2), 4);
 }
 
 TEST(Composer, ReductionTemplateMatchesTheUnfusedRun) {
