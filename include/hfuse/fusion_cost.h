@@ -20,10 +20,11 @@
 // target's lanes (narrowed to the plane): 49 positions (7x7) fill 77% of 64 lanes, 196 (14x14) 88%.
 // Apart, conv_cv puts whole vectors of channels in the lanes; the lanes left idle price that work
 // again (MergePrice::idle_ns) at the FMA peak. MobileNet-V2's 7x7 blocks at batch 8 (160 -> 960,
-// Zen 5, AVX-512, 2 threads, --measure-undecided): one group 0.57-0.75 ms, apart 0.41-0.46. EfficientNet-B0's blocks,
-// Sapphire Rapids, AVX-512, 2 threads, interleaved, the expand + depthwise group against the two apart: 7x7 with 1152
-// channels 5x5 0.48 -> 0.24 ms, 14x14 with 672 5x5 0.53 -> 0.36, 14x14 with 480 3x3 0.24 -> 0.21,
-// 28x28 with 240 5x5 0.44 -> 0.38-0.44, 56x56 with 144 3x3 0.53 -> 0.55.
+// Zen 5, AVX-512, 2 threads, --measure-undecided): one group 0.57-0.75 ms, apart 0.41-0.46.
+// EfficientNet-B0's blocks, Sapphire Rapids, AVX-512, 2 threads, interleaved, the expand + depthwise
+// group against the two apart: 7x7 with 1152 channels 5x5 0.48 -> 0.24 ms, 14x14 with 672 5x5 0.53 ->
+// 0.36, 14x14 with 480 3x3 0.24 -> 0.21, 28x28 with 240 5x5 0.44 -> 0.38-0.44, 56x56 with 144 3x3
+// 0.53 -> 0.55.
 //
 //   MergePrice p = price_nodes(graph, {"conv", "relu", "pool"}, placements, rules.machine);
 //   p.pays();    // recompute_ns + idle_ns <= saved_ns
