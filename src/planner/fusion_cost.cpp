@@ -189,19 +189,20 @@ std::string MergePrice::why() const {
     s += recompute_flops > 0 ? "; recomputes " + human_flops(recompute_flops) + " (" + human_ns(recompute_ns) + ")"
                              : "; recomputes nothing";
     if (idle_ns > 0) {
-        char buf[160];
-        if (producer_idle_lane_fraction > 0 && idle_lane_fraction > 0) {
-            std::snprintf(buf, sizeof buf,
-                          "; leaves %.0f%% of the depthwise conv's vector lanes idle and %.0f%% of its producer's (%s)",
-                          100 * idle_lane_fraction, 100 * producer_idle_lane_fraction, human_ns(idle_ns).c_str());
-        } else if (producer_idle_lane_fraction > 0) {
-            std::snprintf(buf, sizeof buf, "; leaves %.0f%% of the depthwise conv's producer's vector lanes idle (%s)",
-                          100 * producer_idle_lane_fraction, human_ns(idle_ns).c_str());
+        auto percent = [](double fraction) {
+            char buf[16];
+            std::snprintf(buf, sizeof buf, "%.0f%%", 100 * fraction);
+            return std::string(buf);
+        };
+        const std::string producer = percent(producer_idle_lane_fraction);
+        s += "; leaves ";
+        if (idle_lane_fraction > 0) {
+            s += percent(idle_lane_fraction) + " of the depthwise conv's vector lanes idle";
+            if (producer_idle_lane_fraction > 0) s += " and " + producer + " of its producer's";
         } else {
-            std::snprintf(buf, sizeof buf, "; leaves %.0f%% of the depthwise conv's vector lanes idle (%s)",
-                          100 * idle_lane_fraction, human_ns(idle_ns).c_str());
+            s += producer + " of the depthwise conv's producer's vector lanes idle";
         }
-        s += buf;
+        s += " (" + human_ns(idle_ns) + ")";
     }
     return s;
 }
