@@ -94,18 +94,21 @@ ConvChoice choose_conv_template(const ConvGroupShape &s, const TargetTraits &tt)
     // 0.34; 288->64 0.53 -> 0.28; 768->192 at 17x17 0.70 -> 0.59, its channels in one block). With 32
     // vector registers, also from 64 input channels where the output is at least 128 channels of
     // whole vectors, not stored NCHW anyway (a model output or a Concat's input, which conv_cv would
-    // transpose) and the input is read as stored (no prologue evaluated per broadcast). ResNet-50's
-    // 1x1s at 56x56, Sapphire Rapids, AVX-512, 2 threads, in Wide ResNet-50 (bench --against
-    // --profile, 2 rounds): 64->256 0.93-1.07 -> 0.78-0.85 ms, 128->256 + Add 1.38-1.74 -> 1.05-1.38,
-    // and each next 256->128 (conv_cv already) 1.28-1.53 -> 0.95-1.11, its input now stored blocked;
-    // RegNet-Y 800MF's 144->144 at 28x28 1.08-1.18x, their readers 1.12-1.47x; whole networks
-    // 1.00-1.06x. Slower: 1x1 128->256 + BN + ReLU at 28x28 returned as a model output 0.8x,
-    // SqueezeNet's last 64->256 expand into its Concat 0.68-0.93x, its 96->16 squeezes and the
-    // 192->64 inception branches 0.92-0.98x (narrow outputs), DenseNet's BN + ReLU + 1x1s, and
-    // ResNeXt-50 and RegNet-Y 800MF under an AVX2 target 0.94-1.01x.
+    // transpose) and the input is read as stored or copied (a prologue computed once per value, into
+    // conv_cv's copy, not per broadcast; in whole blocks of 8 channels). ResNet-50's 1x1s at 56x56,
+    // Sapphire Rapids, AVX-512, 2 threads, in Wide ResNet-50 (bench --against --profile, 2 rounds):
+    // 64->256 0.93-1.07 -> 0.78-0.85 ms, 128->256 + Add 1.38-1.74 -> 1.05-1.38, and each next
+    // 256->128 (conv_cv already) 1.28-1.53 -> 0.95-1.11, its input now stored blocked; RegNet-Y
+    // 800MF's 144->144 at 28x28 1.08-1.18x, their readers 1.12-1.47x; whole networks 1.00-1.06x.
+    // DenseNet-121's BN + ReLU + 1x1s, copied, Zen 5, 2 threads, in the network: 4.11 -> 3.82 ms in
+    // all. Slower: 1x1 128->256 + BN + ReLU at 28x28 returned as a model output 0.8x, SqueezeNet's last
+    // 64->256 expand into its Concat 0.68-0.93x, its 96->16 squeezes and the 192->64 inception
+    // branches 0.92-0.98x (narrow outputs), and ResNeXt-50 and RegNet-Y 800MF under an AVX2 target
+    // 0.94-1.01x.
     const int64_t group_inputs = s.input[1] / s.group;
-    const bool deep = group_inputs >= 256 || (group_inputs >= 64 && cout >= 128 && cout % tt.vector_width == 0 &&
-                                              !s.input_in_group && !s.output_planar && tt.vector_registers >= 32);
+    const bool deep = group_inputs >= 256 ||
+                      (group_inputs >= 64 && cout >= 128 && cout % tt.vector_width == 0 &&
+                       (!s.input_in_group || group_inputs % 8 == 0) && !s.output_planar && tt.vector_registers >= 32);
     if (grouped_takes_cv(s, tt))
         return {
             ConvTemplate::Cv, vw, {}, "grouped: each vector of output channels reduces over its own group's inputs"};

@@ -83,7 +83,10 @@ void conv_xv_one_row_defaults(nlohmann::json &p, const ConvGroupShape &s, const 
     // output. So on AVX2 targets only an input of up to half of 512 KB keeps the channel tiles
     // outside; with AVX-512 (Zen 5, 1 MB) up to 512 KB.
     const int64_t input_budget = tt.vector_registers >= 32 ? 512 * 1024 : 256 * 1024;
-    const bool inner = s.input_made || s.input[1] * tw * 4 > input_budget;
+    // An input the group computes (a prologue) reads another group's value too, and is computed per
+    // tile of positions (schedule_xv_per_tile): channel tiles inside compute it once per position.
+    const bool read_made = s.input_made || s.input_in_group;
+    const bool inner = read_made || s.input[1] * tw * 4 > input_budget;
     p["channel_loop"] = inner ? "inner" : "outer";
     // The row in as few tasks as give, with the channel tiles outside and the images, at least 8
     // (4 splitting another group's value by positions: each thread a contiguous share of them on 2 or 4
@@ -92,7 +95,7 @@ void conv_xv_one_row_defaults(nlohmann::json &p, const ConvGroupShape &s, const 
     // them). Zen 3, 2 threads, 128->256 at 28x28, channel tiles inside: 7 tasks 0.308 ms, 10 tasks
     // 0.276, 2 0.280.
     const int64_t others = (inner ? 1 : (cout + t.channels - 1) / t.channels) * s.output[0],
-                  tiles = (tw + vw * t.x_vectors - 1) / (vw * t.x_vectors), least = s.input_made ? 4 : 8;
+                  tiles = (tw + vw * t.x_vectors - 1) / (vw * t.x_vectors), least = read_made ? 4 : 8;
     auto made = [&](int64_t asked) {
         const int64_t per_task = (tiles + asked - 1) / asked;
         return (tiles + per_task - 1) / per_task;

@@ -1122,30 +1122,38 @@ Graph pointwise_then_pool(int cin, int cout, int hw, bool prologue, bool concat 
 TEST(Composer, DeepPointwiseConvHandingItsValueOnTakesChannelVectors) {
     // AVX-512: a pointwise conv over at least 64 input channels to at least 128 output channels of
     // whole vectors, its value read by another group, takes conv_cv (in a network its readers are
-    // mostly conv_cv convs, which read its tiles as they lie); not narrower outputs, nor where its
-    // group computes its input (a prologue), nor with AVX2's 16 registers, nor where its value is
-    // stored NCHW anyway: a Concat's input, a model output (Composer.ChoosesTemplatesFromShapes).
+    // mostly conv_cv convs, which read its tiles as they lie), also where its group computes its input
+    // (a prologue), which conv_cv then copies in blocks of 8 channels, computing it once per value;
+    // not narrower outputs, nor a prologue of channels not in whole blocks of 8, nor with AVX2's 16
+    // registers, nor where its value is stored NCHW anyway: a Concat's input, a model output
+    // (Composer.ChoosesTemplatesFromShapes).
     const Halide::Target avx512("x86-64-linux-avx-avx2-f16c-fma-sse41-avx512-avx512_skylake");
     RuleSet rules = load_rules("x86");
     rules.opaque_nodes.insert("pool");  // a group of its own
-    auto pw_template = [&](const Graph &g, const Halide::Target &t) {
+    auto pw_schedule = [&](const Graph &g, const Halide::Target &t) {
         const FusedGraph plan = with_default_schedules(plan_fusion(g, {rules}), t);
         for (const FusedGroup &grp : plan.groups) {
-            if (grp.master == "pw") return grp.schedule.value("template", "");
+            if (grp.master == "pw") return grp.schedule;
         }
-        return std::string("no group led by pw");
+        return json{{"template", "no group led by pw"}};
     };
+    auto pw_template = [&](const Graph &g, const Halide::Target &t) { return pw_schedule(g, t).value("template", ""); };
     EXPECT_EQ(pw_template(pointwise_then_pool(64, 128, 20, false), avx512), "conv_cv");
     EXPECT_NE(pw_template(pointwise_then_pool(64, 96, 20, false), avx512), "conv_cv");
     EXPECT_NE(pw_template(pointwise_then_pool(32, 128, 20, false), avx512), "conv_cv");
-    EXPECT_NE(pw_template(pointwise_then_pool(64, 128, 20, true), avx512), "conv_cv");
+    const json with_prologue = pw_schedule(pointwise_then_pool(64, 128, 20, true), avx512);
+    EXPECT_EQ(with_prologue.value("template", ""), "conv_cv") << with_prologue.dump();
+    EXPECT_EQ(with_prologue.value("input_block", 0), 8) << with_prologue.dump();
+    EXPECT_NE(pw_template(pointwise_then_pool(68, 128, 20, true), avx512), "conv_cv");
     EXPECT_NE(pw_template(pointwise_then_pool(64, 128, 20, false, true), avx512), "conv_cv");
     EXPECT_NE(pw_template(pointwise_then_pool(64, 128, 20, false), kTarget), "conv_cv");
     // On the host, with those defaults, the two groups compute the reference (odd plane).
-    const Graph g = pointwise_then_pool(64, 128, 19, false);
-    const FusedGraph plan = with_default_schedules(plan_fusion(g, {rules}), avx512);
-    ASSERT_EQ(plan.groups.size(), 2u);
-    expect_matches_reference(plan);
+    for (const bool prologue : {false, true}) {
+        const Graph g = pointwise_then_pool(64, 128, 19, prologue);
+        const FusedGraph plan = with_default_schedules(plan_fusion(g, {rules}), avx512);
+        ASSERT_EQ(plan.groups.size(), 2u);
+        expect_matches_reference(plan);
+    }
 }
 
 // Gemm (A [M, K], or [K, M] with transA; B [N, K] with transB, else [K, N]; bias [N]) -> activation.
