@@ -911,6 +911,48 @@ TEST(PlannerOptions, PointwiseConvJoinsTheDepthwiseConvReadingIt) {
     expect_matches(strided, unfused_baseline(strided_expand), "strided expand apart");
 }
 
+// A squeeze-and-excitation block: the Mul of the activation by its per-channel gate joins the conv
+// reading it, which applies the scale as it reads its input (a prologue), rather than the gate's group
+// storing the scaled activation for the conv to read again. At odd sizes, for a narrow conv and for a
+// deep one (64 -> 128 channels), each computes what the graph does.
+TEST(PlannerOptions, SqueezeExciteScaleJoinsTheConvReadingIt) {
+    struct Case {
+        int channels, out, h, w;
+    };
+    for (const Case c : {Case{24, 16, 9, 19}, Case{64, 128, 7, 9}}) {
+        const std::string name = "se_" + std::to_string(c.channels) + "_" + std::to_string(c.out);
+        const Graph g = ModelBuilder(name)
+                            .input("x", {1, 8, c.h, c.w})
+                            .conv("conv", "x", 8, c.channels)
+                            .node("act", "Relu", {"conv"})
+                            .node("squeeze", "GlobalAveragePool", {"act"})
+                            .conv("fc1", "squeeze", c.channels, 8, 1)
+                            .node("fc1_relu", "Relu", {"fc1"})
+                            .conv("fc2", "fc1_relu", 8, c.channels, 1)
+                            .node("gate", "Sigmoid", {"fc2"})
+                            .node("scale", "Mul", {"act", "gate"})
+                            .conv("project", "scale", c.channels, c.out, 1)
+                            .output("project")
+                            .load();
+        const FusedGraph x86 = plan(g, {"x86"});
+        EXPECT_EQ(group_with(x86, "scale").name, group_with(x86, "project").name) << name << "\n" << plan_table(x86);
+        EXPECT_EQ(group_with(x86, "project").master, "project");
+        EXPECT_NE(group_with(x86, "gate").name, group_with(x86, "scale").name) << name;
+        EXPECT_NE(group_with(x86, "gate").why.find("reads (a prologue)"), std::string::npos)
+            << group_with(x86, "gate").why;
+        Executor ex(x86);
+        for (const GroupInfo &info : ex.groups()) {
+            if (info.master == "project")
+                EXPECT_EQ(info.schedule_template.rfind("conv_", 0), 0u) << info.schedule_template;
+        }
+        // Without the cost model the rules alone decide, as before.
+        const FusedGraph uncosted = plan_fusion(g, {custom_rules("se_uncosted", {{"cost_model", false}})});
+        const Baseline base = unfused_baseline(g);
+        expect_matches(x86, base, name + " scale in its reader");
+        expect_matches(uncosted, base, name + " no cost model");
+    }
+}
+
 // --- Rounds -----------------------------------------------------------------------------------------
 
 TEST(PlannerRounds, TvmThenX86MergesFurther) {
