@@ -914,15 +914,15 @@ TEST(PlannerOptions, PointwiseConvJoinsTheDepthwiseConvReadingIt) {
 // A squeeze-and-excitation block: the Mul of the activation by its per-channel gate joins the conv
 // reading it, which applies the scale as it reads its input (a prologue), rather than the gate's group
 // storing the scaled activation for the conv to read again. At odd sizes, for a narrow conv and for a
-// deep one (64 -> 128 channels), each computes what the graph does.
+// deep one (64 -> 128 channels, 2 images), each computes what the graph does.
 TEST(PlannerOptions, SqueezeExciteScaleJoinsTheConvReadingIt) {
     struct Case {
-        int channels, out, h, w;
+        int channels, out, h, w, images;
     };
-    for (const Case c : {Case{24, 16, 9, 19}, Case{64, 128, 7, 9}}) {
+    for (const Case c : {Case{24, 16, 9, 19, 1}, Case{64, 128, 7, 9, 2}}) {
         const std::string name = "se_" + std::to_string(c.channels) + "_" + std::to_string(c.out);
         const Graph g = ModelBuilder(name)
-                            .input("x", {1, 8, c.h, c.w})
+                            .input("x", {c.images, 8, c.h, c.w})
                             .conv("conv", "x", 8, c.channels)
                             .node("act", "Relu", {"conv"})
                             .node("squeeze", "GlobalAveragePool", {"act"})
