@@ -20,7 +20,7 @@ namespace {
 // channels together ([y][c][x]): a tile's pass over the input channels then reads a few contiguous
 // rows rather than a row of every channel's plane, a page each where planes are 4 KB or more.
 void schedule_xv_per_tile(Func tile, Func conv, const std::vector<Func> &per_tile, const ConvGroupShape &s,
-                          const nlohmann::json &p, int vw, Func padded, Func copied_input, Func prologue) {
+                          const nlohmann::json &p, int vw, Func padded, Func input, bool input_per_task) {
     const int64_t tw = s.tile_output[3], th = s.tile_output[2], tc = s.tile_output[1];
     const auto [nx, ny, nc] = register_tile(p);
     const int tx = vw * nx / s.tile_stride_x, ty = ny / s.tile_stride_y;
@@ -74,12 +74,12 @@ void schedule_xv_per_tile(Func tile, Func conv, const std::vector<Func> &per_til
     // folding a per-channel scale into each multiply. Zen 5, AVX-512, 2 threads, in the networks
     // (with the planner's scale-into-reader merges): RegNet-Y 800MF's 1x1 readers of SE scales mostly
     // -0.006 to -0.018 ms each.
-    if (!copied_input.defined() && !padded.defined() && prologue.defined() && s.input_in_group) {
-        Func made = prologue.in(conv);
+    if (!input_per_task && !padded.defined() && input.defined() && s.input_in_group) {
+        Func made = input.in(conv);
         made.compute_at(tile, xo).vectorize(Dims(made).x, vw, Halide::TailStrategy::GuardWithIf);
     }
-    if (copied_input.defined()) {
-        Func copy = copied_input.in(conv);
+    if (input_per_task) {
+        Func copy = input.in(conv);
         Dims d(copy);
         copy.compute_at(tile, channels_inner ? rows : task)
             .reorder_storage(d.x, d.c, d.y, d.n)
@@ -144,7 +144,7 @@ void schedule_xv(Func tile, Func conv, Func padded, Func input, const std::vecto
         if (per_task) fail_field("schedule.input_at", "\"task\" is for register tiles of the output, not strips");
         schedule_xv_strips(tile, conv, per_tile, s, p, vw, padded);
     } else {
-        schedule_xv_per_tile(tile, conv, per_tile, s, p, vw, padded, per_task ? input : Func(), input);
+        schedule_xv_per_tile(tile, conv, per_tile, s, p, vw, padded, input, per_task);
     }
     if (padded.defined() && !per_task) padded_at_root(padded, conv, vw);
 }

@@ -232,13 +232,9 @@ private:
     // their readers up to 0.03 slower). Under the cost model only: other rule sets keep their rules.
     int64_t expanded_for_its_reader(int g, int d) {
         if (!rules_.cost_model) return 0;
-        int node = -1;
-        for (size_t v = 0; v < members_.size(); v++) {
-            if (find(static_cast<int>(v)) != d) continue;
-            if (node >= 0 || members_[v].size() != 1) return 0;
-            node = members_[v][0];
-        }
-        if (node < 0) return 0;
+        const std::set<std::string> lone = node_names(d);
+        if (lone.size() != 1) return 0;
+        const int node = ng_.index.at(*lone.begin());
         const Node &b = in_.graph.nodes[node];
         if (effective_kind(in_.graph, b) != PatternKind::Broadcast || ng_.is_model_output[node] ||
             ng_.consumers[node].size() != 1)
